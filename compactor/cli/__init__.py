@@ -1,0 +1,56 @@
+"""The ``compactor`` command. Each command group lives in its own module with ``register``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from compactor.errors import CompactorError
+
+# Modules that add subcommands; each defines register(subparsers). Order = help order.
+COMMAND_MODULES = [
+    "compactor.cli.demo",
+    "compactor.cli.data",
+    "compactor.cli.policy",
+    "compactor.cli.compact",
+    "compactor.cli.ops",
+    "compactor.cli.bench",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="compactor",
+        description="Durable, distributed context compaction for LLM-agent sessions.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            mod = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue  # command group not built yet
+            raise
+        mod.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        rc = args.func(args)
+    except CompactorError as exc:
+        print(f"compactor: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    return int(rc or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

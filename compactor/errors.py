@@ -1,0 +1,69 @@
+"""Typed errors. Tests assert the kind (``code``), not the text; messages say what to do."""
+
+from __future__ import annotations
+
+
+class CompactorError(Exception):
+    """Base of every error a user can cause or meet. ``code`` is stable, the text is for people."""
+
+    code = "compactor_error"
+    exit_code = 1
+
+    def __init__(self, message: str, **details: object) -> None:
+        super().__init__(message)
+        self.details = details
+
+
+class InvalidInput(CompactorError):
+    code = "invalid_input"
+    exit_code = 2
+
+
+class UnknownFormat(InvalidInput):
+    code = "unknown_format"
+
+
+class EmptyInput(InvalidInput):
+    code = "empty_input"
+
+
+class ParseError(InvalidInput):
+    code = "parse_error"
+
+
+class InvalidId(InvalidInput):
+    code = "invalid_id"
+
+
+class NotFound(CompactorError):
+    code = "not_found"
+
+
+class BucketNotFound(NotFound):
+    code = "bucket_not_found"
+
+
+class PreconditionFailed(CompactorError):
+    """A conditional write lost: the object exists (if_none_match) or changed (if_match)."""
+
+    code = "precondition_failed"
+
+
+class ConcurrentModification(CompactorError):
+    """The head moved underneath a writer and retries ran out."""
+
+    code = "concurrent_modification"
+
+
+class IntegrityError(CompactorError):
+    """Stored bytes do not match their recorded sha256."""
+
+    code = "integrity_error"
+
+
+class InvariantViolation(CompactorError):
+    code = "invariant_violation"
+
+
+class PolicyError(InvalidInput):
+    code = "policy_error"

@@ -1,0 +1,329 @@
+"""Canonical session events, in the Anthropic content-block shape.
+
+Every importer produces these, the session log stores them, the engine reads them and the
+view is built from them. They are a durable contract: stored segments written today must load
+with tomorrow's code, so new fields are optional with defaults and nothing is renamed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from typing import Annotated, Any, Iterable, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- blocks -----------------------------------------------------------------------------------
+
+
+class TextBlock(_Model):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ThinkingBlock(_Model):
+    type: Literal["thinking"] = "thinking"
+    thinking: str
+    signature: str | None = Field(default=None, description="Provider signature, opaque.")
+
+
+class ArtifactRefBlock(_Model):
+    """Content moved to the artifact store; the view keeps previews and the reference."""
+
+    type: Literal["artifact_ref"] = "artifact_ref"
+    uri: str = Field(description="Where the bytes live, e.g. artifact://sha256/<hex>.")
+    sha256: str = Field(description="Hex sha256 of the stored bytes; verified on read.")
+    bytes: int = Field(description="Size of the stored content in bytes.")
+    preview_head: str = Field(default="", description="First characters of the content.")
+    preview_tail: str = Field(default="", description="Last characters of the content.")
+    media_type: str = Field(default="text/plain")
+
+
+class ImageBlock(_Model):
+    """An image; large data is held by artifact reference, never inline in the log."""
+
+    type: Literal["image"] = "image"
+    media_type: str = "image/png"
+    ref: ArtifactRefBlock | None = None
+    data: str | None = Field(default=None, description="Base64 data, only for small images.")
+
+
+class ToolUseBlock(_Model):
+    type: Literal["tool_use"] = "tool_use"
+    id: str
+    name: str
+    input: dict[str, Any] = Field(default_factory=dict)
+
+
+ToolResultContent = Annotated[
+    Union[TextBlock, ImageBlock, ArtifactRefBlock], Field(discriminator="type")
+]
+
+
+class ToolResultBlock(_Model):
+    type: Literal["tool_result"] = "tool_result"
+    tool_use_id: str
+    content: list[ToolResultContent] = Field(default_factory=list)
+    is_error: bool = False
+
+    @property
+    def text(self) -> str:
+        return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+
+class CompactionBlock(_Model):
+    """A summary made by a compaction (the source agent's, a provider's native one, or ours).
+
+    ``raw`` holds a provider block that must be replayed verbatim (Anthropic native compaction).
+    """
+
+    type: Literal["compaction"] = "compaction"
+    content: str = ""
+    raw: dict[str, Any] | None = None
+
+
+Block = Annotated[
+    Union[
+        TextBlock,
+        ThinkingBlock,
+        ImageBlock,
+        ToolUseBlock,
+        ToolResultBlock,
+        ArtifactRefBlock,
+        CompactionBlock,
+    ],
+    Field(discriminator="type"),
+]
+
+
+# --- events -----------------------------------------------------------------------------------
+
+EventKind = Literal["message", "pinned", "compaction"]
+Role = Literal["user", "assistant", "system"]
+
+
+class Usage(_Model):
+    """Token usage the model provider reported for the request that produced this event."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+
+    @property
+    def context_tokens(self) -> int:
+        """Everything the provider counted as context for that request."""
+        return self.input_tokens + self.cache_read_input_tokens + self.cache_creation_input_tokens
+
+
+class Event(_Model):
+    """One entry of a session log.
+
+    ``kind``: ``message`` (ordinary turn), ``pinned`` (system/developer instructions that are
+    re-injected and never summarized), ``compaction`` (a compaction the source agent made
+    itself; its summary is a CompactionBlock, kept rather than silently dropped).
+    """
+
+    seq: int = Field(default=0, ge=0, description="1-based, gap-free per session; 0 until appended.")
+    id: str = Field(min_length=1, max_length=256, description="Client idempotency key.")
+    at: datetime | None = None
+    kind: EventKind = "message"
+    role: Role
+    blocks: list[Block] = Field(default_factory=list)
+    tokens: int | None = Field(default=None, description="Counted once at append, cached.")
+    usage: Usage | None = None
+    injected: bool = Field(
+        default=False, description="Context the harness injected, not typed by the human."
+    )
+    source: str | None = Field(default=None, description="Importer format that produced it.")
+    meta: dict[str, Any] = Field(default_factory=dict, description="Source-specific extras.")
+
+    @model_validator(mode="after")
+    def _check(self) -> Event:
+        if self.kind == "pinned" and self.role == "assistant":
+            raise ValueError("pinned events are system/developer/user instructions, not assistant")
+        return self
+
+    # convenience -------------------------------------------------------------------------
+    @property
+    def text(self) -> str:
+        parts: list[str] = []
+        for b in self.blocks:
+            if isinstance(b, TextBlock):
+                parts.append(b.text)
+            elif isinstance(b, CompactionBlock):
+                parts.append(b.content)
+        return "\n".join(parts)
+
+    @property
+    def tool_uses(self) -> list[ToolUseBlock]:
+        return [b for b in self.blocks if isinstance(b, ToolUseBlock)]
+
+    @property
+    def tool_results(self) -> list[ToolResultBlock]:
+        return [b for b in self.blocks if isinstance(b, ToolResultBlock)]
+
+    @property
+    def is_user_request(self) -> bool:
+        """A genuine user request: typed by the human, with text, not a tool result carrier."""
+        return (
+            self.kind == "message"
+            and self.role == "user"
+            and not self.injected
+            and not self.tool_results
+            and bool(self.text.strip())
+        )
+
+    def with_(self, **changes: Any) -> Event:
+        return self.model_copy(update=changes)
+
+    def to_json_line(self) -> str:
+        return self.model_dump_json(exclude_none=True)
+
+    @classmethod
+    def from_json_line(cls, line: str | bytes) -> Event:
+        return cls.model_validate_json(line)
+
+
+def content_hash(events: Iterable[Event]) -> str:
+    """Stable hash of events' content (seq, id, kind, role, blocks): a checkpoint's source_hash."""
+    h = hashlib.sha256()
+    for e in events:
+        h.update(
+            json.dumps(
+                e.model_dump(mode="json", include={"seq", "id", "kind", "role", "blocks"}),
+                sort_keys=True,
+                separators=(",", ":"),
+            ).encode()
+        )
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+# --- provider shapes --------------------------------------------------------------------------
+
+
+def _block_to_anthropic(b: Any) -> dict[str, Any] | None:
+    if isinstance(b, TextBlock):
+        return {"type": "text", "text": b.text}
+    if isinstance(b, ThinkingBlock):
+        # Thinking without a valid signature is rejected by the API; send it as text instead.
+        return None
+    if isinstance(b, ToolUseBlock):
+        return {"type": "tool_use", "id": b.id, "name": b.name, "input": b.input}
+    if isinstance(b, ToolResultBlock):
+        content: list[dict[str, Any]] = []
+        for c in b.content:
+            if isinstance(c, TextBlock):
+                content.append({"type": "text", "text": c.text})
+            elif isinstance(c, ArtifactRefBlock):
+                content.append({"type": "text", "text": render_artifact_ref(c)})
+            elif isinstance(c, ImageBlock):
+                if c.data:
+                    content.append(
+                        {
+                            "type": "image",
+                            "source": {"type": "base64", "media_type": c.media_type, "data": c.data},
+                        }
+                    )
+                else:
+                    content.append({"type": "text", "text": f"[image {c.ref.uri if c.ref else ''}]"})
+        out: dict[str, Any] = {"type": "tool_result", "tool_use_id": b.tool_use_id, "content": content}
+        if b.is_error:
+            out["is_error"] = True
+        return out
+    if isinstance(b, ArtifactRefBlock):
+        return {"type": "text", "text": render_artifact_ref(b)}
+    if isinstance(b, ImageBlock):
+        if b.data:
+            return {
+                "type": "image",
+                "source": {"type": "base64", "media_type": b.media_type, "data": b.data},
+            }
+        return {"type": "text", "text": f"[image {b.ref.uri if b.ref else ''}]"}
+    if isinstance(b, CompactionBlock):
+        if b.raw is not None:
+            return dict(b.raw)
+        return {"type": "text", "text": b.content}
+    raise TypeError(f"unknown block {b!r}")
+
+
+def render_artifact_ref(b: ArtifactRefBlock) -> str:
+    head = b.preview_head
+    tail = b.preview_tail
+    return (
+        f"[output stored as {b.uri} ({b.bytes} bytes, sha256 {b.sha256[:12]}); preview:]\n"
+        f"{head}\n...\n{tail}"
+    )
+
+
+def to_anthropic(events: Iterable[Event]) -> tuple[str, list[dict[str, Any]]]:
+    """Events -> (system, messages) for the Anthropic Messages API.
+
+    Pinned system-role events become the system prompt; consecutive same-role events merge
+    into one message so roles alternate; tool_result blocks lead their user message, as the API
+    requires. A leading assistant message gets a placeholder user turn before it.
+    """
+    system_parts: list[str] = []
+    messages: list[dict[str, Any]] = []
+    for e in events:
+        if e.role == "system":
+            if e.kind == "pinned" or e.injected:
+                system_parts.append(e.text)
+                continue
+            role = "user"
+        else:
+            role = e.role
+        blocks = [x for x in (_block_to_anthropic(b) for b in e.blocks) if x is not None]
+        if not blocks:
+            continue
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].extend(blocks)
+        else:
+            messages.append({"role": role, "content": blocks})
+    for m in messages:
+        if m["role"] == "user":
+            # tool_result blocks must come first in a user message
+            m["content"].sort(key=lambda blk: 0 if blk["type"] == "tool_result" else 1)
+    if messages and messages[0]["role"] != "user":
+        messages.insert(0, {"role": "user", "content": [{"type": "text", "text": "(continued)"}]})
+    return "\n\n".join(p for p in system_parts if p), messages
+
+
+def to_openai(events: Iterable[Event]) -> list[dict[str, Any]]:
+    """Events -> OpenAI chat-completions message list (tool calls as `tool` messages)."""
+    out: list[dict[str, Any]] = []
+    for e in events:
+        if e.role == "system":
+            out.append({"role": "system", "content": e.text})
+            continue
+        if e.role == "assistant":
+            msg: dict[str, Any] = {"role": "assistant", "content": e.text or None}
+            calls = [
+                {
+                    "id": u.id,
+                    "type": "function",
+                    "function": {"name": u.name, "arguments": json.dumps(u.input)},
+                }
+                for u in e.tool_uses
+            ]
+            if calls:
+                msg["tool_calls"] = calls
+            out.append(msg)
+            continue
+        for r in e.tool_results:
+            text = "\n".join(
+                c.text if isinstance(c, TextBlock) else render_artifact_ref(c)
+                for c in r.content
+                if isinstance(c, (TextBlock, ArtifactRefBlock))
+            )
+            out.append({"role": "tool", "tool_call_id": r.tool_use_id, "content": text})
+        if e.text:
+            out.append({"role": "user", "content": e.text})
+    return out

@@ -1,0 +1,129 @@
+"""Stored records beside the events: head manifest, checkpoints, compaction records.
+
+Durable contracts (they sit in object storage for the life of a session): new fields are
+optional with defaults.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from compactor.events import Block
+
+
+class Segment(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    first: int = Field(ge=1)
+    last: int = Field(ge=1)
+    key: str
+    sha256: str = Field(description="Hex sha256 of the segment bytes; verified on read.")
+
+
+class Head(BaseModel):
+    """The session's manifest, the compare-and-swap target. ``version`` is the last seq."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tenant: str
+    session: str
+    version: int = 0
+    checkpoint: str | None = Field(default=None, description="Current checkpoint id, or none.")
+    segments: list[Segment] = Field(default_factory=list)
+    etag: str | None = Field(default=None, description="Store etag it was read with (not stored).")
+    updated_at: datetime | None = None
+
+
+class SeqRange(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    start: int = Field(ge=1)
+    end: int = Field(ge=0, description="Inclusive; end < start means an empty range.")
+
+    @property
+    def empty(self) -> bool:
+        return self.end < self.start
+
+
+class Checkpoint(BaseModel):
+    """What replaces a range of the log in the view.
+
+    View = pinned events (verbatim, in order) + the summary message (if ``covers`` is not
+    empty) + every event after ``covers.end``, where an event whose seq is in ``replacements``
+    is shown with those blocks instead (externalized or cleared tool results: layers a/b).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    tenant: str
+    session: str
+    covers: SeqRange
+    summary: str = Field(default="", description="Rendered summary text shown in the view.")
+    sections: dict[str, Any] = Field(default_factory=dict, description="Structured sections.")
+    native: dict[str, Any] | None = Field(
+        default=None, description="Provider compaction block replayed verbatim (anthropic-native)."
+    )
+    state: dict[str, Any] = Field(default_factory=dict, description="Lifted state (lift.LiftedState).")
+    replacements: dict[int, list[Block]] = Field(
+        default_factory=dict, description="seq -> blocks shown instead, for events after covers."
+    )
+    artifacts: list[str] = Field(default_factory=list, description="sha256 of artifacts referenced.")
+    based_on: str | None = None
+    source_hash: str = Field(default="", description="content_hash of the covered events.")
+    snapshot_version: int = Field(default=0, description="Head version the snapshot was taken at.")
+    summarizer: str = "structured"
+    summary_tokens: int = 0
+    created_at: datetime | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> Checkpoint:
+        if not self.covers.empty and self.covers.start != 1:
+            raise ValueError("a checkpoint covers a prefix of the log: covers.start must be 1")
+        return self
+
+
+CompactionStatus = Literal["committed", "noop", "failed", "rolled_back", "running"]
+
+
+class StepTiming(BaseModel):
+    step: str
+    ms: float
+    attempts: int = 1
+
+
+class CompactionRecord(BaseModel):
+    """One per compaction run: what was done and why. Persisted and exported."""
+
+    id: str = Field(description="Workflow run id, or an inline id.")
+    tenant: str
+    session: str
+    workflow_id: str | None = None
+    trigger: str = "manual"
+    policy: str = "default"
+    checkpoint: str | None = None
+    covers: SeqRange | None = None
+    snapshot_version: int = 0
+    committed_version: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    target_tokens: int = 0
+    summary_tokens: int = 0
+    retained_tail_tokens: int = 0
+    layers: list[str] = Field(default_factory=list)
+    freed_by_layer: dict[str, int] = Field(default_factory=dict)
+    artifacts_written: int = 0
+    attempts: int = 1
+    conflicts_merged: int = 0
+    reconciled: list[str] = Field(default_factory=list)
+    summarizer: str = "structured"
+    fallback_reason: str | None = None
+    llm_calls: list[dict[str, Any]] = Field(default_factory=list)
+    violations: list[str] = Field(default_factory=list)
+    status: CompactionStatus = "committed"
+    error: str | None = None
+    durations_ms: dict[str, float] = Field(default_factory=dict)
+    created_at: datetime | None = None

