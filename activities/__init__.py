@@ -1,0 +1,1 @@
+"""Side effects of compaction, grouped by the dependency they hold; clients injected."""

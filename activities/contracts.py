@@ -1,0 +1,373 @@
+"""Payload contracts of the compaction workflow and its activities.
+
+Why this module looks the way it does:
+
+* Every model here is recorded in Temporal history and must decode with code deployed later
+  (replays, workers of the next release picking up a running workflow). So these are durable
+  contracts: new fields are optional with defaults, nothing is renamed or removed, and
+  ``extra="ignore"`` lets an older worker read a payload a newer starter wrote.
+* Payloads carry references (tenant, session, version, etag, store keys, counts), never
+  conversation bodies: bodies live in object storage and grow without bound, history does not.
+  Activities read and write the bodies under the keys named here.
+* Intermediate work objects live under a deterministic prefix (:func:`work_prefix`) derived
+  from the snapshot and the parameters, so every activity is idempotent: a retry (or a second
+  worker after a crash) overwrites the same keys instead of creating new ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from compactor.records import CompactionRecord
+
+# --- names recorded in history: never rename ---------------------------------------------------
+
+WORKFLOW_NAME = "CompactSessionWorkflow"
+SWEEP_WORKFLOW_NAME = "SweepSessionsWorkflow"
+
+
+class ActivityName(StrEnum):
+    FREEZE_SNAPSHOT = "freeze_snapshot"
+    PLAN_COMPACTION = "plan_compaction"
+    EXTERNALIZE = "externalize"
+    LIFT_STATE = "lift_state"
+    SUMMARIZE_STRUCTURED = "summarize_structured"
+    SUMMARIZE_ANTHROPIC = "summarize_anthropic"
+    SUMMARIZE_NATIVE = "summarize_native"
+    VALIDATE_CANDIDATE = "validate_candidate"
+    COMMIT_SWAP = "commit_swap"
+    WRITE_RECORD = "write_record"
+    LIST_DUE_SESSIONS = "list_due_sessions"
+
+
+class ErrorType(StrEnum):
+    """``ApplicationError.type`` values. Tests and the workflow branch on these, not on text."""
+
+    INVALID_INPUT = "InvalidInput"
+    """Bad ids, policy or parameters: the request can never succeed as given."""
+    NOT_FOUND = "NotFound"
+    """A referenced session, checkpoint or work object does not exist."""
+    INVARIANT_VIOLATION = "InvariantViolation"
+    """The candidate view breaks an invariant (DESIGN §7); the session is left untouched."""
+    SUMMARIZER_FAILED = "SummarizerFailed"
+    """A summarizer could not produce a usable summary (non-retryable provider answer)."""
+    CONFLICT_RETRIES_EXHAUSTED = "ConflictRetriesExhausted"
+    """The head kept moving during commit_swap beyond the bounded number of merges."""
+    INTEGRITY = "IntegrityError"
+    """Stored bytes do not match their hash."""
+    SNAPSHOT_CHANGED = "SnapshotChanged"
+    """The checkpoint the snapshot was based on is no longer the head's (rollback meanwhile)."""
+
+
+def _cfg() -> ConfigDict:
+    return ConfigDict(extra="ignore", frozen=True)
+
+
+# --- deterministic keys --------------------------------------------------------------------------
+
+
+def params_hash(**params: Any) -> str:
+    """Short stable hash of the parameters that shape a compaction's work objects."""
+    raw = json.dumps(params, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(raw.encode()).hexdigest()[:12]
+
+
+def work_prefix(tenant: str, session: str, snapshot_version: int, phash: str) -> str:
+    """Prefix of one compaction attempt's intermediate objects (same inputs -> same keys)."""
+    return f"t/{tenant}/s/{session}/work/{snapshot_version:012d}-{phash}/"
+
+
+def checkpoint_id_for(snapshot_version: int, phash: str, merge: int = 0) -> str:
+    """Deterministic checkpoint id; a merge after a moved head gets a suffix."""
+    base = f"c{snapshot_version:012d}-{phash}"
+    return base if merge == 0 else f"{base}-m{merge}"
+
+
+# --- workflow --------------------------------------------------------------------------------------
+
+SummarizerName = Literal["structured", "anthropic", "anthropic-native"]
+
+
+class CompactSessionInput(BaseModel):
+    """Start a compaction of one session (workflow id ``compact/{tenant}/{session}``)."""
+
+    model_config = _cfg()
+
+    tenant: str = Field(description="Tenant id ([A-Za-z0-9._-]{1,128}).")
+    session: str = Field(description="Session id ([A-Za-z0-9._-]{1,128}).")
+    policy: str = Field(default="default", description="Policy preset (policy.PRESETS).")
+    window: int = Field(default=200_000, description="Model context window in tokens.")
+    max_output: int = Field(default=32_000, description="Model max output tokens.")
+    configured: int | None = Field(default=None, description="Configured auto-compact limit.")
+    target_tokens: int | None = Field(
+        default=None, description="Target view size; None = the policy's own target."
+    )
+    summarizer: SummarizerName = Field(
+        default="structured",
+        description="structured (deterministic, offline), anthropic (template via the "
+        "Messages API) or anthropic-native (the API's own compaction block).",
+    )
+    model: str = Field(default="claude-sonnet-4-5", description="Model for LLM summarizers.")
+    llm_task_queue: str | None = Field(
+        default=None, description="Task queue of the LLM activities; None = '<queue>-llm'."
+    )
+    trigger: str = Field(default="manual", description="Why this compaction was requested.")
+    pause_before_commit: bool = Field(
+        default=False,
+        description="Hold between validate and commit_swap until the `resume` signal "
+        "(operator approval of the swap).",
+    )
+    max_merges: int = Field(default=5, ge=0, description="Bound on merge-and-retry in commit_swap.")
+    local_steps: bool = Field(
+        default=True,
+        description="Run the cheap store-bound steps as local activities (fewer round trips).",
+    )
+    llm_attempts: int = Field(default=3, ge=1, description="Attempts for the LLM summarizer.")
+
+
+class CompactSessionOutput(BaseModel):
+    model_config = _cfg()
+
+    status: Literal["committed", "noop", "failed"] = "committed"
+    checkpoint: str | None = None
+    record_key: str | None = None
+    record: CompactionRecord
+
+
+class CompactStatus(BaseModel):
+    """Answer of the ``status`` query."""
+
+    model_config = _cfg()
+
+    step: str = "starting"
+    attempts: dict[str, int] = Field(default_factory=dict)
+    waiting_for_resume: bool = False
+    summarizer: str = "structured"
+    fallback_reason: str | None = None
+    snapshot_version: int | None = None
+    checkpoint: str | None = None
+    completed_steps: list[str] = Field(default_factory=list)
+
+
+# --- activities ------------------------------------------------------------------------------------
+
+
+class FreezeInput(BaseModel):
+    model_config = _cfg()
+
+    tenant: str
+    session: str
+
+
+class SnapshotRef(BaseModel):
+    """The frozen snapshot: head version + etag + metadata, no bodies."""
+
+    model_config = _cfg()
+
+    tenant: str
+    session: str
+    version: int = Field(description="Head version (= last seq) at the snapshot.")
+    etag: str | None = Field(description="Head etag: the compare-and-swap precondition.")
+    checkpoint: str | None = Field(default=None, description="Checkpoint the head pointed at.")
+    prev_covers_end: int = Field(default=0, description="Last seq the previous checkpoint covers.")
+    events: int = Field(default=0, description="Events in the log at the snapshot.")
+    view_tokens: int = Field(default=0, description="Tokens of the current view.")
+    tool_uses: int = 0
+    pinned: int = 0
+
+
+class PolicyRef(BaseModel):
+    """Everything ``policy.make_policy`` needs, plus the target."""
+
+    model_config = _cfg()
+
+    preset: str = "default"
+    window: int = 200_000
+    max_output: int = 32_000
+    configured: int | None = None
+    target_tokens: int | None = None
+
+
+class PlanInput(BaseModel):
+    model_config = _cfg()
+
+    snapshot: SnapshotRef
+    policy: PolicyRef
+    plan_key: str = Field(description="Where the full plan JSON is written.")
+
+
+class PlanOutput(BaseModel):
+    model_config = _cfg()
+
+    needed: bool
+    reason: str = ""
+    covers_end: int = Field(default=0, description="k: the new checkpoint covers 1..k (0 = none).")
+    layers: list[str] = Field(default_factory=list)
+    tokens_before: int = 0
+    target_tokens: int = 0
+    retained_tail_tokens: int = 0
+    covered_tokens: int = 0
+    summary_budget: int = 0
+    plan_key: str = ""
+
+
+class ExternalizeInput(BaseModel):
+    model_config = _cfg()
+
+    snapshot: SnapshotRef
+    policy: PolicyRef
+    plan_key: str
+    layers_key: str = Field(description="Where the layer result (replacements) is written.")
+
+
+class ExternalizeOutput(BaseModel):
+    model_config = _cfg()
+
+    layers_key: str
+    artifacts_written: int = 0
+    replacements: int = 0
+    freed_by_layer: dict[str, int] = Field(default_factory=dict)
+    layers: list[str] = Field(default_factory=list)
+
+
+class LiftInput(BaseModel):
+    model_config = _cfg()
+
+    snapshot: SnapshotRef
+    covers_end: int
+    prev_checkpoint: str | None = None
+    plan_key: str = ""
+    state_key: str
+
+
+class LiftOutput(BaseModel):
+    model_config = _cfg()
+
+    state_key: str
+    requests: int = 0
+    constraints: int = 0
+    unknown_actions: int = 0
+    todos: int = 0
+
+
+class SummarizeInput(BaseModel):
+    """Input of every summarizer activity (structured, anthropic template, anthropic native).
+
+    The activity reads the LiftedState JSON at ``state_key`` and the covered events
+    (``prev_checkpoint``'s end + 1 .. ``covers_end``) from the store, and writes
+    ``{"summary": str, "sections": {...}, "native": dict | null}`` JSON to ``output_key``.
+    """
+
+    model_config = _cfg()
+
+    tenant: str
+    session: str
+    snapshot_version: int
+    covers_end: int
+    prev_checkpoint: str | None
+    state_key: str
+    budget_tokens: int
+    model: str
+    mode: Literal["template", "native"]
+    output_key: str
+
+
+class SummarizeOutput(BaseModel):
+    model_config = _cfg()
+
+    output_key: str
+    summary_tokens: int
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+    attempts: int = 1
+    dropped_rounds: int = 0
+
+
+class ValidateInput(BaseModel):
+    model_config = _cfg()
+
+    snapshot: SnapshotRef
+    policy: PolicyRef
+    plan_key: str
+    layers_key: str
+    state_key: str
+    summary_key: str
+    checkpoint_id: str
+    candidate_key: str = Field(description="Where the candidate Checkpoint JSON is written.")
+    summarizer: str = "structured"
+    covers_end: int
+
+
+class ValidateOutput(BaseModel):
+    model_config = _cfg()
+
+    candidate_key: str
+    checkpoint_id: str
+    violations: list[str] = Field(default_factory=list)
+    view_tokens: int = 0
+    summary_tokens: int = 0
+
+
+class CommitInput(BaseModel):
+    model_config = _cfg()
+
+    snapshot: SnapshotRef
+    policy: PolicyRef
+    candidate_key: str
+    max_merges: int = 5
+
+
+class CommitOutput(BaseModel):
+    model_config = _cfg()
+
+    checkpoint_id: str
+    committed_version: int
+    conflicts_merged: int = 0
+    reconciled: list[str] = Field(default_factory=list)
+    tokens_after: int = 0
+    cas_attempts: int = 1
+
+
+class RecordInput(BaseModel):
+    model_config = _cfg()
+
+    record: CompactionRecord
+
+
+class RecordOutput(BaseModel):
+    model_config = _cfg()
+
+    key: str
+
+
+class SweepInput(BaseModel):
+    """One sweep over a tenant's sessions: compact every session over its trigger."""
+
+    model_config = _cfg()
+
+    tenant: str = "default"
+    policy: PolicyRef = Field(default_factory=PolicyRef)
+    summarizer: SummarizerName = "structured"
+    max_sessions: int = 1000
+
+
+class DueSessions(BaseModel):
+    model_config = _cfg()
+
+    sessions: list[str] = Field(default_factory=list)
+    scanned: int = 0
+
+
+class SweepOutput(BaseModel):
+    model_config = _cfg()
+
+    scanned: int = 0
+    started: list[str] = Field(default_factory=list)

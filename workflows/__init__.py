@@ -1,0 +1,1 @@
+"""Deterministic orchestration only (one workflow per module)."""
