@@ -1,0 +1,289 @@
+"""The structured summarizer: a lifted state rendered into fixed sections, within a budget.
+
+Deterministic and offline (the default summarizer). Every section is a ``## Name`` heading
+followed by its items; empty sections are left out. When the text is over ``budget_tokens``
+(counted with ``compactor.tokens.count_text``) items are dropped least valuable first: old
+successful command listings, then files read, decisions, requests between the first and the
+latest, ... Never dropped: the goal, the constraints, the actions whose outcome is unknown
+and the latest request. When a section loses items a one-line note says how many, so the
+reader knows the log has more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, Field
+
+from compactor.lift import LiftedState, Request
+from compactor.tokens import count_text
+
+GOAL = "Goal"
+REQUESTS = "User requests"
+CONSTRAINTS = "Constraints (verbatim)"
+TODOS = "Current plan / todos"
+FILES_CHANGED = "Files changed"
+FILES_READ = "Files read"
+COMMANDS = "Commands run"
+TESTS = "Tests"
+ERRORS = "Errors and failed approaches"
+DECISIONS = "Decisions"
+UNKNOWN = "Outcome unknown (not confirmed — verify before relying on them)"
+ARTIFACTS = "Artifacts"
+LINKS = "Links the user gave"
+LATEST = "Latest request"
+
+SECTION_NAMES: tuple[str, ...] = (
+    GOAL,
+    REQUESTS,
+    CONSTRAINTS,
+    TODOS,
+    FILES_CHANGED,
+    FILES_READ,
+    COMMANDS,
+    TESTS,
+    ERRORS,
+    DECISIONS,
+    UNKNOWN,
+    ARTIFACTS,
+    LINKS,
+    LATEST,
+)
+"""The template, in order; the Anthropic summarizer asks the model for the same headings."""
+section_names = SECTION_NAMES
+
+PROTECTED_SECTIONS = frozenset({GOAL, CONSTRAINTS, UNKNOWN, LATEST})
+"""Sections whose items are never dropped for budget."""
+
+SHORT_QUOTE_CHARS = 600
+"""Last resort when even the protected items do not fit: goal/latest shrink to a head quote."""
+
+# Drop tiers, least valuable first. Within a tier the oldest item goes first.
+_TIER_COMMAND_OK = 10
+_TIER_FILE_READ = 20
+_TIER_DECISION = 30
+_TIER_MIDDLE_REQUEST = 40
+_TIER_COMMAND_FAILED = 50
+_TIER_ARTIFACT = 55
+_TIER_FAILED_APPROACH = 60
+_TIER_OLD_TEST = 65
+_TIER_ERROR = 70
+_TIER_TODO_DONE = 75
+_TIER_LINK = 80
+_TIER_FILE_CHANGED = 85
+_TIER_TODO_OPEN = 90
+_TIER_LAST_TEST = 95
+
+
+class RenderedSummary(BaseModel):
+    text: str = Field(description="The summary text, sections in SECTION_NAMES order.")
+    sections: dict[str, list[str]] = Field(
+        default_factory=dict, description="Section name -> the item lines rendered in it."
+    )
+    tokens: int = Field(default=0, description="count_text(text).")
+    dropped: dict[str, int] = Field(
+        default_factory=dict, description="Section name -> items left out for budget."
+    )
+
+
+@dataclass
+class _Line:
+    section: str
+    text: str
+    tier: int | None  # None: never dropped
+    seq: int
+    order: int = 0
+    tokens: int = 0
+    dropped: bool = False
+
+
+@dataclass
+class _Doc:
+    lines: list[_Line] = field(default_factory=list)
+
+    def add(self, section: str, text: str, tier: int | None, seq: int) -> None:
+        self.lines.append(_Line(section, text, tier, seq, order=len(self.lines)))
+
+
+def _one_line(text: str, n: int = 240) -> str:
+    t = " ".join(text.split())
+    return t if len(t) <= n else t[: n - 1].rstrip() + "…"
+
+
+def _code(text: str, n: int = 200) -> str:
+    return "`" + _one_line(text, n).replace("`", "'") + "`"
+
+
+def _request_body(r: Request, short: bool = False) -> str:
+    text = r.text
+    if short and len(text) > SHORT_QUOTE_CHARS:
+        text = text[:SHORT_QUOTE_CHARS].rstrip()
+        return f"{text}\n[… shortened for space: the full request is in the log at seq {r.seq}]"
+    if r.truncated:
+        return (
+            f"{text}\n[… truncated: the full request ({r.tokens} tokens) is in the log at seq "
+            f"{r.seq}]"
+        )
+    return text
+
+
+def _build(state: LiftedState, short_requests: bool = False) -> _Doc:
+    doc = _Doc()
+    requests = list(state.requests)
+    goal = state.goal or (requests[0] if requests else None)
+    latest = requests[-1] if requests else None
+
+    if goal is not None:
+        doc.add(GOAL, f"(from the user, #{goal.seq})\n" + _request_body(goal, short_requests), None, goal.seq)
+
+    for r in requests:
+        if (goal is not None and r.seq == goal.seq) or (latest is not None and r.seq == latest.seq):
+            continue
+        body = _request_body(r, short=True)
+        doc.add(REQUESTS, f"- #{r.seq}: " + body.replace("\n", "\n  "), _TIER_MIDDLE_REQUEST, r.seq)
+
+    for c in state.constraints:
+        doc.add(CONSTRAINTS, f"- {c.text}", None, c.seq)
+
+    for t in state.todos:
+        status = f"[{t.status}] " if t.status else ""
+        done = t.status.lower() in ("completed", "done", "complete", "finished")
+        doc.add(TODOS, f"- {status}{t.text}", _TIER_TODO_DONE if done else _TIER_TODO_OPEN,
+                state.todos_seq)
+
+    for f in state.files_changed:
+        ops = ", ".join(f.ops) if f.ops else "changed"
+        times = f" ×{f.count}" if f.count > 1 else ""
+        doc.add(FILES_CHANGED, f"- {f.path} ({ops}{times}, last #{f.seq})", _TIER_FILE_CHANGED, f.seq)
+
+    changed = {f.path for f in state.files_changed}
+    for f in state.files_read:
+        if f.path in changed:
+            continue
+        doc.add(FILES_READ, f"- {f.path}", _TIER_FILE_READ, f.seq)
+
+    # Commands: one line per distinct command, showing the latest run.
+    latest_by_cmd: dict[str, int] = {}
+    counts: dict[str, int] = {}
+    for i, c in enumerate(state.commands):
+        latest_by_cmd[c.command] = i
+        counts[c.command] = counts.get(c.command, 0) + 1
+    for i, c in enumerate(state.commands):
+        if latest_by_cmd[c.command] != i:
+            continue
+        if c.exit_code is not None:
+            outcome = f"exit {c.exit_code}"
+        else:
+            outcome = {"ok": "ok", "failed": "failed", "unknown": "no exit status recorded"}[c.status]
+        times = f" ×{counts[c.command]}" if counts[c.command] > 1 else ""
+        tier = _TIER_COMMAND_FAILED if c.status == "failed" else _TIER_COMMAND_OK
+        doc.add(COMMANDS, f"- #{c.seq} {_code(c.command)} → {outcome}{times}", tier, c.seq)
+
+    last_test_by_cmd: dict[str, int] = {}
+    for i, t in enumerate(state.tests):
+        last_test_by_cmd[t.command] = i
+    for i, t in enumerate(state.tests):
+        at = t.result_seq or t.seq
+        later = [f.path for f in state.files_changed if f.seq > at]
+        extra = f" ({t.summary})" if t.summary else ""
+        since = f"; files changed since: {', '.join(later[:5])}" if later else ""
+        tier = _TIER_LAST_TEST if last_test_by_cmd[t.command] == i else _TIER_OLD_TEST
+        doc.add(TESTS, f"- #{t.seq} {_code(t.command)} → {t.status.upper()}{extra}, at log "
+                f"version {at}{since}", tier, t.seq)
+
+    for e in state.errors:
+        doc.add(ERRORS, f"- {e.name} (#{e.seq}): {_one_line(e.message, 200)}", _TIER_ERROR, e.seq)
+    for fa in state.failed_approaches:
+        err = f" → {_one_line(fa.error, 160)}" if fa.error else ""
+        what = _code(fa.what) if fa.tool_use_id else _one_line(fa.what)
+        doc.add(ERRORS, f"- #{fa.seq} failed: {what}{err}", _TIER_FAILED_APPROACH, fa.seq)
+
+    for d in state.decisions:
+        doc.add(DECISIONS, f"- #{d.seq} {_one_line(d.text, 300)}", _TIER_DECISION, d.seq)
+
+    for u in state.unknown_actions:
+        doc.add(UNKNOWN, f"- #{u.seq} [tool_use {u.tool_use_id}] {_one_line(u.summary, 240)} — no "
+                "result in the log; it may not have run or may have failed", None, u.seq)
+
+    for a in state.artifacts:
+        doc.add(ARTIFACTS, f"- {a.uri} ({a.bytes} bytes, from #{a.seq})", _TIER_ARTIFACT, a.seq)
+
+    for link in state.urls:
+        doc.add(LINKS, f"- {link.url}", _TIER_LINK, link.seq)
+
+    if latest is not None:
+        if goal is not None and latest.seq == goal.seq:
+            doc.add(LATEST, f"(#{latest.seq}, the same as the goal above)", None, latest.seq)
+        else:
+            doc.add(LATEST, f"(from the user, #{latest.seq})\n" + _request_body(latest, short_requests),
+                    None, latest.seq)
+    return doc
+
+
+def _render(doc: _Doc) -> tuple[str, dict[str, list[str]], dict[str, int]]:
+    sections: dict[str, list[str]] = {}
+    dropped: dict[str, int] = {}
+    for ln in doc.lines:
+        if ln.dropped:
+            dropped[ln.section] = dropped.get(ln.section, 0) + 1
+        else:
+            sections.setdefault(ln.section, []).append(ln.text)
+    parts: list[str] = []
+    gone: list[str] = []
+    for name in SECTION_NAMES:
+        items = sections.get(name)
+        n_dropped = dropped.get(name, 0)
+        if not items:
+            if n_dropped:
+                gone.append(f"{name.lower()} {n_dropped}")
+            continue
+        body = list(items)
+        if n_dropped:
+            body.append(f"- ({n_dropped} more not shown for space; they are in the full log)")
+        parts.append(f"## {name}\n" + "\n".join(body))
+    if gone:
+        parts.append("(Left out for space, all in the full log: " + ", ".join(gone) + ".)")
+    return "\n\n".join(parts), {k: v for k, v in sections.items()}, dropped
+
+
+def render_summary(state: LiftedState, budget_tokens: int) -> RenderedSummary:
+    """Render ``state`` into the fixed sections, dropping the least valuable items to fit.
+
+    The goal, constraints, unknown outcomes and latest request are never dropped; if they
+    alone exceed the budget the goal and latest request shrink to head quotes pointing at the
+    log, and if that is still too much the result is returned over budget (``tokens`` says
+    so) for the caller to handle.
+    """
+    doc = _build(state)
+    text, sections, dropped = _render(doc)
+    tokens = count_text(text)
+    if tokens <= budget_tokens:
+        return RenderedSummary(text=text, sections=sections, tokens=tokens, dropped=dropped)
+
+    for ln in doc.lines:
+        ln.tokens = count_text(ln.text) + 1
+    candidates = sorted(
+        (ln for ln in doc.lines if ln.tier is not None),
+        key=lambda ln: (ln.tier, ln.seq, ln.order),
+    )
+    idx = 0
+    while tokens > budget_tokens and idx < len(candidates):
+        surplus = tokens - budget_tokens
+        freed = 0
+        # drop a batch that should cover the surplus, then measure exactly
+        while idx < len(candidates) and freed < surplus:
+            candidates[idx].dropped = True
+            freed += candidates[idx].tokens
+            idx += 1
+        text, sections, dropped = _render(doc)
+        tokens = count_text(text)
+
+    if tokens > budget_tokens:
+        short = _build(state, short_requests=True)
+        for ln in short.lines:
+            ln.dropped = ln.tier is not None
+        text2, sections2, dropped2 = _render(short)
+        tokens2 = count_text(text2)
+        if tokens2 < tokens:
+            text, sections, dropped, tokens = text2, sections2, dropped2, tokens2
+    return RenderedSummary(text=text, sections=sections, tokens=tokens, dropped=dropped)
