@@ -68,6 +68,15 @@ def _cfg() -> ConfigDict:
     return ConfigDict(extra="ignore", frozen=True)
 
 
+class _Out(BaseModel):
+    """Fields every store-activity output reports, for the record and the status query."""
+
+    model_config = _cfg()
+
+    attempt: int = Field(default=1, description="activity.info().attempt that produced it.")
+    ms: float = Field(default=0.0, description="Time the activity spent, in milliseconds.")
+
+
 # --- deterministic keys --------------------------------------------------------------------------
 
 
@@ -164,7 +173,7 @@ class FreezeInput(BaseModel):
     session: str
 
 
-class SnapshotRef(BaseModel):
+class SnapshotRef(_Out):
     """The frozen snapshot: head version + etag + metadata, no bodies."""
 
     model_config = _cfg()
@@ -201,7 +210,7 @@ class PlanInput(BaseModel):
     plan_key: str = Field(description="Where the full plan JSON is written.")
 
 
-class PlanOutput(BaseModel):
+class PlanOutput(_Out):
     model_config = _cfg()
 
     needed: bool
@@ -225,7 +234,7 @@ class ExternalizeInput(BaseModel):
     layers_key: str = Field(description="Where the layer result (replacements) is written.")
 
 
-class ExternalizeOutput(BaseModel):
+class ExternalizeOutput(_Out):
     model_config = _cfg()
 
     layers_key: str
@@ -245,7 +254,7 @@ class LiftInput(BaseModel):
     state_key: str
 
 
-class LiftOutput(BaseModel):
+class LiftOutput(_Out):
     model_config = _cfg()
 
     state_key: str
@@ -306,7 +315,7 @@ class ValidateInput(BaseModel):
     covers_end: int
 
 
-class ValidateOutput(BaseModel):
+class ValidateOutput(_Out):
     model_config = _cfg()
 
     candidate_key: str
@@ -325,7 +334,7 @@ class CommitInput(BaseModel):
     max_merges: int = 5
 
 
-class CommitOutput(BaseModel):
+class CommitOutput(_Out):
     model_config = _cfg()
 
     checkpoint_id: str
@@ -342,7 +351,7 @@ class RecordInput(BaseModel):
     record: CompactionRecord
 
 
-class RecordOutput(BaseModel):
+class RecordOutput(_Out):
     model_config = _cfg()
 
     key: str
@@ -359,7 +368,7 @@ class SweepInput(BaseModel):
     max_sessions: int = 1000
 
 
-class DueSessions(BaseModel):
+class DueSessions(_Out):
     model_config = _cfg()
 
     sessions: list[str] = Field(default_factory=list)

@@ -1,0 +1,211 @@
+"""Python client for platforms: append events, read the view, compact, keep within budget.
+
+A platform holds one :class:`CompactorClient` (a Temporal client + the object store) and calls
+:meth:`CompactorClient.ensure_budget` before each model request. Under the soft trigger it
+does nothing; past it, it starts a background compaction and returns the current view at once
+(the agent's next turn is never blocked); past the hard limit it waits for the compaction.
+
+Appends and view reads go straight to the object store (the session log is the source of
+truth, and appends are safe against a running compaction: the swap merges them); only
+compaction goes through Temporal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import (
+    SearchAttributeKey,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+
+from compactor.events import Event
+from compactor.policy import make_policy, should_compact
+from compactor.tokens import total_tokens
+
+WORKFLOW_NAME = "CompactSessionWorkflow"  # = activities.contracts.WORKFLOW_NAME
+
+
+def workflow_id_for(tenant: str, session: str) -> str:
+    """One compaction per session at a time: the id names the session."""
+    return f"compact/{tenant}/{session}"
+
+
+class BudgetResult(BaseModel):
+    """What :meth:`CompactorClient.ensure_budget` did."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    action: Literal["none", "started", "waited"] = Field(
+        description="none: under the soft trigger; started: background compaction started or "
+        "attached, view returned at once; waited: past the hard limit, compacted first."
+    )
+    need: str = Field(description="should_compact's verdict: none | soft | hard.")
+    tokens: int = Field(description="Tokens of the returned view (our count).")
+    view: list[Event]
+    workflow_id: str | None = None
+    result: Any | None = Field(default=None, description="CompactSessionOutput when waited.")
+
+
+class CompactorClient:
+    """Platform-facing client. Blocking store calls run in threads."""
+
+    def __init__(
+        self,
+        temporal: Client,
+        store: Any,
+        *,
+        tenant: str = "default",
+        task_queue: str = "compactor",
+        llm_task_queue: str | None = None,
+        policy: str = "default",
+        summarizer: str = "structured",
+        model: str = "claude-sonnet-4-5",
+    ) -> None:
+        self.temporal = temporal
+        self.store = store
+        self.tenant = tenant
+        self.task_queue = task_queue
+        self.llm_task_queue = llm_task_queue
+        self.policy = policy
+        self.summarizer = summarizer
+        self.model = model
+
+    @classmethod
+    async def connect(cls, settings: Any = None, address: str | None = None, **kw: Any) -> CompactorClient:
+        """Client from settings (``COMPACTOR_*``, ``TEMPORAL_ADDRESS``)."""
+        from compactor.store import open_store
+        from workers.settings import Settings
+        from workers.worker import _store_s3_client, connect
+
+        settings = settings or Settings()
+        store = open_store(settings.store)
+        temporal = await connect(settings, address, s3_client=_store_s3_client(store))
+        kw.setdefault("tenant", settings.tenant)
+        kw.setdefault("task_queue", settings.task_queue)
+        kw.setdefault("llm_task_queue", settings.llm_task_queue)
+        kw.setdefault("policy", settings.policy)
+        kw.setdefault("summarizer", settings.summarizer)
+        kw.setdefault("model", settings.model)
+        return cls(temporal, store, **kw)
+
+    # --- log ---------------------------------------------------------------------------------------
+    def _log(self, session: str, tenant: str | None = None) -> Any:
+        from compactor.store import SessionLog
+
+        return SessionLog(self.store, tenant or self.tenant, session)
+
+    async def append(self, session: str, events: Sequence[Event], *, tenant: str | None = None) -> Any:
+        """Append events (idempotent by event id); returns the store's AppendResult."""
+        log = self._log(session, tenant)
+        return await asyncio.to_thread(log.append, list(events))
+
+    async def view(self, session: str, *, tenant: str | None = None) -> list[Event]:
+        """The view the next model request is built from."""
+        log = self._log(session, tenant)
+        return await asyncio.to_thread(log.read_view)
+
+    # --- compaction --------------------------------------------------------------------------------
+    async def start_compaction(
+        self,
+        session: str,
+        *,
+        tenant: str | None = None,
+        window: int = 200_000,
+        max_output: int = 32_000,
+        target_tokens: int | None = None,
+        policy: str | None = None,
+        summarizer: str | None = None,
+        trigger: str = "manual",
+        pause_before_commit: bool = False,
+        **extra: Any,
+    ) -> WorkflowHandle:
+        """Start a compaction, or attach to the one already running for this session."""
+        from activities.contracts import CompactSessionInput, CompactSessionOutput
+
+        tenant = tenant or self.tenant
+        inp = CompactSessionInput(
+            tenant=tenant,
+            session=session,
+            policy=policy or self.policy,
+            window=window,
+            max_output=max_output,
+            target_tokens=target_tokens,
+            summarizer=summarizer or self.summarizer,  # type: ignore[arg-type]
+            model=self.model,
+            llm_task_queue=self.llm_task_queue,
+            trigger=trigger,
+            pause_before_commit=pause_before_commit,
+            **extra,
+        )
+        return await self.temporal.start_workflow(
+            WORKFLOW_NAME,
+            inp,
+            id=workflow_id_for(tenant, session),
+            task_queue=self.task_queue,
+            result_type=CompactSessionOutput,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            search_attributes=TypedSearchAttributes(
+                [
+                    SearchAttributeKey.for_keyword("CompactorTenant").value_set(tenant),
+                    SearchAttributeKey.for_keyword("CompactorSession").value_set(session),
+                ]
+            ),
+            static_summary=f"compact {tenant}/{session} ({trigger})",
+        )
+
+    async def compact(self, session: str, *, wait: bool = True, **kw: Any) -> Any:
+        """Request a compaction; with ``wait`` return its CompactSessionOutput, else the handle."""
+        handle = await self.start_compaction(session, **kw)
+        if not wait:
+            return handle
+        return await handle.result()
+
+    async def ensure_budget(
+        self,
+        session: str,
+        window: int,
+        *,
+        max_output: int = 32_000,
+        provider_usage: int | None = None,
+        policy: str | None = None,
+        tenant: str | None = None,
+        **kw: Any,
+    ) -> BudgetResult:
+        """Keep a session within its window (see module docstring)."""
+        pol = make_policy(policy or self.policy, window=window, max_output=max_output)
+        view = await self.view(session, tenant=tenant)
+        tokens = total_tokens(view)
+        need = should_compact(pol, tokens, provider_usage)
+        if need == "none":
+            return BudgetResult(action="none", need=need, tokens=tokens, view=view)
+        handle = await self.start_compaction(
+            session,
+            tenant=tenant,
+            window=window,
+            max_output=max_output,
+            policy=policy,
+            trigger=f"budget:{need}",
+            **kw,
+        )
+        if need == "soft":
+            return BudgetResult(
+                action="started", need=need, tokens=tokens, view=view, workflow_id=handle.id
+            )
+        result = await handle.result()
+        view = await self.view(session, tenant=tenant)
+        return BudgetResult(
+            action="waited",
+            need=need,
+            tokens=total_tokens(view),
+            view=view,
+            workflow_id=handle.id,
+            result=result,
+        )

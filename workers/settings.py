@@ -1,0 +1,113 @@
+"""Worker and CLI configuration (environment, ``COMPACTOR_*`` prefix).
+
+Only the worker/CLI layer reads settings. Activities receive what they need in their
+constructors and workflows receive it in their input, because payloads are recorded in
+history and environment values are not.
+"""
+
+from __future__ import annotations
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Everything a compactor worker or CLI process is configured with."""
+
+    model_config = SettingsConfigDict(env_prefix="COMPACTOR_", extra="ignore", populate_by_name=True)
+
+    store: str = Field(
+        default="file://./.compactor",
+        description="Object store URL: file://DIR (local directory) or s3://BUCKET/PREFIX "
+        "(AWS, MinIO or any S3 endpoint via AWS_ENDPOINT_URL).",
+    )
+    tenant: str = Field(default="default", description="Default tenant id for CLI commands.")
+    task_queue: str = Field(
+        default="compactor", description="Task queue of the workflow and the store activities."
+    )
+    llm_task_queue: str = Field(
+        default="compactor-llm",
+        description="Task queue of the LLM summarizer activities (rate limited separately).",
+    )
+    llm_rate_limit: float = Field(
+        default=2.0,
+        description="Max LLM summarizer activities started per second across the whole LLM "
+        "task queue (all workers): the provider's rate limit, enforced by Temporal.",
+    )
+    llm_concurrency: int = Field(
+        default=8, description="Max concurrent LLM activities on one worker."
+    )
+    model: str = Field(default="claude-sonnet-4-5", description="Model of the LLM summarizers.")
+    summarizer: str = Field(
+        default="structured",
+        description="Default summarizer: structured (offline), anthropic, anthropic-native.",
+    )
+    policy: str = Field(default="default", description="Default policy preset.")
+    anthropic_api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("ANTHROPIC_API_KEY", "COMPACTOR_ANTHROPIC_API_KEY"),
+        description="Anthropic API key; without it only the structured summarizer runs.",
+    )
+    temporal_address: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("TEMPORAL_ADDRESS", "COMPACTOR_TEMPORAL_ADDRESS"),
+        description="host:port of the Temporal frontend; unset = start an embedded dev server.",
+    )
+    temporal_namespace: str = Field(
+        default="default",
+        validation_alias=AliasChoices("TEMPORAL_NAMESPACE", "COMPACTOR_TEMPORAL_NAMESPACE"),
+        description="Temporal namespace.",
+    )
+    temporal_tls_cert: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices(
+            "TEMPORAL_TLS_CLIENT_CERT_PATH", "TEMPORAL_TLS_CERT", "COMPACTOR_TEMPORAL_TLS_CERT"
+        ),
+        description="Path of the mTLS client certificate (PEM); set with the key to enable TLS.",
+    )
+    temporal_tls_key: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices(
+            "TEMPORAL_TLS_CLIENT_KEY_PATH", "TEMPORAL_TLS_KEY", "COMPACTOR_TEMPORAL_TLS_KEY"
+        ),
+        description="Path of the mTLS client private key (PEM).",
+    )
+    temporal_tls: bool = Field(
+        default=False,
+        validation_alias=AliasChoices("TEMPORAL_TLS", "COMPACTOR_TEMPORAL_TLS"),
+        description="Use TLS without a client certificate (e.g. API-key auth).",
+    )
+    temporal_api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("TEMPORAL_API_KEY", "COMPACTOR_TEMPORAL_API_KEY"),
+        description="Temporal Cloud API key (implies TLS).",
+    )
+    otlp_endpoint: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("COMPACTOR_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"),
+        description="OTLP/HTTP endpoint (e.g. http://localhost:4318); unset = no export.",
+    )
+    payload_bucket: str | None = Field(
+        default=None,
+        description="S3 bucket for Temporal external payload storage; default: the store's "
+        "bucket when the store is S3, otherwise payloads stay inline.",
+    )
+    payload_threshold: int = Field(
+        default=256 * 1024,
+        description="Payloads at or above this many bytes go to external storage.",
+    )
+    max_concurrent_activities: int = Field(
+        default=64, description="Max concurrent store activities on one worker."
+    )
+    io_threads: int = Field(default=16, description="Threads for blocking store I/O.")
+
+    @property
+    def tls_enabled(self) -> bool:
+        return bool(self.temporal_tls_cert or self.temporal_tls or self.temporal_api_key)
+
+
+def s3_bucket_of(store_url: str) -> str | None:
+    """Bucket name of an ``s3://BUCKET/PREFIX`` store URL, else None."""
+    if not store_url.startswith("s3://"):
+        return None
+    return store_url[len("s3://") :].split("/", 1)[0] or None

@@ -1,0 +1,256 @@
+"""Build Temporal clients and workers for the compactor.
+
+* Every client uses the pydantic data converter; when the store is S3 (or a payload bucket is
+  configured) Temporal's external storage (``temporalio.contrib.aws.s3driver``) backs any
+  payload that still grows past the threshold, through a boto3 client.
+* Store activities run on ``task_queue``; LLM summarizers on ``llm_task_queue`` with a
+  task-queue-wide rate limit (``max_task_queue_activities_per_second``), so a fleet of workers
+  together never exceeds the provider's limit.
+* OpenTelemetry through Temporal's plugin, exported by OTLP/HTTP when an endpoint is set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.contrib.aws.s3driver import S3StorageDriver, S3StorageDriverClient
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter, ExternalStorage
+from temporalio.service import TLSConfig
+from temporalio.worker import Worker
+
+from workers.settings import Settings, s3_bucket_of
+
+log = logging.getLogger(__name__)
+
+
+# --- external payload storage ----------------------------------------------------------------------
+
+
+class Boto3StorageDriverClient(S3StorageDriverClient):
+    """The S3 driver's client interface over a (blocking) boto3 S3 client, via threads."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def describe(self) -> Mapping[str, str]:
+        region = getattr(self._client.meta, "region_name", None)
+        endpoint = getattr(self._client.meta, "endpoint_url", None)
+        return {k: v for k, v in {"client_region": region, "endpoint": endpoint}.items() if v}
+
+    async def put_object(self, *, bucket: str, key: str, data: bytes) -> None:
+        await asyncio.to_thread(self._client.put_object, Bucket=bucket, Key=key, Body=data)
+
+    async def object_exists(self, *, bucket: str, key: str) -> bool:
+        from botocore.exceptions import ClientError
+
+        try:
+            await asyncio.to_thread(self._client.head_object, Bucket=bucket, Key=key)
+            return True
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise
+
+    async def get_object(self, *, bucket: str, key: str) -> bytes:
+        def _get() -> bytes:
+            return self._client.get_object(Bucket=bucket, Key=key)["Body"].read()
+
+        return await asyncio.to_thread(_get)
+
+
+def build_data_converter(settings: Settings, s3_client: Any | None = None) -> DataConverter:
+    """pydantic data converter, with S3 external storage when there is a bucket for it."""
+    bucket = settings.payload_bucket or s3_bucket_of(settings.store)
+    if not bucket:
+        return pydantic_data_converter
+    if s3_client is None:
+        import boto3
+
+        s3_client = boto3.client("s3")
+    driver = S3StorageDriver(client=Boto3StorageDriverClient(s3_client), bucket=bucket)
+    return dataclasses.replace(
+        pydantic_data_converter,
+        external_storage=ExternalStorage(
+            drivers=[driver], payload_size_threshold=settings.payload_threshold
+        ),
+    )
+
+
+# --- telemetry ---------------------------------------------------------------------------------------
+
+_TRACING_READY = False
+
+
+def telemetry_plugins(settings: Settings) -> list[Any]:
+    """OpenTelemetry plugin (+ OTLP exporter) when an endpoint is configured, else nothing."""
+    global _TRACING_READY
+    if not settings.otlp_endpoint:
+        return []
+    import opentelemetry.trace
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from temporalio.contrib.opentelemetry import OpenTelemetryPlugin, create_tracer_provider
+
+    if not _TRACING_READY:
+        provider = create_tracer_provider(resource=Resource.create({"service.name": "compactor"}))
+        endpoint = settings.otlp_endpoint.rstrip("/")
+        if not endpoint.endswith("/v1/traces"):
+            endpoint += "/v1/traces"
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+        opentelemetry.trace.set_tracer_provider(provider)
+        _TRACING_READY = True
+    return [OpenTelemetryPlugin()]
+
+
+# --- client --------------------------------------------------------------------------------------------
+
+
+def _tls(settings: Settings) -> TLSConfig | bool:
+    if settings.temporal_tls_cert and settings.temporal_tls_key:
+        return TLSConfig(
+            client_cert=Path(settings.temporal_tls_cert).read_bytes(),
+            client_private_key=Path(settings.temporal_tls_key).read_bytes(),
+        )
+    return settings.tls_enabled
+
+
+async def connect(
+    settings: Settings, address: str | None = None, *, s3_client: Any | None = None
+) -> Client:
+    """A Temporal client for the compactor (pydantic converter, TLS, telemetry)."""
+    target = address or settings.temporal_address
+    if not target:
+        raise ValueError("no Temporal address: set TEMPORAL_ADDRESS or run `compactor dev`")
+    return await Client.connect(
+        target,
+        namespace=settings.temporal_namespace,
+        data_converter=build_data_converter(settings, s3_client),
+        tls=_tls(settings),
+        api_key=settings.temporal_api_key.get_secret_value() if settings.temporal_api_key else None,
+        plugins=telemetry_plugins(settings),
+    )
+
+
+# --- workers -------------------------------------------------------------------------------------------
+
+
+def store_activities(store: Any, executor: concurrent.futures.ThreadPoolExecutor | None = None) -> list[Any]:
+    from activities.store_activities import StoreActivities
+
+    acts = StoreActivities(store, executor=executor)
+    return acts.activities()
+
+
+def llm_activities(settings: Settings, store: Any) -> list[Any]:
+    """The LLM summarizer activities (activities/llm.py), or none when it is not available."""
+    try:
+        from activities import llm
+    except ModuleNotFoundError as exc:
+        if exc.name in ("activities.llm", "anthropic"):
+            return []
+        raise
+    factory = getattr(llm, "build_activities", None)
+    if factory is not None:
+        return list(factory(settings=settings, store=store))
+    cls = getattr(llm, "SummarizerActivities", None)
+    if cls is None:
+        return []
+    key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
+    inst = cls.from_settings(settings, store) if hasattr(cls, "from_settings") else cls(store=store, api_key=key)
+    return [getattr(inst, n) for n in ("summarize_anthropic", "summarize_native") if hasattr(inst, n)]
+
+
+def build_workers(
+    client: Client,
+    settings: Settings,
+    store: Any,
+    *,
+    task_queue: str | None = None,
+    llm_task_queue: str | None = None,
+    extra_activities: Sequence[Any] = (),
+    with_llm: bool = True,
+    workflows: Sequence[type] | None = None,
+) -> list[Worker]:
+    """The main worker (workflow + store activities) and, if available, the LLM worker."""
+    from workflows.compact_session import CompactSessionWorkflow
+
+    default_workflows: list[type] = [CompactSessionWorkflow]
+    try:
+        from workflows.sweep import SweepSessionsWorkflow
+
+        default_workflows.append(SweepSessionsWorkflow)
+    except ModuleNotFoundError:
+        pass
+
+    tq = task_queue or settings.task_queue
+    llm_tq = llm_task_queue or settings.llm_task_queue
+    executor = concurrent.futures.ThreadPoolExecutor(max_workers=settings.io_threads)
+    acts = store_activities(store, executor)
+    # Replacements passed in (tests) win over the default implementation of the same name.
+    names = {_activity_name(a) for a in extra_activities}
+    acts = [a for a in acts if _activity_name(a) not in names] + list(extra_activities)
+    main = Worker(
+        client,
+        task_queue=tq,
+        workflows=list(workflows or default_workflows),
+        activities=acts,
+        max_concurrent_activities=settings.max_concurrent_activities,
+        max_concurrent_local_activities=settings.max_concurrent_activities,
+    )
+    workers = [main]
+    if with_llm:
+        llm_acts = llm_activities(settings, store)
+        if llm_acts:
+            workers.append(
+                Worker(
+                    client,
+                    task_queue=llm_tq,
+                    activities=llm_acts,
+                    max_concurrent_activities=settings.llm_concurrency,
+                    max_task_queue_activities_per_second=settings.llm_rate_limit,
+                )
+            )
+    return workers
+
+
+def _activity_name(fn: Any) -> str:
+    from temporalio.activity import _Definition
+
+    defn = _Definition.from_callable(fn)
+    return defn.name if defn and defn.name else getattr(fn, "__name__", "")
+
+
+async def run_workers(workers: Sequence[Worker]) -> None:
+    """Run workers until cancelled."""
+    await asyncio.gather(*(w.run() for w in workers))
+
+
+async def serve(settings: Settings | None = None, address: str | None = None) -> None:
+    """`compactor worker`: join a cluster and serve until interrupted."""
+    from compactor.store import open_store
+
+    settings = settings or Settings()
+    store = open_store(settings.store)
+    client = await connect(settings, address, s3_client=_store_s3_client(store))
+    workers = build_workers(client, settings, store)
+    log.info(
+        "compactor worker on %s (namespace %s), queues %s",
+        address or settings.temporal_address,
+        settings.temporal_namespace,
+        ", ".join(w.task_queue for w in workers),
+    )
+    await run_workers(workers)
+
+
+def _store_s3_client(store: Any) -> Any | None:
+    """The boto3 client of an S3 store (reused for external payload storage)."""
+    return getattr(store, "client", None) or getattr(store, "_client", None)

@@ -1,0 +1,498 @@
+"""CompactSessionWorkflow: one session's compaction as a retryable transaction (DESIGN §5).
+
+Why it is shaped this way:
+
+* The workflow id is ``compact/{tenant}/{session}``, so at most one compaction runs per
+  session; a duplicate request attaches to the running one (the client starts with the
+  USE_EXISTING id-conflict policy).
+* Only references cross the history (versions, etags, store keys, counts). Activities read
+  and write the bodies under deterministic keys, so any step can be retried by any worker.
+* Nothing before ``commit_swap`` touches the session's head: a failure anywhere before it
+  leaves the session exactly as it was. ``commit_swap`` itself is a compare-and-swap that
+  merges events appended after the snapshot instead of overwriting them.
+* The cheap store-bound steps can run as local activities (``local_steps``): they then cost
+  no extra round trips to the server, which is what keeps the durable path close to inline.
+  The LLM summarizers never do: they run on their own rate-limited task queue.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import BaseModel
+
+    from activities.contracts import (
+        WORKFLOW_NAME,
+        ActivityName,
+        CommitInput,
+        CommitOutput,
+        CompactSessionInput,
+        CompactSessionOutput,
+        CompactStatus,
+        ErrorType,
+        ExternalizeInput,
+        ExternalizeOutput,
+        FreezeInput,
+        LiftInput,
+        LiftOutput,
+        PlanInput,
+        PlanOutput,
+        PolicyRef,
+        RecordInput,
+        RecordOutput,
+        SnapshotRef,
+        SummarizeInput,
+        SummarizeOutput,
+        ValidateInput,
+        ValidateOutput,
+        checkpoint_id_for,
+        params_hash,
+        work_prefix,
+    )
+    from compactor.records import CompactionRecord, SeqRange
+
+M = TypeVar("M", bound=BaseModel)
+
+# --- search attributes (registered by workers.devstack and `compactor dev`) ---------------------
+SA_TENANT = SearchAttributeKey.for_keyword("CompactorTenant")
+SA_SESSION = SearchAttributeKey.for_keyword("CompactorSession")
+SA_STATUS = SearchAttributeKey.for_keyword("CompactorStatus")
+SA_TOKENS_BEFORE = SearchAttributeKey.for_int("CompactorTokensBefore")
+SA_TOKENS_AFTER = SearchAttributeKey.for_int("CompactorTokensAfter")
+
+# --- retry policies ------------------------------------------------------------------------------
+_NON_RETRYABLE = [
+    ErrorType.INVALID_INPUT,
+    ErrorType.NOT_FOUND,
+    ErrorType.INVARIANT_VIOLATION,
+    ErrorType.INTEGRITY,
+    ErrorType.SNAPSHOT_CHANGED,
+    ErrorType.CONFLICT_RETRIES_EXHAUSTED,
+    ErrorType.SUMMARIZER_FAILED,
+]
+
+# Object-store blips (throttling, 5xx, a killed worker) heal in seconds; bad input never does.
+STORE_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=8,
+    non_retryable_error_types=[str(t) for t in _NON_RETRYABLE],
+)
+
+# Provider 429/5xx recover within seconds; bounded so a dead provider falls back to structured.
+LLM_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=2),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=3,
+    non_retryable_error_types=[str(ErrorType.INVALID_INPUT), str(ErrorType.SUMMARIZER_FAILED)],
+)
+
+# Per-step time limits: generous for a worst-case 1M-token session on a slow store.
+STEP_TIMEOUT = {
+    ActivityName.FREEZE_SNAPSHOT: timedelta(seconds=60),
+    ActivityName.PLAN_COMPACTION: timedelta(seconds=120),
+    ActivityName.EXTERNALIZE: timedelta(seconds=180),
+    ActivityName.LIFT_STATE: timedelta(seconds=120),
+    ActivityName.SUMMARIZE_STRUCTURED: timedelta(seconds=120),
+    ActivityName.VALIDATE_CANDIDATE: timedelta(seconds=120),
+    ActivityName.COMMIT_SWAP: timedelta(seconds=120),
+    ActivityName.WRITE_RECORD: timedelta(seconds=30),
+}
+LLM_START_TO_CLOSE = timedelta(minutes=5)
+LLM_HEARTBEAT = timedelta(seconds=30)
+
+# Steps that may run as local activities (cheap, store-bound, idempotent).
+_LOCAL_OK = {
+    ActivityName.FREEZE_SNAPSHOT,
+    ActivityName.PLAN_COMPACTION,
+    ActivityName.EXTERNALIZE,
+    ActivityName.LIFT_STATE,
+    ActivityName.SUMMARIZE_STRUCTURED,
+    ActivityName.VALIDATE_CANDIDATE,
+}
+
+
+def workflow_id_for(tenant: str, session: str) -> str:
+    return f"compact/{tenant}/{session}"
+
+
+@workflow.defn(name=WORKFLOW_NAME)
+class CompactSessionWorkflow:
+    def __init__(self) -> None:
+        self._status = CompactStatus()
+        self._resume = False
+        self._steps_done: list[str] = []
+        self._attempts: dict[str, int] = {}
+        self._durations: dict[str, float] = {}
+
+    # --- operator interface --------------------------------------------------------------------
+    @workflow.query(name="status")
+    def status(self) -> CompactStatus:
+        return self._status.model_copy(
+            update={"attempts": dict(self._attempts), "completed_steps": list(self._steps_done)}
+        )
+
+    @workflow.signal(name="resume")
+    def resume(self) -> None:
+        """Approve the swap of a compaction started with ``pause_before_commit``."""
+        self._resume = True
+
+    # --- the transaction -------------------------------------------------------------------------
+    @workflow.run
+    async def run(self, inp: CompactSessionInput) -> CompactSessionOutput:
+        self._inp = inp
+        self._set(summarizer=inp.summarizer)
+        info = workflow.info()
+        started = workflow.now()
+        workflow.upsert_search_attributes(
+            [
+                SA_TENANT.value_set(inp.tenant),
+                SA_SESSION.value_set(inp.session),
+                SA_STATUS.value_set("running"),
+            ]
+        )
+        policy = PolicyRef(
+            preset=inp.policy,
+            window=inp.window,
+            max_output=inp.max_output,
+            configured=inp.configured,
+            target_tokens=inp.target_tokens,
+        )
+        record = CompactionRecord(
+            id=info.run_id,
+            tenant=inp.tenant,
+            session=inp.session,
+            workflow_id=info.workflow_id,
+            trigger=inp.trigger,
+            policy=inp.policy,
+            summarizer=inp.summarizer,
+            status="running",
+            created_at=started,
+        )
+
+        snap = await self._step(
+            ActivityName.FREEZE_SNAPSHOT,
+            FreezeInput(tenant=inp.tenant, session=inp.session),
+            SnapshotRef,
+            f"freeze {inp.tenant}/{inp.session}",
+        )
+        self._set(snapshot_version=snap.version)
+        phash = params_hash(
+            policy=policy.model_dump(),
+            summarizer=inp.summarizer,
+            model=inp.model,
+            prev=snap.checkpoint,
+        )
+        prefix = work_prefix(inp.tenant, inp.session, snap.version, phash)
+        record = record.model_copy(update={"snapshot_version": snap.version})
+
+        plan = await self._step(
+            ActivityName.PLAN_COMPACTION,
+            PlanInput(snapshot=snap, policy=policy, plan_key=prefix + "plan.json"),
+            PlanOutput,
+            f"plan v{snap.version}: {snap.view_tokens} view tokens, policy {inp.policy}",
+        )
+        record = record.model_copy(
+            update={
+                "tokens_before": plan.tokens_before,
+                "target_tokens": plan.target_tokens,
+                "retained_tail_tokens": plan.retained_tail_tokens,
+            }
+        )
+        workflow.upsert_search_attributes([SA_TOKENS_BEFORE.value_set(plan.tokens_before)])
+        if not plan.needed:
+            record = record.model_copy(
+                update={"status": "noop", "error": plan.reason or None, "tokens_after": plan.tokens_before}
+            )
+            return await self._finish(record, None, started)
+
+        self._record = record
+        try:
+            return await self._compact(inp, snap, policy, plan, prefix, phash, record)
+        except (ActivityError, ApplicationError) as err:
+            # Say why, in the workflow's own failure: the step, the error type, its message.
+            cause = err.cause if isinstance(err, ActivityError) else err
+            etype = getattr(cause, "type", None) or type(cause).__name__
+            step = self._status.step
+            message = f"compaction failed at {step}: {cause}; the session is unchanged"
+            failed = self._record.model_copy(update={"status": "failed", "error": f"{etype}: {message}"})
+            await self._finish(failed, None, started)
+            details = list(getattr(cause, "details", ()) or ())
+            raise ApplicationError(message, *details, type=etype, non_retryable=True) from err
+
+    async def _compact(
+        self,
+        inp: CompactSessionInput,
+        snap: SnapshotRef,
+        policy: PolicyRef,
+        plan: PlanOutput,
+        prefix: str,
+        phash: str,
+        record: CompactionRecord,
+    ) -> CompactSessionOutput:
+        self._record = record
+        started = record.created_at
+        ext = await self._step(
+            ActivityName.EXTERNALIZE,
+            ExternalizeInput(
+                snapshot=snap, policy=policy, plan_key=plan.plan_key, layers_key=prefix + "layers.json"
+            ),
+            ExternalizeOutput,
+            f"externalize large tool results of 1..{snap.version}",
+        )
+        record = self._record = record.model_copy(
+            update={
+                "layers": ext.layers or plan.layers,
+                "freed_by_layer": ext.freed_by_layer,
+                "artifacts_written": ext.artifacts_written,
+                "covers": SeqRange(start=1, end=plan.covers_end),
+            }
+        )
+        lift = await self._step(
+            ActivityName.LIFT_STATE,
+            LiftInput(
+                snapshot=snap,
+                covers_end=plan.covers_end,
+                prev_checkpoint=snap.checkpoint,
+                plan_key=plan.plan_key,
+                state_key=prefix + "state.json",
+            ),
+            LiftOutput,
+            f"lift state of 1..{plan.covers_end} ({plan.covered_tokens} tokens)",
+        )
+
+        summary_key, summarizer, summ = await self._summarize(inp, snap, plan, lift, prefix)
+        ckpt_id = checkpoint_id_for(snap.version, phash)
+        val = await self._validate(snap, policy, plan, ext, lift, summary_key, ckpt_id, prefix, summarizer)
+        if val.violations and summarizer != "structured":
+            reason = "validation: " + "; ".join(val.violations)[:500]
+            summary_key, summarizer, summ = await self._structured(inp, snap, plan, lift, prefix)
+            self._set(fallback_reason=reason)
+            self._record = self._record.model_copy(update={"fallback_reason": reason})
+            val = await self._validate(
+                snap, policy, plan, ext, lift, summary_key, ckpt_id, prefix, summarizer
+            )
+        record = self._record = self._record.model_copy(
+            update={
+                "summarizer": summarizer,
+                "summary_tokens": val.summary_tokens or summ.summary_tokens,
+                "violations": list(val.violations),
+                "checkpoint": ckpt_id,
+            }
+        )
+        if val.violations:
+            raise ApplicationError(
+                f"candidate checkpoint breaks {len(val.violations)} invariant(s); the session "
+                f"is unchanged: " + "; ".join(val.violations),
+                {"violations": list(val.violations)},
+                type=ErrorType.INVARIANT_VIOLATION,
+                non_retryable=True,
+            )
+
+        if inp.pause_before_commit:
+            self._set(step="waiting_for_resume", waiting_for_resume=True)
+            await workflow.wait_condition(lambda: self._resume)
+            self._set(waiting_for_resume=False)
+
+        commit = await self._step(
+            ActivityName.COMMIT_SWAP,
+            CommitInput(
+                snapshot=snap, policy=policy, candidate_key=val.candidate_key, max_merges=inp.max_merges
+            ),
+            CommitOutput,
+            f"swap head v{snap.version} -> checkpoint {ckpt_id} (covers 1..{plan.covers_end})",
+        )
+        record = record.model_copy(
+            update={
+                "status": "committed",
+                "checkpoint": commit.checkpoint_id,
+                "committed_version": commit.committed_version,
+                "conflicts_merged": commit.conflicts_merged,
+                "reconciled": list(commit.reconciled),
+                "tokens_after": commit.tokens_after or val.view_tokens,
+            }
+        )
+        self._set(checkpoint=commit.checkpoint_id)
+        return await self._finish(record, commit.checkpoint_id, started)
+
+    # --- summarize with fallback ------------------------------------------------------------------
+    def _summarize_input(
+        self, inp: CompactSessionInput, snap: SnapshotRef, plan: PlanOutput, lift: LiftOutput,
+        prefix: str, mode: str, name: str,
+    ) -> SummarizeInput:
+        return SummarizeInput(
+            tenant=inp.tenant,
+            session=inp.session,
+            snapshot_version=snap.version,
+            covers_end=plan.covers_end,
+            prev_checkpoint=snap.checkpoint,
+            state_key=lift.state_key,
+            budget_tokens=plan.summary_budget,
+            model=inp.model if name != "structured" else "structured",
+            mode=mode,  # type: ignore[arg-type]
+            output_key=f"{prefix}summary-{name}.json",
+        )
+
+    async def _structured(
+        self, inp: CompactSessionInput, snap: SnapshotRef, plan: PlanOutput, lift: LiftOutput, prefix: str
+    ) -> tuple[str, str, SummarizeOutput]:
+        s_in = self._summarize_input(inp, snap, plan, lift, prefix, "template", "structured")
+        out = await self._step(
+            ActivityName.SUMMARIZE_STRUCTURED,
+            s_in,
+            SummarizeOutput,
+            f"structured summary of 1..{plan.covers_end}, budget {plan.summary_budget} tokens",
+        )
+        return out.output_key, "structured", out
+
+    async def _summarize(
+        self, inp: CompactSessionInput, snap: SnapshotRef, plan: PlanOutput, lift: LiftOutput, prefix: str
+    ) -> tuple[str, str, SummarizeOutput]:
+        if inp.summarizer == "structured":
+            return await self._structured(inp, snap, plan, lift, prefix)
+        native = inp.summarizer == "anthropic-native"
+        name = ActivityName.SUMMARIZE_NATIVE if native else ActivityName.SUMMARIZE_ANTHROPIC
+        s_in = self._summarize_input(
+            inp, snap, plan, lift, prefix, "native" if native else "template", inp.summarizer
+        )
+        queue = inp.llm_task_queue or f"{workflow.info().task_queue}-llm"
+        self._set(step=str(name))
+        t0 = workflow.now()
+        try:
+            out = await workflow.execute_activity(
+                str(name),
+                s_in,
+                result_type=SummarizeOutput,
+                task_queue=queue,
+                start_to_close_timeout=LLM_START_TO_CLOSE,
+                heartbeat_timeout=LLM_HEARTBEAT,
+                retry_policy=RetryPolicy(
+                    initial_interval=LLM_RETRY.initial_interval,
+                    backoff_coefficient=LLM_RETRY.backoff_coefficient,
+                    maximum_interval=LLM_RETRY.maximum_interval,
+                    maximum_attempts=inp.llm_attempts,
+                    non_retryable_error_types=LLM_RETRY.non_retryable_error_types,
+                ),
+                summary=f"{inp.summarizer} summary ({inp.model}) of 1..{plan.covers_end}",
+            )
+        except ActivityError as err:
+            cause = err.cause
+            reason = f"{inp.summarizer} failed: {type(cause).__name__}: {cause}"[:500]
+            workflow.logger.warning("LLM summarizer failed, falling back to structured: %s", reason)
+            self._set(fallback_reason=reason)
+            self._record = self._record.model_copy(update={"fallback_reason": reason})
+            return await self._structured(inp, snap, plan, lift, prefix)
+        self._note(str(name), t0, out.attempts, 0.0)
+        self._record = self._record.model_copy(
+            update={
+                "llm_calls": [
+                    *self._record.llm_calls,
+                    {
+                        "activity": str(name),
+                        "model": out.model,
+                        "input_tokens": out.input_tokens,
+                        "output_tokens": out.output_tokens,
+                        "cache_read_tokens": out.cache_read_tokens,
+                        "cache_creation_tokens": out.cache_creation_tokens,
+                        "attempts": out.attempts,
+                        "dropped_rounds": out.dropped_rounds,
+                    },
+                ]
+            }
+        )
+        return out.output_key, inp.summarizer, out
+
+    async def _validate(
+        self, snap: SnapshotRef, policy: PolicyRef, plan: PlanOutput, ext: ExternalizeOutput,
+        lift: LiftOutput, summary_key: str, ckpt_id: str, prefix: str, summarizer: str,
+    ) -> ValidateOutput:
+        return await self._step(
+            ActivityName.VALIDATE_CANDIDATE,
+            ValidateInput(
+                snapshot=snap,
+                policy=policy,
+                plan_key=plan.plan_key,
+                layers_key=ext.layers_key,
+                state_key=lift.state_key,
+                summary_key=summary_key,
+                checkpoint_id=ckpt_id,
+                candidate_key=f"{prefix}candidate-{summarizer}.json",
+                summarizer=summarizer,
+                covers_end=plan.covers_end,
+            ),
+            ValidateOutput,
+            f"validate {summarizer} candidate {ckpt_id}",
+        )
+
+    # --- helpers --------------------------------------------------------------------------------
+    async def _finish(
+        self, record: CompactionRecord, checkpoint: str | None, started: Any
+    ) -> CompactSessionOutput:
+        record = record.model_copy(
+            update={
+                "durations_ms": dict(self._durations),
+                "attempts": max([1, *self._attempts.values()]),
+            }
+        )
+        workflow.upsert_search_attributes(
+            [
+                SA_STATUS.value_set(record.status),
+                SA_TOKENS_AFTER.value_set(record.tokens_after),
+            ]
+        )
+        rec = await self._step(
+            ActivityName.WRITE_RECORD,
+            RecordInput(record=record),
+            RecordOutput,
+            f"record {record.status} for {record.tenant}/{record.session}",
+        )
+        self._set(step="done")
+        status = record.status if record.status in ("committed", "noop", "failed") else "failed"
+        return CompactSessionOutput(
+            status=status,  # type: ignore[arg-type]
+            checkpoint=checkpoint,
+            record_key=rec.key,
+            record=record,
+        )
+
+    def _set(self, **changes: Any) -> None:
+        self._status = self._status.model_copy(update=changes)
+
+    def _note(self, step: str, t0: Any, attempt: int, ms: float) -> None:
+        elapsed = (workflow.now() - t0).total_seconds() * 1000.0
+        self._durations[step] = round(max(ms, elapsed), 3)
+        self._attempts[step] = max(attempt, 1)
+        self._steps_done.append(step)
+
+    async def _step(self, name: ActivityName, arg: BaseModel, out: type[M], summary: str) -> M:
+        self._set(step=str(name))
+        t0 = workflow.now()
+        timeout = STEP_TIMEOUT[name]
+        if self._inp.local_steps and name in _LOCAL_OK:
+            result = await workflow.execute_local_activity(
+                str(name),
+                arg,
+                result_type=out,
+                start_to_close_timeout=timeout,
+                retry_policy=STORE_RETRY,
+                summary=summary,
+            )
+        else:
+            result = await workflow.execute_activity(
+                str(name),
+                arg,
+                result_type=out,
+                start_to_close_timeout=timeout,
+                retry_policy=STORE_RETRY,
+                summary=summary,
+            )
+        self._note(str(name), t0, getattr(result, "attempt", 1), getattr(result, "ms", 0.0))
+        return result
