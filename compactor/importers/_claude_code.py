@@ -1,0 +1,256 @@
+"""Claude Code session logs (``~/.claude/projects/<proj>/<sessionId>.jsonl``).
+
+One API response is written over several lines (one content block per line) sharing
+``message.id``; they are merged into one assistant event, with the tool results that arrive
+in between gathered into the user event that follows it. Only ``user``/``assistant`` lines and
+``system`` compact boundaries carry the conversation; other line types are bookkeeping.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from compactor.events import (
+    CompactionBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from compactor.importers._common import (
+    Builder,
+    Draft,
+    ImportResult,
+    image,
+    iter_jsonl,
+    parse_time,
+    result_block,
+    source_key,
+    usage_of,
+)
+
+FORMAT = "claude-code"
+
+#: Line types that exist in the log but are not conversation.
+NON_CONVERSATION = {
+    "attachment",
+    "progress",
+    "file-history-snapshot",
+    "queue-operation",
+    "permission-mode",
+    "last-prompt",
+    "ai-title",
+    "mode",
+    "summary",
+    "custom-title",
+    "tag",
+}
+
+# User text the harness writes around local slash commands: not typed by the human.
+_INJECTED_TEXT = re.compile(
+    r"^\s*<(local-command-caveat|local-command-stdout|local-command-stderr|system-reminder)>"
+)
+_COMMAND_NAME = re.compile(r"<command-name>\s*(/?[^<]*?)\s*</command-name>")
+
+
+def parse(text: str, name: str) -> ImportResult:
+    b = Builder(FORMAT, source_key(text))
+    by_msg_id: dict[str, Draft] = {}
+    pending_compaction: Draft | None = None
+
+    for no, line in iter_jsonl(text, b):
+        typ = line.get("type")
+        at = parse_time(line.get("timestamp"))
+        uid = str(line.get("uuid") or f"cc-{b.key}-L{no}")
+        if typ == "system":
+            if line.get("subtype") == "compact_boundary":
+                md = line.get("compactMetadata") or {}
+                meta = {
+                    "trigger": md.get("trigger"),
+                    "tokens_before": md.get("preTokens"),
+                    "boundary_uuid": line.get("uuid"),
+                    "logical_parent_uuid": line.get("logicalParentUuid"),
+                    "line": no,
+                }
+                pending_compaction = b.new(
+                    "user",
+                    uid,
+                    at=at,
+                    kind="compaction",
+                    blocks=[CompactionBlock(content="")],
+                    meta={k: v for k, v in meta.items() if v is not None},
+                )
+            continue
+        if typ in NON_CONVERSATION or typ not in ("user", "assistant"):
+            continue
+        msg = line.get("message")
+        if not isinstance(msg, dict):
+            b.skip(no, f"{typ} line without a message object")
+            continue
+
+        meta: dict[str, Any] = {"line": no}
+        if line.get("isSidechain"):
+            meta["sidechain"] = True
+        if line.get("isApiErrorMessage"):
+            meta["api_error"] = True
+
+        if line.get("isCompactSummary"):
+            summary = _plain_text(msg.get("content"))
+            if pending_compaction is not None:
+                pending_compaction.blocks = [CompactionBlock(content=summary)]
+                pending_compaction.meta["summary_uuid"] = line.get("uuid")
+                pending_compaction = None
+            else:
+                b.new(
+                    "user",
+                    uid,
+                    at=at,
+                    kind="compaction",
+                    blocks=[CompactionBlock(content=summary)],
+                    meta={"summary_uuid": line.get("uuid"), "line": no},
+                )
+            continue
+        pending_compaction = None
+
+        if typ == "assistant":
+            _assistant(b, line, msg, uid, at, meta, by_msg_id)
+        else:
+            _user(b, line, msg, uid, at, meta)
+    return b.finish()
+
+
+def _assistant(
+    b: Builder,
+    line: dict[str, Any],
+    msg: dict[str, Any],
+    uid: str,
+    at: Any,
+    meta: dict[str, Any],
+    by_msg_id: dict[str, Draft],
+) -> None:
+    blocks = _assistant_blocks(msg.get("content"), meta)
+    mid = msg.get("id")
+    usage_raw = msg.get("usage") or {}
+    usage = usage_of(
+        usage_raw.get("input_tokens"),
+        usage_raw.get("output_tokens"),
+        usage_raw.get("cache_read_input_tokens"),
+        usage_raw.get("cache_creation_input_tokens"),
+    )
+    target = by_msg_id.get(mid) if mid else None
+    if target is not None and _only_results_since(b, target):
+        target.blocks.extend(blocks)
+        if usage is not None:  # later lines of a response carry the final usage
+            target.usage = usage
+        target.meta.setdefault("lines", [target.meta.get("line")]).append(meta["line"])
+        return
+    if msg.get("model"):
+        meta["model"] = msg["model"]
+    if mid:
+        meta["message_id"] = mid
+    d = b.new("assistant", uid, at=at, blocks=blocks, usage=usage, meta=meta)
+    if mid:
+        by_msg_id[mid] = d
+
+
+def _only_results_since(b: Builder, target: Draft) -> bool:
+    """True when every draft after ``target`` only carries tool results."""
+    for d in reversed(b.drafts):
+        if d is target:
+            return True
+        if not d.results_only:
+            return False
+    return False
+
+
+def _user(
+    b: Builder,
+    line: dict[str, Any],
+    msg: dict[str, Any],
+    uid: str,
+    at: Any,
+    meta: dict[str, Any],
+) -> None:
+    content = msg.get("content")
+    results: list[ToolResultBlock] = []
+    others: list[Any] = []
+    if isinstance(content, str):
+        others.append(TextBlock(text=content))
+    elif isinstance(content, list):
+        for part in content:
+            if not isinstance(part, dict):
+                continue
+            t = part.get("type")
+            if t == "tool_result":
+                results.append(
+                    result_block(
+                        str(part.get("tool_use_id", "")),
+                        part.get("content"),
+                        bool(part.get("is_error")),
+                        meta,
+                    )
+                )
+            elif t == "text":
+                others.append(TextBlock(text=str(part.get("text", ""))))
+            elif t == "image":
+                src = part.get("source") or {}
+                others.append(image(src.get("media_type"), src.get("data"), meta))
+    if results:
+        d = b.last()
+        # a results-only draft right after the call collects parallel results
+        if d is not None and d.results_only and not others:
+            d.blocks.extend(results)
+            d.meta.setdefault("lines", [d.meta.get("line")]).append(meta["line"])
+            return
+        b.new("user", uid, at=at, blocks=[*results, *others], meta=meta)
+        return
+    if not others:
+        return
+    text = "\n".join(o.text for o in others if isinstance(o, TextBlock))
+    injected = bool(line.get("isMeta")) or bool(_INJECTED_TEXT.match(text))
+    cmd = _COMMAND_NAME.search(text)
+    if cmd:
+        meta["slash_command"] = cmd.group(1)
+    b.new("user", uid, at=at, blocks=others, injected=injected, meta=meta)
+
+
+def _assistant_blocks(content: Any, meta: dict[str, Any]) -> list[Any]:
+    if isinstance(content, str):
+        return [TextBlock(text=content)] if content else []
+    out: list[Any] = []
+    for part in content or []:
+        if not isinstance(part, dict):
+            continue
+        t = part.get("type")
+        if t == "text":
+            out.append(TextBlock(text=str(part.get("text", ""))))
+        elif t == "thinking":
+            out.append(
+                ThinkingBlock(thinking=str(part.get("thinking", "")), signature=part.get("signature"))
+            )
+        elif t == "redacted_thinking":
+            out.append(ThinkingBlock(thinking="", signature=part.get("data")))
+        elif t == "tool_use":
+            inp = part.get("input")
+            out.append(
+                ToolUseBlock(
+                    id=str(part.get("id")),
+                    name=str(part.get("name", "")),
+                    input=inp if isinstance(inp, dict) else {"input": inp},
+                )
+            )
+        elif t == "image":
+            src = part.get("source") or {}
+            out.append(image(src.get("media_type"), src.get("data"), meta))
+    return out
+
+
+def _plain_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text"
+        )
+    return ""

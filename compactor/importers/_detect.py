@@ -1,0 +1,206 @@
+"""Format detection from content (the file name is only a tie-breaker).
+
+JSONL formats are recognized by the shape of their first valid lines, single-document
+formats by their top-level keys, Aider by its Markdown markers. A document that starts like
+JSON but does not parse, and is not JSONL either, is a truncated single-document file: the
+format is guessed from its head so that the importer can raise a ParseError naming it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from compactor.errors import EmptyInput, ParseError, UnknownFormat
+
+FORMATS = [
+    "claude-code",
+    "codex",
+    "aider",
+    "swe-agent",
+    "pi",
+    "gemini-chat",
+    "gemini-stream",
+    "opencode",
+    "anthropic-messages",
+    "openai-messages",
+]
+
+_CLAUDE_ONLY = {
+    "file-history-snapshot",
+    "queue-operation",
+    "permission-mode",
+    "last-prompt",
+    "ai-title",
+    "progress",
+    "attachment",
+}
+_CODEX_TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted", "world_state"}
+_PI_TYPES = {
+    "session",
+    "model_change",
+    "thinking_level_change",
+    "message",
+    "custom",
+    "custom_message",
+    "compaction",
+    "branch_summary",
+    "label",
+}
+_GEMINI_STREAM_TYPES = {"init", "message", "tool_use", "tool_result", "result"}
+_AIDER = re.compile(r"^(# aider chat started at |#### |> Aider v)", re.M)
+_SCAN_LINES = 200
+
+
+def known() -> str:
+    return ", ".join(FORMATS)
+
+
+def detect_text(text: str, name: str) -> str:
+    """Name of the format of ``text``; raises EmptyInput, UnknownFormat or ParseError."""
+    stripped = text.strip()
+    if not stripped:
+        raise EmptyInput(f"{name}: the file is empty; nothing to import.", name=name)
+    doc_error: json.JSONDecodeError | None = None
+    if stripped[0] in "[{":
+        try:
+            doc = json.loads(stripped)
+        except json.JSONDecodeError as e:
+            doc_error = e
+        else:
+            fmt = _single_document(doc)
+            if fmt:
+                return fmt
+    lines = _jsonl_sample(stripped)
+    fmt = _jsonl_format(lines)
+    if fmt:
+        return fmt
+    if stripped[0] not in "[{" and _AIDER.search(text[:200_000]):
+        return "aider"
+    if doc_error is not None and not lines:
+        guess = _guess_truncated(stripped, name)
+        if guess:
+            return guess
+        raise ParseError(
+            f"{name}: looks like JSON but does not parse ({doc_error.msg} at line "
+            f"{doc_error.lineno}, column {doc_error.colno}); the file may be truncated.",
+            name=name,
+        )
+    raise UnknownFormat(
+        f"{name}: not a transcript format this tool knows. Known formats: {known()}. "
+        "Pass --format NAME if the file is one of them.",
+        name=name,
+        known=list(FORMATS),
+    )
+
+
+def _single_document(doc: Any) -> str | None:
+    if isinstance(doc, dict):
+        if isinstance(doc.get("history"), list) and ("trajectory" in doc or "info" in doc):
+            return "swe-agent"
+        msgs = doc.get("messages")
+        if isinstance(msgs, list):
+            first = next((m for m in msgs if isinstance(m, dict)), None)
+            if first is not None and "parts" in first and isinstance(first.get("info"), dict):
+                return "opencode"
+            if isinstance(doc.get("info"), dict) and not msgs:
+                return "opencode"
+            if first is not None and first.get("type") in ("user", "gemini", "info", "error") and "role" not in first:
+                return "gemini-chat"
+            if "sessionId" in doc and "projectHash" in doc:
+                return "gemini-chat"
+            if "system" in doc:
+                return "anthropic-messages"
+            return _message_list(msgs)
+        return None
+    if isinstance(doc, list) and doc and all(isinstance(m, dict) and "role" in m for m in doc):
+        return _message_list(doc)
+    return None
+
+
+def _message_list(msgs: list[Any]) -> str | None:
+    if not msgs or not all(isinstance(m, dict) and "role" in m for m in msgs):
+        return None
+    for m in msgs:
+        if m.get("role") in ("system", "developer", "tool", "function") or "tool_calls" in m or "tool_call_id" in m:
+            return "openai-messages"
+        content = m.get("content")
+        if isinstance(content, list):
+            for p in content:
+                if isinstance(p, dict):
+                    t = p.get("type")
+                    if t in ("tool_use", "tool_result", "thinking", "redacted_thinking", "compaction"):
+                        return "anthropic-messages"
+                    if t == "image" and "source" in p:
+                        return "anthropic-messages"
+                    if t in ("image_url", "input_text", "input_audio"):
+                        return "openai-messages"
+    # plain text only: both shapes agree; Anthropic is the canonical one
+    return "anthropic-messages"
+
+
+def _jsonl_sample(text: str) -> list[dict[str, Any]]:
+    out = []
+    for i, line in enumerate(text.splitlines()):
+        if i >= _SCAN_LINES:
+            break
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out
+
+
+def _jsonl_format(objs: list[dict[str, Any]]) -> str | None:
+    votes: dict[str, int] = {}
+    for o in objs:
+        fmt = _line_format(o)
+        if fmt:
+            votes[fmt] = votes.get(fmt, 0) + 1
+    if not votes:
+        return None
+    return max(votes.items(), key=lambda kv: kv[1])[0]
+
+
+def _line_format(o: dict[str, Any]) -> str | None:
+    t = o.get("type")
+    if t in _CODEX_TYPES and "payload" in o:
+        return "codex"
+    if t in _CLAUDE_ONLY:
+        return "claude-code"
+    if t in ("user", "assistant", "system") and ("uuid" in o or "sessionId" in o or "parentUuid" in o):
+        return "claude-code"
+    if t in _PI_TYPES and "id" in o and ("parentId" in o or t == "session"):
+        if t != "message" or isinstance(o.get("message"), dict):
+            return "pi"
+    if t in _GEMINI_STREAM_TYPES:
+        if t == "message" and "role" in o and not isinstance(o.get("message"), dict):
+            return "gemini-stream"
+        if t == "init" and ("session_id" in o or "model" in o):
+            return "gemini-stream"
+        if t == "tool_use" and "tool_name" in o:
+            return "gemini-stream"
+        if t == "tool_result" and "tool_id" in o:
+            return "gemini-stream"
+    return None
+
+
+def _guess_truncated(text: str, name: str) -> str | None:
+    head = text[:20_000]
+    if name.endswith(".traj") or ('"history"' in head and '"trajectory"' in head):
+        return "swe-agent"
+    if '"parts"' in head and '"info"' in head:
+        return "opencode"
+    if '"projectHash"' in head or ('"sessionId"' in head and '"gemini"' in head):
+        return "gemini-chat"
+    if '"tool_calls"' in head or '"tool_call_id"' in head:
+        return "openai-messages"
+    if '"role"' in head:
+        return "anthropic-messages"
+    return None

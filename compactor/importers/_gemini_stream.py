@@ -1,0 +1,92 @@
+"""Gemini CLI ``--output-format stream-json`` captures (JSONL of CLI events).
+
+Assistant text may arrive as several ``message`` chunks (``delta``); consecutive chunks are
+joined into one assistant event that also takes the ``tool_use`` lines that follow it, and
+the ``tool_result`` lines go into the next user event. A file may hold several runs (several
+``init`` lines); each event records which run it came from.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from compactor.events import TextBlock, ToolUseBlock
+from compactor.importers._common import (
+    Builder,
+    Draft,
+    ImportResult,
+    as_text,
+    iter_jsonl,
+    parse_time,
+    result_block,
+    source_key,
+)
+
+FORMAT = "gemini-stream"
+
+
+def parse(text: str, name: str) -> ImportResult:
+    b = Builder(FORMAT, source_key(text))
+    run = 0
+    session: str | None = None
+    assistant: Draft | None = None
+    for no, e in iter_jsonl(text, b):
+        typ = e.get("type")
+        at = parse_time(e.get("timestamp")) or parse_time(e.get("ts"))
+        eid = f"gstream-{b.key}-L{no}"
+        meta: dict[str, Any] = {"line": no, "run": run}
+        if typ == "init":
+            run += 1
+            session = e.get("session_id") or session
+            assistant = None
+            continue
+        if typ == "message":
+            role = e.get("role")
+            content = as_text(e.get("content"))
+            if role == "assistant":
+                if assistant is not None and b.last() is assistant:
+                    # streamed chunks of one reply
+                    tb = assistant.blocks[-1] if assistant.blocks else None
+                    if isinstance(tb, TextBlock) and e.get("delta"):
+                        assistant.blocks[-1] = TextBlock(text=tb.text + content)
+                    elif content:
+                        assistant.blocks.append(TextBlock(text=content))
+                    continue
+                assistant = b.new(
+                    "assistant", eid, at=at, blocks=[TextBlock(text=content)] if content else [], meta=meta
+                )
+                continue
+            assistant = None
+            if content:
+                if run == 0:
+                    meta["harness_prompt"] = True  # written by the capture harness before init
+                b.new("user", eid, at=at, blocks=[TextBlock(text=content)], meta=meta)
+        elif typ == "tool_use":
+            if assistant is None or b.last() is not assistant:
+                assistant = b.new("assistant", eid, at=at, meta=meta)
+            params = e.get("parameters")
+            assistant.blocks.append(
+                ToolUseBlock(
+                    id=str(e.get("tool_id") or eid),
+                    name=str(e.get("tool_name", "")),
+                    input=params if isinstance(params, dict) else {"input": params},
+                )
+            )
+        elif typ == "tool_result":
+            assistant = None
+            is_error = e.get("status") == "error"
+            out = e.get("output")
+            err = e.get("error")
+            text = as_text(out)
+            if is_error and isinstance(err, dict) and err.get("message"):
+                text = f"{text}\n{err['message']}".strip()
+            b.add_result(result_block(str(e.get("tool_id", "")), text, is_error, meta), eid, at)
+        elif typ == "result":
+            assistant = None
+            d = b.last()
+            if d is not None:
+                d.meta["run_result"] = {"status": e.get("status"), "stats": e.get("stats")}
+    if session:
+        for d in b.drafts:
+            d.meta.setdefault("session_id", session)
+    return b.finish()
