@@ -1,0 +1,202 @@
+"""Safe cut points: where a checkpoint may end so the view stays a valid conversation. Pure.
+
+A cut ``k`` means: the checkpoint covers every non-pinned event with ``seq <= k`` and the
+view keeps every event after ``k`` verbatim (the *tail*). A cut is safe when
+
+- no tool_use is separated from its tool_result (so no parallel tool batch is split either:
+  a batch is an assistant event with several tool_uses whose results may arrive in several
+  events; the cut may not fall anywhere between the assistant event and its last result);
+- no *pending* tool_use is covered, nor anything after it. Pending = no result has arrived
+  and the agent has not moved on (no later assistant event). A call the agent moved on from
+  without a result (interrupted, exported mid-run) is *abandoned*: it may be covered, and the
+  lifted state records its outcome as unknown;
+- the latest genuine user request (``Event.is_user_request``) stays in the tail: the cut is
+  before it;
+- the first event after the cut can follow the summary message (a user message): an assistant
+  turn or a user turn, never a tool_result whose tool_use was covered (implied by the first
+  rule).
+
+Pinned events are never covered content (``build_view`` re-injects them), so they neither
+constrain the cut nor count towards the tail.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from compactor.events import Event
+from compactor.policy import Policy
+from compactor.tokens import count_event
+
+
+def body(events: Sequence[Event], prev_end: int = 0) -> list[Event]:
+    """Non-pinned events after ``prev_end``, in seq order: what a checkpoint may cover."""
+    return sorted((e for e in events if e.kind != "pinned" and e.seq > prev_end), key=lambda e: e.seq)
+
+
+def is_text_message(e: Event) -> bool:
+    """A user or assistant message that carries text (claude-code's "text message")."""
+    return e.kind != "pinned" and e.role in ("user", "assistant") and bool(e.text.strip())
+
+
+def pending_tool_uses(events: Sequence[Event], prev_end: int = 0) -> dict[str, int]:
+    """tool_use id -> seq, for calls whose result has not arrived and the agent still awaits."""
+    evs = body(events, prev_end)
+    answered = {r.tool_use_id for e in evs for r in e.tool_results}
+    last_assistant = max((e.seq for e in evs if e.role == "assistant"), default=0)
+    out: dict[str, int] = {}
+    for e in evs:
+        for u in e.tool_uses:
+            if u.id not in answered and e.seq >= last_assistant:
+                out[u.id] = e.seq
+    return out
+
+
+def abandoned_tool_uses(events: Sequence[Event], prev_end: int = 0) -> dict[str, int]:
+    """tool_use id -> seq, for calls without a result that the agent moved on from."""
+    evs = body(events, prev_end)
+    answered = {r.tool_use_id for e in evs for r in e.tool_results}
+    pending = pending_tool_uses(events, prev_end)
+    return {
+        u.id: e.seq
+        for e in evs
+        for u in e.tool_uses
+        if u.id not in answered and u.id not in pending
+    }
+
+
+def latest_request(events: Sequence[Event], prev_end: int = 0) -> Event | None:
+    """The latest genuine user request after ``prev_end`` (None if there is none)."""
+    reqs = [e for e in body(events, prev_end) if e.is_user_request]
+    return reqs[-1] if reqs else None
+
+
+def safe_cut_points(events: Sequence[Event], prev_end: int = 0) -> list[int]:
+    """Seqs ``k`` where covering every non-pinned event up to ``k`` is safe (ascending).
+
+    ``events`` are the events after ``prev_end`` plus any pinned events (the whole log when
+    there is no previous checkpoint).
+    """
+    evs = body(events, prev_end)
+    if not evs:
+        return []
+    use_seq: dict[str, int] = {}
+    for e in evs:
+        for u in e.tool_uses:
+            use_seq.setdefault(u.id, e.seq)
+    # [start, end) ranges where a cut would separate a tool_use from one of its results.
+    last_result: dict[str, int] = {}
+    for e in evs:
+        for r in e.tool_results:
+            if r.tool_use_id in use_seq:
+                last_result[r.tool_use_id] = max(last_result.get(r.tool_use_id, 0), e.seq)
+    spans = [(use_seq[i], end) for i, end in last_result.items() if end > use_seq[i]]
+    limit = evs[-1].seq  # cover at most everything
+    pending = pending_tool_uses(events, prev_end)
+    if pending:
+        limit = min(limit, min(pending.values()) - 1)
+    req = latest_request(events, prev_end)
+    if req is not None:
+        limit = min(limit, req.seq - 1)
+    blocked = _blocked(spans)
+    return [e.seq for e in evs if e.seq <= limit and not _inside(e.seq, blocked)]
+
+
+def _blocked(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Merge [start, end) spans."""
+    out: list[tuple[int, int]] = []
+    for s, t in sorted(spans):
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], t))
+        else:
+            out.append((s, t))
+    return out
+
+
+def _inside(k: int, blocked: list[tuple[int, int]]) -> bool:
+    return any(s <= k < t for s, t in blocked)
+
+
+def tail_start(
+    events: Sequence[Event],
+    tail_budget: int,
+    *,
+    tail_min: int = 0,
+    tail_max: int | None = None,
+    min_text_messages: int = 0,
+    prev_end: int = 0,
+) -> int:
+    """The budget-ideal cut (before any safety move): seq of the last event left out of the tail.
+
+    Walks back from the newest event, keeping events while they fit ``tail_budget``, and past
+    it while the tail is under ``tail_min`` tokens or ``min_text_messages`` text messages, as
+    long as it stays within ``tail_max``. 0 when everything fits.
+    """
+    evs = body(events, prev_end)
+    cap = tail_budget if tail_max is None else max(tail_max, tail_budget)
+    tokens = 0
+    texts = 0
+    i = len(evs)
+    while i > 0:
+        e = evs[i - 1]
+        n = count_event(e)
+        if tokens + n <= tail_budget:
+            pass
+        elif (tokens < tail_min or texts < min_text_messages) and tokens + n <= cap:
+            pass
+        else:
+            break
+        tokens += n
+        texts += is_text_message(e)
+        i -= 1
+    return evs[i - 1].seq if i > 0 else 0
+
+
+def choose_cut(
+    events: Sequence[Event],
+    policy: Policy,
+    tail_budget: int,
+    *,
+    tail_min: int | None = None,
+    tail_max: int | None = None,
+    min_text_messages: int | None = None,
+    prev_end: int = 0,
+) -> int:
+    """The checkpoint's end seq for a tail of about ``tail_budget`` tokens; 0 = no cut.
+
+    The ideal cut from :func:`tail_start` moves to the nearest safe point that keeps the tail
+    within budget (a later cut, smaller tail); when there is none (the latest request or a
+    pending call forces the tail to start earlier) it moves to the latest safe point before.
+    ``tail_min``/``tail_max``/``min_text_messages`` default to the policy's.
+    """
+    ideal = tail_start(
+        events,
+        tail_budget,
+        tail_min=policy.tail_min_tokens if tail_min is None else tail_min,
+        tail_max=policy.tail_max_tokens if tail_max is None else tail_max,
+        min_text_messages=(
+            policy.min_tail_text_messages if min_text_messages is None else min_text_messages
+        ),
+        prev_end=prev_end,
+    )
+    if ideal == 0:
+        return 0
+    safe = safe_cut_points(events, prev_end)
+    if not safe:
+        return 0
+    if policy.tail_cut_on_user:
+        evs = body(events, prev_end)
+        nxt = {a.seq: b for a, b in zip(evs, evs[1:])}
+        on_user = [k for k in safe if k in nxt and nxt[k].role == "user" and not nxt[k].tool_results]
+        pick = _nearest(on_user, ideal)
+        if pick:
+            return pick
+    return _nearest(safe, ideal)
+
+
+def _nearest(points: list[int], ideal: int) -> int:
+    later = [k for k in points if k >= ideal]
+    if later:
+        return min(later)
+    earlier = [k for k in points if k < ideal]
+    return max(earlier) if earlier else 0

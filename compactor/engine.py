@@ -1,0 +1,504 @@
+"""The compaction engine: plan -> layers (cheapest first) -> validate. Pure and deterministic.
+
+``compact`` is the one entry point; the durable workflow calls the same step functions
+(``plan``, ``apply_layers``, ``invariants.validate``, ``reconcile_checkpoint``) from its
+activities, so the inline and durable paths produce the same view.
+
+Determinism: ids and timestamps come from the arguments. The default checkpoint id is the
+sha256 of the input events' content hash (seq, id, kind, role, blocks: no session or tenant)
+plus the parameters (policy, target, previous checkpoint). Only ``record.durations_ms``
+varies between runs.
+
+Successive compactions: ``compact(events after prev.covers.end + pinned, prev=checkpoint)``
+lifts only the newly covered events on top of ``prev.state``; the log before
+``prev.covers.end`` is never read again.
+
+Budget: the view's size is counted on the rendered Anthropic request (``measure.view_tokens``,
+cl100k). When the target cannot be met without breaking an invariant, the engine keeps the
+invariant and says so: ``record.violations`` holds ``over_budget`` and ``record.error`` why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from datetime import datetime
+from typing import Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from compactor.boundary import body, choose_cut
+from compactor.events import Block, Event, TextBlock, ToolResultBlock, content_hash
+from compactor.invariants import Violation, validate
+from compactor.layers import (
+    LAYER_CLEAR,
+    LAYER_EXTERNALIZE,
+    LAYER_SUMMARY,
+    apply_replacements,
+    clear_old_tool_results,
+    externalize_tool_results,
+    summarize_range,
+)
+from compactor.measure import view_tokens
+from compactor.policy import CompactionNeed, Policy, should_compact
+from compactor.records import Checkpoint, CompactionRecord, SeqRange
+from compactor.tokens import count_event, count_text, with_tokens
+from compactor.view import SUMMARY_PREFIX, build_view
+
+MIN_SUMMARY_TOKENS = 200
+"""Below this a summary cannot carry the goal, constraints and latest request: shrink the tail."""
+TAIL_SHARE = 0.5
+"""Share of the room left after pinned events that the verbatim tail may take."""
+TAIL_MAX_SHARE = 0.6
+
+
+class Plan(BaseModel):
+    """What a compaction will try, decided from token counts only (no bodies needed)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    policy: str
+    need: CompactionNeed = Field(description="should_compact on the current view.")
+    tokens_before: int
+    target_tokens: int
+    prev_checkpoint: str | None = None
+    prev_end: int = 0
+    snapshot_version: int = 0
+    pinned_tokens: int = 0
+    available_tokens: int = Field(description="Target minus pinned events and the summary frame.")
+    tail_budget: int
+    tail_min: int
+    tail_max: int
+    min_text_messages: int
+    cut: int = Field(description="Cut at the full tail budget (0 = nothing to cover).")
+    layers: list[str] = Field(default_factory=list, description="Layers that may apply, in order.")
+    noop: bool = Field(default=False, description="The view already fits the target.")
+
+
+class LayerResult(BaseModel):
+    """The chosen candidate after the layers ran."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    view: list[Event]
+    checkpoint: Checkpoint | None
+    artifacts: dict[str, bytes] = Field(default_factory=dict)
+    layers: list[str] = Field(default_factory=list)
+    freed_by_layer: dict[str, int] = Field(default_factory=dict)
+    tokens_after: int = 0
+    summary_tokens: int = 0
+    retained_tail_tokens: int = 0
+    violations: list[Violation] = Field(default_factory=list)
+    candidates: int = Field(default=0, description="Summary candidates tried.")
+    durations_ms: dict[str, float] = Field(default_factory=dict)
+
+
+class CompactResult(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    view: list[Event]
+    checkpoint: Checkpoint | None
+    record: CompactionRecord
+    artifacts: dict[str, bytes] = Field(default_factory=dict, description="sha256 -> bytes to store.")
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def _prev_end(prev: Checkpoint | None) -> int:
+    return 0 if prev is None or prev.covers.empty else prev.covers.end
+
+
+def prepare(events: Sequence[Event], prev: Checkpoint | None) -> list[Event]:
+    """Events the engine works on: pinned + those after ``prev``, in seq order, tokens cached."""
+    end = _prev_end(prev)
+    evs = [e for e in events if e.kind == "pinned" or e.seq > end]
+    return with_tokens(sorted(evs, key=lambda e: e.seq))
+
+
+def _frame_tokens(end: int) -> int:
+    return count_text(SUMMARY_PREFIX.format(start=1, end=end)) + 8
+
+
+def default_checkpoint_id(events: Sequence[Event], policy: Policy, target: int, prev: Checkpoint | None) -> str:
+    params = json.dumps(
+        {
+            "policy": policy.model_dump(mode="json"),
+            "target": target,
+            "prev": prev.id if prev is not None else None,
+        },
+        sort_keys=True,
+    )
+    h = hashlib.sha256()
+    h.update(content_hash(events).encode())
+    h.update(params.encode())
+    return "ck-" + h.hexdigest()[:32]
+
+
+# --- plan -------------------------------------------------------------------------------------
+
+
+def plan(
+    events: Sequence[Event],
+    policy: Policy,
+    target_tokens: int | None,
+    prev: Checkpoint | None,
+    *,
+    provider_usage: int | None = None,
+) -> Plan:
+    """Decide the target, the tail budgets and the layers for ``events`` (see ``compact``)."""
+    evs = prepare(events, prev)
+    before = view_tokens(build_view(evs, prev))
+    target = target_tokens if target_tokens is not None else policy.post_compact_tokens
+    pinned = [e for e in evs if e.kind == "pinned"]
+    pinned_tokens = view_tokens(pinned) if pinned else 0
+    end = _prev_end(prev)
+    snapshot = max((e.seq for e in evs), default=end)
+    available = max(0, target - pinned_tokens - _frame_tokens(snapshot))
+    tail_budget = min(policy.tail_budget_tokens, int(available * TAIL_SHARE))
+    tail_max = min(policy.tail_max_tokens, int(available * TAIL_MAX_SHARE))
+    tail_min = min(policy.tail_min_tokens, tail_budget)
+    cut = choose_cut(
+        evs, policy, tail_budget, tail_min=tail_min, tail_max=tail_max, prev_end=end
+    )
+    layers: list[str] = []
+    if any(e.tool_results for e in evs if e.kind != "pinned"):
+        layers += [LAYER_EXTERNALIZE, LAYER_CLEAR]
+    if cut > end:
+        layers.append(LAYER_SUMMARY)
+    return Plan(
+        policy=policy.name,
+        need=should_compact(policy, before, provider_usage),
+        tokens_before=before,
+        target_tokens=target,
+        prev_checkpoint=prev.id if prev is not None else None,
+        prev_end=end,
+        snapshot_version=snapshot,
+        pinned_tokens=pinned_tokens,
+        available_tokens=available,
+        tail_budget=tail_budget,
+        tail_min=tail_min,
+        tail_max=tail_max,
+        min_text_messages=policy.min_tail_text_messages,
+        cut=cut,
+        layers=layers,
+        noop=before <= target,
+    )
+
+
+# --- layers -----------------------------------------------------------------------------------
+
+
+class _Candidate(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    checkpoint: Checkpoint
+    view: list[Event]
+    tokens: int
+    violations: list[Violation]
+
+    @property
+    def fits(self) -> bool:
+        return not self.violations
+
+    @property
+    def valid(self) -> bool:
+        """Every invariant holds except, perhaps, the budget."""
+        return all(v.code == "over_budget" for v in self.violations)
+
+
+def apply_layers(
+    events: Sequence[Event],
+    plan: Plan,
+    policy: Policy,
+    *,
+    prev: Checkpoint | None = None,
+    checkpoint_id: str | None = None,
+    now: datetime | None = None,
+    tenant: str | None = None,
+    session: str | None = None,
+) -> LayerResult:
+    """Run the layers cheapest first, stopping as soon as the view fits ``plan.target_tokens``."""
+    if (prev.id if prev is not None else None) != plan.prev_checkpoint:
+        raise ValueError("plan was made for a different previous checkpoint")
+    evs = prepare(events, prev)
+    end0 = plan.prev_end
+    target = plan.target_tokens
+    ckpt_id = checkpoint_id or default_checkpoint_id(evs, policy, target, prev)
+    tenant = tenant or (prev.tenant if prev is not None else "inline")
+    session = session or (prev.session if prev is not None else "inline")
+    repl: dict[int, list[Block]] = {
+        s: list(b) for s, b in (prev.replacements.items() if prev is not None else []) if s > end0
+    }
+    artifacts: dict[str, bytes] = {}
+    listed: list[str] = list(prev.artifacts) if prev is not None else []
+    layers: list[str] = []
+    freed: dict[str, int] = {}
+    durations: dict[str, float] = {}
+
+    def checkpoint(end: int, **fields: object) -> Checkpoint:
+        base: dict[str, object] = {}
+        if prev is not None:
+            base = {
+                "summary": prev.summary, "sections": prev.sections, "native": prev.native,
+                "state": prev.state, "summary_tokens": prev.summary_tokens,
+                "summarizer": prev.summarizer, "source_hash": prev.source_hash,
+            }
+        base.update(fields)
+        covers = SeqRange(start=1, end=end) if end > 0 else SeqRange(start=1, end=0)
+        return Checkpoint(
+            id=ckpt_id, tenant=tenant, session=session, covers=covers,
+            replacements={s: b for s, b in repl.items() if s > end},
+            artifacts=sorted(set(listed)),
+            based_on=prev.id if prev is not None else None,
+            snapshot_version=plan.snapshot_version, created_at=now, **base,  # type: ignore[arg-type]
+        )
+
+    def candidate(ckpt: Checkpoint) -> _Candidate:
+        t = time.perf_counter()
+        view = build_view(evs, ckpt)
+        n = view_tokens(view)
+        vio = validate(events=evs, checkpoint=ckpt, view=view, target_tokens=target,
+                       artifacts=artifacts, prev_checkpoint=prev)
+        durations["validate"] = durations.get("validate", 0.0) + (time.perf_counter() - t) * 1000
+        return _Candidate(checkpoint=ckpt, view=view, tokens=n, violations=vio)
+
+    current = plan.tokens_before
+    best: _Candidate | None = None
+
+    # (a), (b): replacement layers over the events after the previous checkpoint
+    for name, fn in ((LAYER_EXTERNALIZE, externalize_tool_results), (LAYER_CLEAR, clear_old_tool_results)):
+        if name not in plan.layers:
+            continue
+        t = time.perf_counter()
+        shown = apply_replacements([e for e in evs if e.kind != "pinned"], repl)
+        out = fn(shown, policy)
+        durations[name] = (time.perf_counter() - t) * 1000
+        if not out.items:
+            continue
+        repl.update(out.replacements)
+        artifacts.update(out.artifacts)
+        listed.extend(out.artifacts)
+        cand = candidate(checkpoint(end0))
+        layers.append(name)
+        freed[name] = current - cand.tokens
+        current = cand.tokens
+        best = cand
+        if cand.fits:
+            return _result(cand, artifacts, layers, freed, durations, evs, 0)
+
+    # (c): summary checkpoint, shrinking the tail along the policy's ladder
+    tried: set[int] = set()
+    candidates: list[_Candidate] = []
+    state0 = prev.state if prev is not None else None
+    prev_summary_tokens = 0
+    if prev is not None and not prev.covers.empty:
+        prev_summary_tokens = count_text(SUMMARY_PREFIX) + prev.summary_tokens
+    if LAYER_SUMMARY in plan.layers:
+        t_sum = time.perf_counter()
+        for factor in [*policy.shrink_ladder, 0.0]:
+            budget = int(plan.tail_budget * factor)
+            cut = choose_cut(
+                evs, policy, budget,
+                tail_min=int(plan.tail_min * factor), tail_max=max(budget, int(plan.tail_max * factor)),
+                min_text_messages=plan.min_text_messages if factor else 0, prev_end=end0,
+            )
+            if cut <= end0 or cut in tried:
+                continue
+            tried.add(cut)
+            covered = [e for e in body(evs, end0) if e.seq <= cut]
+            frame = build_view(evs, checkpoint(cut, summary="", sections={}, state={}, summary_tokens=0))
+            room = target - view_tokens(frame) - 4
+            replaced = sum(count_event(e) for e in covered) + prev_summary_tokens
+            limit = min(room, policy.summary_max_tokens)
+            if policy.summary_must_shrink:
+                limit = min(limit, replaced - _frame_tokens(cut) - 8)
+            if limit < MIN_SUMMARY_TOKENS and factor:
+                continue  # the tail leaves no room for a summary: try a smaller tail
+            limit = max(limit, MIN_SUMMARY_TOKENS)
+            out = summarize_range(covered, state0, limit)
+            src_hash = content_hash(covered)
+            if prev is not None and prev.source_hash:
+                src_hash = hashlib.sha256((prev.source_hash + src_hash).encode()).hexdigest()
+            ckpt = checkpoint(
+                cut, summary=out.text, sections=out.sections, state=out.state, native=None,
+                summary_tokens=out.tokens, summarizer="structured", source_hash=src_hash,
+            )
+            cand = candidate(ckpt)
+            candidates.append(cand)
+            if cand.fits:
+                break
+        durations[LAYER_SUMMARY] = (time.perf_counter() - t_sum) * 1000
+    if candidates:
+        chosen = _pick(candidates)
+        if best is None or not best.valid or (chosen.valid and chosen.tokens < best.tokens):
+            layers.append(LAYER_SUMMARY)
+            freed[LAYER_SUMMARY] = current - chosen.tokens
+            best = chosen
+    if best is None:
+        best = candidate(checkpoint(end0))
+    return _result(best, artifacts, layers, freed, durations, evs, len(candidates))
+
+
+def _pick(cands: list[_Candidate]) -> _Candidate:
+    for c in cands:
+        if c.fits:
+            return c
+    valid = [c for c in cands if c.valid]
+    if valid:
+        return min(valid, key=lambda c: c.tokens)
+    return min(cands, key=lambda c: (len(c.violations), c.tokens))
+
+
+def _result(
+    cand: _Candidate,
+    artifacts: dict[str, bytes],
+    layers: list[str],
+    freed: dict[str, int],
+    durations: dict[str, float],
+    evs: list[Event],
+    n_candidates: int,
+) -> LayerResult:
+    ckpt = cand.checkpoint
+    end = 0 if ckpt.covers.empty else ckpt.covers.end
+    used = set(ckpt.artifacts)
+    tail = [e for e in cand.view if e.seq > end and e.kind != "pinned"]
+    return LayerResult(
+        view=cand.view,
+        checkpoint=ckpt,
+        artifacts={k: v for k, v in artifacts.items() if k in used},
+        layers=layers,
+        freed_by_layer=freed,
+        tokens_after=cand.tokens,
+        summary_tokens=ckpt.summary_tokens if not ckpt.covers.empty else 0,
+        retained_tail_tokens=view_tokens(tail) if tail else 0,
+        violations=cand.violations,
+        candidates=n_candidates,
+        durations_ms=durations,
+    )
+
+
+# --- the entry point ---------------------------------------------------------------------------
+
+
+def compact(
+    events: Sequence[Event],
+    policy: Policy,
+    target_tokens: int | None = None,
+    prev: Checkpoint | None = None,
+    *,
+    checkpoint_id: str | None = None,
+    now: datetime | None = None,
+    tenant: str | None = None,
+    session: str | None = None,
+    trigger: str = "manual",
+    record_id: str | None = None,
+    provider_usage: int | None = None,
+) -> CompactResult:
+    """Compact ``events`` so their view fits ``target_tokens`` (default: the policy's
+    post-compaction size).
+
+    ``events``: every event of the log after ``prev.covers.end`` plus all pinned events (the
+    whole log when ``prev`` is None). Same inputs -> same view, checkpoint and record (but for
+    ``record.durations_ms``).
+    """
+    t0 = time.perf_counter()
+    evs = prepare(events, prev)
+    p = plan(evs, policy, target_tokens, prev, provider_usage=provider_usage)
+    plan_ms = (time.perf_counter() - t0) * 1000
+    tenant = tenant or (prev.tenant if prev is not None else "inline")
+    session = session or (prev.session if prev is not None else "inline")
+    if p.noop:
+        view = build_view(evs, prev)
+        vio = validate(events=evs, checkpoint=None, view=view, target_tokens=p.target_tokens,
+                       prev_checkpoint=prev)
+        rec = CompactionRecord(
+            id=record_id or "inline-noop-" + hashlib.sha256(content_hash(evs).encode()).hexdigest()[:16],
+            tenant=tenant, session=session, trigger=trigger, policy=policy.name,
+            checkpoint=prev.id if prev is not None else None,
+            covers=prev.covers if prev is not None else None,
+            snapshot_version=p.snapshot_version, committed_version=p.snapshot_version,
+            tokens_before=p.tokens_before, tokens_after=p.tokens_before, target_tokens=p.target_tokens,
+            retained_tail_tokens=p.tokens_before, status="noop",
+            violations=[str(v) for v in vio], durations_ms={"plan": plan_ms}, created_at=now,
+        )
+        return CompactResult(view=view, checkpoint=None, record=rec, artifacts={})
+    res = apply_layers(evs, p, policy, prev=prev, checkpoint_id=checkpoint_id, now=now,
+                       tenant=tenant, session=session)
+    ckpt = res.checkpoint
+    assert ckpt is not None
+    hard = [v for v in res.violations if v.code != "over_budget"]
+    status = "failed" if hard else "committed"
+    error = None
+    if hard:
+        error = "no candidate kept every invariant; do not commit: " + "; ".join(str(v) for v in hard[:3])
+    elif res.violations:
+        error = (f"target {p.target_tokens:,} cannot be met without breaking an invariant "
+                 f"(pinned events, the latest request or a pending call); best view is "
+                 f"{res.tokens_after:,} tokens")
+    durations = {"plan": plan_ms, **res.durations_ms, "total": (time.perf_counter() - t0) * 1000}
+    rec = CompactionRecord(
+        id=record_id or "inline-" + ckpt.id.removeprefix("ck-")[:16],
+        tenant=tenant, session=session, trigger=trigger, policy=policy.name,
+        checkpoint=ckpt.id, covers=ckpt.covers,
+        snapshot_version=p.snapshot_version, committed_version=p.snapshot_version,
+        tokens_before=p.tokens_before, tokens_after=res.tokens_after, target_tokens=p.target_tokens,
+        summary_tokens=res.summary_tokens, retained_tail_tokens=res.retained_tail_tokens,
+        layers=res.layers, freed_by_layer=res.freed_by_layer, artifacts_written=len(res.artifacts),
+        summarizer=ckpt.summarizer, violations=[str(v) for v in res.violations], status=status,
+        error=error, durations_ms=durations, created_at=now,
+    )
+    return CompactResult(view=res.view, checkpoint=ckpt, record=rec, artifacts=res.artifacts)
+
+
+# --- merge after the snapshot -------------------------------------------------------------------
+
+
+def reconcile_checkpoint(
+    ckpt: Checkpoint, new_events: Sequence[Event], *, checkpoint_id: str | None = None
+) -> tuple[Checkpoint, list[str]]:
+    """Fold events appended after the snapshot into a candidate checkpoint (DESIGN §5 step 7).
+
+    The new events stay verbatim after the checkpoint; an action the state marks unknown whose
+    result arrived among them is resolved (state re-rendered within the same budget). A result
+    whose tool_use the checkpoint covers would lead its message without its call, so the view
+    shows it as text naming the call (a replacement; the log is untouched).
+
+    Returns the checkpoint (unchanged when nothing resolved) and the resolved tool_use ids.
+    """
+    from compactor.lift import LiftedState, reconcile
+    from compactor.summary import render_summary
+
+    if ckpt.covers.empty or not ckpt.state:
+        return ckpt, []
+    state = LiftedState.model_validate(ckpt.state)
+    new_state, resolved = reconcile(state, new_events)
+    if not resolved:
+        return ckpt, []
+    names = {u.tool_use_id: u.name for u in state.unknown_actions}
+    rendered = render_summary(new_state, max(ckpt.summary_tokens, MIN_SUMMARY_TOKENS))
+    repl = dict(ckpt.replacements)
+    for e in new_events:
+        if e.seq <= ckpt.covers.end or not any(r.tool_use_id in names for r in e.tool_results):
+            continue
+        blocks: list[Block] = []
+        for b in repl.get(e.seq, e.blocks):
+            if isinstance(b, ToolResultBlock) and b.tool_use_id in names:
+                err = " (error)" if b.is_error else ""
+                head = f"[result{err} of the earlier call {b.tool_use_id} ({names[b.tool_use_id]}), " \
+                       "which the summary covers]\n"
+                blocks.append(TextBlock(text=head + b.text))
+            else:
+                blocks.append(b)
+        repl[e.seq] = blocks
+    new_id = checkpoint_id or "ck-" + hashlib.sha256(
+        (ckpt.id + content_hash(new_events)).encode()
+    ).hexdigest()[:32]
+    snapshot = max([ckpt.snapshot_version, *(e.seq for e in new_events)])
+    out = ckpt.model_copy(update={
+        "id": new_id, "state": new_state.model_dump(mode="json"), "summary": rendered.text,
+        "sections": dict(rendered.sections), "summary_tokens": rendered.tokens,
+        "replacements": repl, "snapshot_version": snapshot,
+    })
+    return Checkpoint.model_validate(out.model_dump()), resolved

@@ -1,0 +1,519 @@
+"""The validator: every invariant of DESIGN §7 as a typed check on a candidate view. Pure.
+
+``validate`` returns a list of ``Violation`` (empty = valid). Codes are stable (tests and the
+workflow assert them); messages are for people.
+
+| § | code | check |
+|---|---|---|
+| 1 | ``tool_pairing`` | the rendered request pairs every tool_use with a tool_result in the next user message and vice versa (a pending call, one whose result has not arrived and after which the agent did nothing, may end the view) |
+| 2 | ``batch_split`` | the cut does not fall inside a parallel tool batch |
+| 2 | ``first_not_user`` | the first non-pinned message of the view is a user message |
+| 3 | ``pinned_missing`` | every pinned event is in the view, verbatim |
+| 4 | ``latest_request_missing`` | the latest genuine user request is in the view, verbatim |
+| 5 | ``constraint_dropped`` | every constraint (lifted, or a rule sentence of a covered request) is in the summary |
+| 6 | ``unknown_reported_done`` | actions of unknown outcome stay unknown unless a result arrived; none is listed as done |
+| 7 | ``artifact_unresolved`` | every artifact ref the compaction introduced resolves and its sha256 matches |
+| 8 | ``summary_not_smaller`` / ``over_budget`` | the summary is smaller than what it replaces; the view fits the target |
+| 9 | ``unknown_identifier`` | paths, URLs and tool ids the summary states occur in the covered range |
+| 10 | ``range_not_contiguous`` / ``event_duplicated`` / ``event_missing`` / ``event_unexpected`` | the checkpoint covers a contiguous prefix ending at or before the snapshot, and every later event is in the view exactly once |
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any, Iterable, Mapping, Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from compactor.boundary import body, latest_request, pending_tool_uses
+from compactor.events import (
+    ArtifactRefBlock,
+    CompactionBlock,
+    Event,
+    ImageBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    to_anthropic,
+)
+from compactor.layers import ARTIFACT_URI
+from compactor.measure import view_tokens
+from compactor.records import Checkpoint
+from compactor.tokens import count_event
+from compactor.view import summary_event
+
+CODES = [
+    "tool_pairing",
+    "batch_split",
+    "first_not_user",
+    "pinned_missing",
+    "latest_request_missing",
+    "constraint_dropped",
+    "unknown_reported_done",
+    "artifact_unresolved",
+    "summary_not_smaller",
+    "over_budget",
+    "unknown_identifier",
+    "range_not_contiguous",
+    "event_duplicated",
+    "event_missing",
+    "event_unexpected",
+]
+
+
+class Violation(BaseModel):
+    """One broken invariant. ``code`` is stable; ``message`` says what and where."""
+
+    model_config = ConfigDict(frozen=True)
+
+    code: str
+    message: str
+    seq: int | None = None
+
+    def __str__(self) -> str:
+        where = f" (seq {self.seq})" if self.seq is not None else ""
+        return f"{self.code}: {self.message}{where}"
+
+
+def validate(
+    *,
+    events: Sequence[Event],
+    checkpoint: Checkpoint | None,
+    view: Sequence[Event],
+    target_tokens: int | None,
+    artifacts: Mapping[str, bytes] | None = None,
+    prev_checkpoint: Checkpoint | None = None,
+) -> list[Violation]:
+    """Check ``view`` (built from ``events`` and ``checkpoint``) against every invariant.
+
+    ``events``: every event after ``prev_checkpoint.covers.end`` plus all pinned events (the
+    whole log when there is no previous checkpoint). ``artifacts``: sha256 -> bytes of the
+    artifacts the compaction produced (refs it introduced must resolve against them).
+    """
+    prev_end = _end(prev_checkpoint)
+    end = max(_end(checkpoint), prev_end)
+    out: list[Violation] = []
+    out += check_tool_pairing(events, view)
+    out += check_batches(events, end, prev_end)
+    out += check_first_user(view)
+    out += check_pinned(events, view)
+    out += check_latest_request(events, view)
+    out += check_range(events, checkpoint, view, prev_checkpoint)
+    if checkpoint is not None:
+        out += check_constraints(events, checkpoint, prev_end)
+        out += check_unknown(events, checkpoint, view, prev_checkpoint)
+        out += check_artifacts(events, checkpoint, view, artifacts)
+        out += check_summary_size(events, checkpoint, prev_checkpoint)
+        out += check_identifiers(events, checkpoint, prev_checkpoint)
+    if target_tokens is not None:
+        n = view_tokens(view)
+        if n > target_tokens:
+            out.append(Violation(code="over_budget", message=f"view is {n:,} tokens, target {target_tokens:,}"))
+    return out
+
+
+def _end(ckpt: Checkpoint | None) -> int:
+    return 0 if ckpt is None or ckpt.covers.empty else ckpt.covers.end
+
+
+# --- 1, 2: tool pairing, batches, first message ----------------------------------------------
+
+
+def check_tool_pairing(events: Sequence[Event], view: Sequence[Event]) -> list[Violation]:
+    """The rendered request is valid for the Messages API: each assistant tool_use is answered
+    in the very next user message, and each tool_result answers the message just before."""
+    out: list[Violation] = []
+    answered_in_source = {r.tool_use_id for e in events for r in e.tool_results}
+    pending = set(pending_tool_uses(events))
+    seq_of_use = {u.id: e.seq for e in view for u in e.tool_uses}
+    _, messages = to_anthropic(view)
+    seen_uses: set[str] = set()
+    last_assistant = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
+    for i, m in enumerate(messages):
+        blocks = m["content"]
+        if m["role"] == "assistant":
+            uses = [b["id"] for b in blocks if b.get("type") == "tool_use"]
+            for uid in uses:
+                if uid in seen_uses:
+                    out.append(Violation(code="tool_pairing", message=f"tool_use {uid} appears twice",
+                                         seq=seq_of_use.get(uid)))
+                seen_uses.add(uid)
+            nxt = messages[i + 1] if i + 1 < len(messages) else None
+            got = set()
+            if nxt is not None and nxt["role"] == "user":
+                got = {b["tool_use_id"] for b in nxt["content"] if b.get("type") == "tool_result"}
+            for uid in uses:
+                if uid in got:
+                    continue
+                if uid in pending and uid not in answered_in_source and i == last_assistant:
+                    continue  # awaiting its result: the view may end on it
+                why = "its result is elsewhere in the view" if uid in answered_in_source else "no result"
+                out.append(Violation(code="tool_pairing",
+                                     message=f"tool_use {uid} is not answered in the next message ({why})",
+                                     seq=seq_of_use.get(uid)))
+        else:
+            prev = messages[i - 1] if i > 0 else None
+            asked = set()
+            if prev is not None and prev["role"] == "assistant":
+                asked = {b["id"] for b in prev["content"] if b.get("type") == "tool_use"}
+            for b in blocks:
+                if b.get("type") == "tool_result" and b["tool_use_id"] not in asked:
+                    out.append(Violation(code="tool_pairing",
+                                         message=f"tool_result {b['tool_use_id']} does not follow its tool_use",
+                                         seq=_seq_of_result(view, b["tool_use_id"])))
+    return out
+
+
+def _seq_of_result(view: Sequence[Event], uid: str) -> int | None:
+    for e in view:
+        if any(r.tool_use_id == uid for r in e.tool_results):
+            return e.seq or None
+    return None
+
+
+def check_batches(events: Sequence[Event], end: int, prev_end: int) -> list[Violation]:
+    """The cut at ``end`` does not separate a tool_use from its result (batch_split when the
+    call belongs to a parallel batch, tool_pairing otherwise)."""
+    if end <= prev_end:
+        return []
+    out: list[Violation] = []
+    evs = body(events, prev_end)
+    last_result: dict[str, int] = {}
+    for e in evs:
+        for r in e.tool_results:
+            last_result[r.tool_use_id] = max(last_result.get(r.tool_use_id, 0), e.seq)
+    for e in evs:
+        uses = e.tool_uses
+        split = [u.id for u in uses if u.id in last_result and e.seq <= end < last_result[u.id]]
+        if not split:
+            continue
+        if len(uses) > 1:
+            out.append(Violation(code="batch_split",
+                                 message=f"cut at {end} splits the parallel batch of {len(uses)} calls",
+                                 seq=e.seq))
+        else:
+            out.append(Violation(code="tool_pairing",
+                                 message=f"cut at {end} separates tool_use {split[0]} from its result",
+                                 seq=e.seq))
+    return out
+
+
+def check_first_user(view: Sequence[Event]) -> list[Violation]:
+    for e in view:
+        if e.kind == "pinned" or (e.role == "system" and e.injected):
+            continue
+        if e.role != "user":
+            return [Violation(code="first_not_user",
+                              message=f"first message of the view is {e.role}", seq=e.seq or None)]
+        return []
+    return []
+
+
+# --- 3, 4: verbatim -----------------------------------------------------------------------------
+
+
+def _by_seq(view: Sequence[Event]) -> dict[int, list[Event]]:
+    out: dict[int, list[Event]] = {}
+    for e in view:
+        if e.seq:
+            out.setdefault(e.seq, []).append(e)
+    return out
+
+
+def check_pinned(events: Sequence[Event], view: Sequence[Event]) -> list[Violation]:
+    shown = _by_seq(view)
+    out = []
+    for e in events:
+        if e.kind != "pinned":
+            continue
+        if not any(v.id == e.id and v.blocks == e.blocks for v in shown.get(e.seq, [])):
+            out.append(Violation(code="pinned_missing", message=f"pinned event {e.id} is not verbatim in the view",
+                                 seq=e.seq))
+    return out
+
+
+def check_latest_request(events: Sequence[Event], view: Sequence[Event]) -> list[Violation]:
+    req = latest_request(events)
+    if req is None:
+        return []
+    if any(v.id == req.id and v.blocks == req.blocks for v in _by_seq(view).get(req.seq, [])):
+        return []
+    return [Violation(code="latest_request_missing",
+                      message="the latest user request is not verbatim in the view", seq=req.seq)]
+
+
+# --- 10: ranges ---------------------------------------------------------------------------------
+
+
+def check_range(
+    events: Sequence[Event], ckpt: Checkpoint | None, view: Sequence[Event], prev: Checkpoint | None
+) -> list[Violation]:
+    out: list[Violation] = []
+    prev_end = _end(prev)
+    end = max(_end(ckpt), prev_end)
+    seqs = sorted({e.seq for e in events if e.seq > prev_end})
+    snapshot = max((e.seq for e in events), default=0)
+    if seqs and seqs != list(range(prev_end + 1, seqs[-1] + 1)):
+        missing = sorted(set(range(prev_end + 1, seqs[-1] + 1)) - set(seqs))[:5]
+        out.append(Violation(code="range_not_contiguous",
+                             message=f"events after {prev_end} have gaps (missing {missing})"))
+    if ckpt is not None:
+        if ckpt.covers.end > snapshot or (ckpt.snapshot_version and ckpt.covers.end > ckpt.snapshot_version):
+            out.append(Violation(code="range_not_contiguous",
+                                 message=f"checkpoint covers up to {ckpt.covers.end}, past the snapshot {snapshot}"))
+        if prev is not None:
+            if _end(ckpt) < prev_end:
+                out.append(Violation(code="range_not_contiguous",
+                                     message=f"checkpoint ends at {_end(ckpt)}, before the previous one ({prev_end})"))
+            if ckpt.based_on != prev.id:
+                out.append(Violation(code="range_not_contiguous",
+                                     message=f"checkpoint is based on {ckpt.based_on}, not {prev.id}"))
+        for seq in ckpt.replacements:
+            if seq <= end:
+                out.append(Violation(code="range_not_contiguous",
+                                     message="replacement for a covered event", seq=seq))
+    shown = _by_seq(view)
+    known = {e.seq: e for e in events}
+    for e in events:
+        n = len(shown.get(e.seq, []))
+        expected = e.seq > end or e.kind == "pinned"
+        if expected and n == 0 and e.kind != "pinned":  # pinned: reported as pinned_missing
+            out.append(Violation(code="event_missing", message=f"event {e.id} is not in the view", seq=e.seq))
+        elif n > 1 or (n == 1 and not expected):
+            out.append(Violation(code="event_duplicated",
+                                 message=f"event {e.id} appears {n}x in the view"
+                                 + ("" if expected else " although the checkpoint covers it"),
+                                 seq=e.seq))
+    for seq in shown:
+        if seq not in known:
+            out.append(Violation(code="event_unexpected", message="view holds an event not in the log", seq=seq))
+    summaries = [v for v in view if v.kind == "compaction" and v.seq == 0]
+    if ckpt is not None and not ckpt.covers.empty and len(summaries) != 1:
+        out.append(Violation(code="event_missing" if not summaries else "event_duplicated",
+                             message=f"view holds {len(summaries)} summary messages, expected 1"))
+    return out
+
+
+# --- 5: constraints -----------------------------------------------------------------------------
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).lower()
+
+
+def check_constraints(events: Sequence[Event], ckpt: Checkpoint, prev_end: int) -> list[Violation]:
+    from compactor.lift import constraint_sentences, is_genuine_request
+
+    if ckpt.covers.empty:
+        return []
+    summary = _norm(ckpt.summary)
+    wanted: dict[str, int | None] = {}
+    for c in ckpt.state.get("constraints", []) or []:
+        wanted.setdefault(c["text"], c.get("seq"))
+    for e in body(events, prev_end):
+        if e.seq > ckpt.covers.end:
+            break
+        if is_genuine_request(e):
+            for s in constraint_sentences(e.text):
+                wanted.setdefault(s, e.seq)
+    return [
+        Violation(code="constraint_dropped", message=f"constraint not in the summary: {text[:120]!r}", seq=seq)
+        for text, seq in wanted.items()
+        if _norm(text) not in summary
+    ]
+
+
+# --- 6: unknown outcomes ------------------------------------------------------------------------
+
+_DONE_LISTS = ("commands", "tests", "files_changed", "files_read")
+
+
+def check_unknown(
+    events: Sequence[Event], ckpt: Checkpoint, view: Sequence[Event], prev: Checkpoint | None
+) -> list[Violation]:
+    out: list[Violation] = []
+    state = ckpt.state or {}
+    unknown = {u["tool_use_id"]: u for u in state.get("unknown_actions", []) or []}
+    answered = {r.tool_use_id for e in events for r in e.tool_results}
+    answered |= {r.tool_use_id for e in view for r in e.tool_results}
+    # previously unknown stays unknown unless a result arrived
+    for u in ((prev.state or {}).get("unknown_actions", []) if prev is not None else []) or []:
+        uid = u["tool_use_id"]
+        if uid not in unknown and uid not in answered:
+            out.append(Violation(code="unknown_reported_done",
+                                 message=f"action {uid} ({u.get('summary', '')[:60]}) was unknown and no result "
+                                 "arrived, but the state no longer lists it as unknown", seq=u.get("seq")))
+    # covered calls without a result anywhere are unknown
+    if not ckpt.covers.empty:
+        for e in body(events, _end(prev)):
+            if e.seq > ckpt.covers.end:
+                break
+            for use in e.tool_uses:
+                if use.id not in answered and use.id not in unknown:
+                    out.append(Violation(code="unknown_reported_done",
+                                         message=f"call {use.id} ({use.name}) has no result but is not listed "
+                                         "as unknown", seq=e.seq))
+    # nothing unknown is listed as done
+    for key in _DONE_LISTS:
+        for item in state.get(key, []) or []:
+            uid = item.get("tool_use_id")
+            if uid and uid in unknown:
+                out.append(Violation(code="unknown_reported_done",
+                                     message=f"action {uid} is listed as unknown and under {key}",
+                                     seq=item.get("seq")))
+    return out
+
+
+# --- 7: artifacts -------------------------------------------------------------------------------
+
+
+def _refs(blocks: Iterable[Any]) -> Iterable[ArtifactRefBlock]:
+    for b in blocks:
+        if isinstance(b, ArtifactRefBlock):
+            yield b
+        elif isinstance(b, ImageBlock) and b.ref is not None:
+            yield b.ref
+        elif isinstance(b, ToolResultBlock):
+            yield from _refs(b.content)
+
+
+def check_artifacts(
+    events: Sequence[Event], ckpt: Checkpoint, view: Sequence[Event], artifacts: Mapping[str, bytes] | None
+) -> list[Violation]:
+    out: list[Violation] = []
+    source_refs = {(r.sha256, r.uri) for e in events for r in _refs(e.blocks)}
+    listed = set(ckpt.artifacts)
+    for e in view:
+        for ref in _refs(e.blocks):
+            if (ref.sha256, ref.uri) in source_refs:
+                continue  # came with the log; the store resolves it
+            problem = None
+            if ref.uri != ARTIFACT_URI.format(ref.sha256):
+                problem = f"uri {ref.uri} does not name its sha256"
+            elif ref.sha256 not in listed:
+                problem = f"artifact {ref.sha256[:12]} is not listed in the checkpoint"
+            elif artifacts is not None:
+                data = artifacts.get(ref.sha256)
+                if data is None:
+                    problem = f"artifact {ref.sha256[:12]} has no bytes"
+                elif hashlib.sha256(data).hexdigest() != ref.sha256:
+                    problem = f"artifact {ref.sha256[:12]} bytes do not match their sha256"
+                elif len(data) != ref.bytes:
+                    problem = f"artifact {ref.sha256[:12]} is {len(data)} bytes, ref says {ref.bytes}"
+            if problem:
+                out.append(Violation(code="artifact_unresolved", message=problem, seq=e.seq or None))
+    return out
+
+
+# --- 8: sizes -----------------------------------------------------------------------------------
+
+
+def check_summary_size(
+    events: Sequence[Event], ckpt: Checkpoint, prev: Checkpoint | None
+) -> list[Violation]:
+    prev_end = _end(prev)
+    if ckpt.covers.empty or ckpt.covers.end <= prev_end:
+        return []  # no new summary
+    replaced = sum(count_event(e) for e in body(events, prev_end) if e.seq <= ckpt.covers.end)
+    if prev is not None and not prev.covers.empty:
+        replaced += count_event(summary_event(prev).with_(tokens=None))
+    mine = count_event(summary_event(ckpt).with_(tokens=None))
+    if mine >= replaced:
+        return [Violation(code="summary_not_smaller",
+                          message=f"summary is {mine:,} tokens, the range it replaces {replaced:,}")]
+    return []
+
+
+# --- 9: identifiers -----------------------------------------------------------------------------
+
+_URL_RE = re.compile(r"https?://[^\s<>\"'`)\]}|]+")
+_TOOL_ID_RE = re.compile(r"\b(?:toolu|call|fc|tool)_[A-Za-z0-9_-]{6,}\b")
+_PATH_RE = re.compile(r"(?<![\w/.:@-])(?:~|\.{1,2})?/?(?:[\w.@+-]+/)+[\w.@+-]*[\w@+-]")
+_FILE_RE = re.compile(
+    r"(?<![\w/.-])[\w-]+(?:\.[\w-]+)*\.(?:py|pyi|js|mjs|cjs|ts|tsx|jsx|json|jsonl|md|rst|txt|toml|yaml|"
+    r"yml|rs|go|java|kt|c|h|cc|cpp|hpp|cs|rb|php|sh|bash|zsh|html|css|scss|cfg|ini|lock|sql|swift|"
+    r"vue|svelte|proto|xml|csv|ipynb|env|gradle|mk)\b"
+)
+_TRUNC = ("…", "...")
+
+
+def identifiers(text: str) -> set[str]:
+    """Paths, URLs and tool ids stated in ``text``."""
+    found: set[str] = set()
+    for rx in (_URL_RE, _TOOL_ID_RE, _PATH_RE, _FILE_RE):
+        for m in rx.finditer(text):
+            tok = m.group(0).rstrip(".,;:!?'\")]}")
+            end = m.end()
+            if text[end:end + 1] == "…" or text[end:end + 3] == "...":
+                continue  # cut short by the renderer: only a prefix is stated
+            if len(tok) < 3 or any(t in tok for t in _TRUNC):
+                continue
+            if rx is _PATH_RE and "/" not in tok.strip("/"):
+                continue
+            if rx is _PATH_RE and "://" in text[max(0, m.start() - 12):m.start() + 3]:
+                continue  # part of a URL, checked as one
+            found.add(tok)
+    return found
+
+
+def _strings(obj: Any) -> Iterable[str]:
+    if isinstance(obj, str):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _strings(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _strings(v)
+
+
+def _event_texts(e: Event) -> Iterable[str]:
+    for b in e.blocks:
+        if isinstance(b, TextBlock):
+            yield b.text
+        elif isinstance(b, ThinkingBlock):
+            yield b.thinking
+        elif isinstance(b, CompactionBlock):
+            yield b.content
+        elif isinstance(b, ToolUseBlock):
+            yield b.name
+            yield from _strings(b.input)
+            yield json.dumps(b.input, ensure_ascii=False)
+        elif isinstance(b, ToolResultBlock):
+            yield b.tool_use_id
+            for c in b.content:
+                if isinstance(c, TextBlock):
+                    yield c.text
+                elif isinstance(c, ArtifactRefBlock):
+                    yield c.uri + " " + c.preview_head + " " + c.preview_tail
+        elif isinstance(b, ArtifactRefBlock):
+            yield b.uri + " " + b.preview_head + " " + b.preview_tail
+        if isinstance(b, ToolUseBlock):
+            yield b.id
+
+
+def check_identifiers(
+    events: Sequence[Event], ckpt: Checkpoint, prev: Checkpoint | None
+) -> list[Violation]:
+    if ckpt.covers.empty or not ckpt.summary:
+        return []
+    parts: list[str] = []
+    for e in events:
+        if e.seq <= ckpt.covers.end or e.kind == "pinned":
+            parts.extend(_event_texts(e))
+    if prev is not None:
+        parts.append(prev.summary)
+        parts.extend(_strings(prev.state))
+    parts.extend(_strings(ckpt.state.get("artifacts", [])))
+    hay = "\n".join(parts)
+    hay_flat = " ".join(hay.split())
+    out = []
+    for ident in sorted(identifiers(ckpt.summary)):
+        if ident in hay or " ".join(ident.split()) in hay_flat:
+            continue
+        out.append(Violation(code="unknown_identifier",
+                             message=f"summary states {ident!r}, which is not in the covered range"))
+    return out

@@ -1,0 +1,244 @@
+"""Compaction layers, cheapest first. Pure: artifact bytes are returned, never written.
+
+(a) ``externalize_tool_results`` — a tool result over the policy's limits moves to a
+    sha256-addressed artifact; the view keeps an ``ArtifactRefBlock`` with head/tail previews
+    (``Checkpoint.replacements``). Nothing is lost: the bytes are stored beside the log.
+(b) ``clear_old_tool_results`` — once more than ``clear_tool_results_after`` results exist,
+    all but the newest ``keep_recent_tool_results`` are replaced by a placeholder that names
+    the artifact holding the content; the tool_use stays, so pairing is untouched.
+(c) ``summarize_range`` — lift the covered range's state (merged with the previous
+    checkpoint's) and render the structured summary within a token budget.
+
+Each layer reports the tokens it freed (per-event counts, before/after), so the engine can
+stop as soon as the target is met.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from typing import Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from compactor.events import (
+    ArtifactRefBlock,
+    Block,
+    Event,
+    ImageBlock,
+    TextBlock,
+    ToolResultBlock,
+)
+from compactor.policy import Policy
+from compactor.tokens import count_event, count_text
+
+ARTIFACT_URI = "artifact://sha256/{}"
+CLEARED_TEXT = "[Old tool result content cleared; full content kept as an artifact]"
+
+LAYER_EXTERNALIZE = "externalize"
+LAYER_CLEAR = "clear_tool_results"
+LAYER_SUMMARY = "summary"
+LAYERS = [LAYER_EXTERNALIZE, LAYER_CLEAR, LAYER_SUMMARY]
+
+
+class LayerOutcome(BaseModel):
+    """What one replacement layer did."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    layer: str = Field(description="externalize | clear_tool_results")
+    replacements: dict[int, list[Block]] = Field(
+        default_factory=dict, description="seq -> blocks shown instead (only changed events)."
+    )
+    artifacts: dict[str, bytes] = Field(default_factory=dict, description="sha256 -> bytes to store.")
+    freed_tokens: int = Field(default=0, description="Sum of per-event token savings.")
+    items: int = Field(default=0, description="Tool results externalized or cleared.")
+
+
+def make_artifact(
+    data: bytes, *, head_chars: int = 2_000, tail_chars: int = 1_000, media_type: str = "text/plain"
+) -> ArtifactRefBlock:
+    """An artifact reference for ``data`` with head/tail previews of its text."""
+    digest = hashlib.sha256(data).hexdigest()
+    text = data.decode("utf-8", errors="replace") if media_type.startswith("text/") else ""
+    head = text[:head_chars]
+    tail = text[-tail_chars:] if tail_chars and len(text) > head_chars else ""
+    if tail and len(text) < head_chars + tail_chars:
+        tail = text[max(head_chars, len(text) - tail_chars):]
+    return ArtifactRefBlock(
+        uri=ARTIFACT_URI.format(digest),
+        sha256=digest,
+        bytes=len(data),
+        preview_head=head,
+        preview_tail=tail,
+        media_type=media_type,
+    )
+
+
+def apply_replacements(events: Sequence[Event], replacements: dict[int, list[Block]]) -> list[Event]:
+    """Events as the view shows them: replaced blocks swapped in (tokens recounted)."""
+    out: list[Event] = []
+    for e in events:
+        blocks = replacements.get(e.seq)
+        out.append(e if blocks is None else e.with_(blocks=list(blocks), tokens=None))
+    return out
+
+
+def _over_limit(text: str, policy: Policy) -> bool:
+    if policy.tool_result_char_limit is not None and len(text) > policy.tool_result_char_limit:
+        return True
+    if policy.tool_result_line_limit is not None and text.count("\n") + 1 > policy.tool_result_line_limit:
+        return True
+    if policy.tool_result_byte_limit is not None and len(text.encode()) > policy.tool_result_byte_limit:
+        return True
+    if policy.tool_result_token_limit is not None:
+        # cheap bound first: a token is at least one character
+        if len(text) > policy.tool_result_token_limit and count_text(text) > policy.tool_result_token_limit:
+            return True
+    return False
+
+
+def _is_ref_only(r: ToolResultBlock) -> bool:
+    return bool(r.content) and all(isinstance(c, ArtifactRefBlock) for c in r.content)
+
+
+def externalize_tool_results(events: Sequence[Event], policy: Policy) -> LayerOutcome:
+    """Layer (a): tool results over the policy's limits -> artifact + previews.
+
+    ``events`` are shown as the view currently shows them (earlier replacements applied).
+    Pinned events are never touched.
+    """
+    out = LayerOutcome(layer=LAYER_EXTERNALIZE)
+    for e in events:
+        if e.kind == "pinned" or not e.tool_results:
+            continue
+        changed = False
+        blocks: list[Block] = []
+        for b in e.blocks:
+            if isinstance(b, ToolResultBlock) and not _is_ref_only(b):
+                text = b.text
+                if text and _over_limit(text, policy):
+                    data = text.encode("utf-8")
+                    ref = make_artifact(
+                        data, head_chars=policy.preview_head_chars, tail_chars=policy.preview_tail_chars
+                    )
+                    rest = [c for c in b.content if not isinstance(c, TextBlock)]
+                    new = b.model_copy(update={"content": [ref, *rest]})
+                    out.artifacts[ref.sha256] = data
+                    blocks.append(new)
+                    out.items += 1
+                    changed = True
+                    continue
+            blocks.append(b)
+        if changed:
+            _record(out, e, blocks)
+    return out
+
+
+def clear_old_tool_results(
+    events: Sequence[Event], policy: Policy, *, keep: int | None = None
+) -> LayerOutcome:
+    """Layer (b): clear all but the newest ``keep`` tool results, once more than the policy's
+    ``clear_tool_results_after`` exist. The placeholder is an artifact ref (so the content is
+    recoverable and the validator can resolve it); the tool_use is untouched.
+    """
+    keep = policy.keep_recent_tool_results if keep is None else keep
+    out = LayerOutcome(layer=LAYER_CLEAR)
+    located: list[tuple[int, int]] = []  # (event index, block index) of live tool results
+    for i, e in enumerate(events):
+        if e.kind == "pinned":
+            continue
+        for j, b in enumerate(e.blocks):
+            if isinstance(b, ToolResultBlock) and not _is_cleared(b):
+                located.append((i, j))
+    if len(located) <= policy.clear_tool_results_after or len(located) <= keep:
+        return out
+    victims = located[: len(located) - keep]
+    by_event: dict[int, set[int]] = {}
+    for i, j in victims:
+        by_event.setdefault(i, set()).add(j)
+    for i, idxs in by_event.items():
+        e = events[i]
+        blocks: list[Block] = []
+        for j, b in enumerate(e.blocks):
+            if j in idxs:
+                assert isinstance(b, ToolResultBlock)
+                new, arts = _cleared(b)
+                out.artifacts.update(arts)
+                blocks.append(new)
+                out.items += 1
+            else:
+                blocks.append(b)
+        _record(out, e, blocks)
+    return out
+
+
+def _is_cleared(r: ToolResultBlock) -> bool:
+    return any(isinstance(c, ArtifactRefBlock) and c.preview_head == CLEARED_TEXT for c in r.content)
+
+
+def _cleared(r: ToolResultBlock) -> tuple[ToolResultBlock, dict[str, bytes]]:
+    arts: dict[str, bytes] = {}
+    content: list = []
+    text = r.text
+    if text:
+        data = text.encode("utf-8")
+        ref = make_artifact(data, head_chars=0, tail_chars=0)
+        arts[ref.sha256] = data
+        content.append(ref.model_copy(update={"preview_head": CLEARED_TEXT}))
+    for c in r.content:
+        if isinstance(c, ArtifactRefBlock):
+            # already externalized: point at the same artifact, drop the previews
+            content.append(c.model_copy(update={"preview_head": CLEARED_TEXT, "preview_tail": ""}))
+        elif isinstance(c, ImageBlock):
+            if c.ref is not None:
+                content.append(c.model_copy(update={"data": None}))
+            elif c.data:
+                data = base64.b64decode(c.data.encode(), validate=False)
+                ref = make_artifact(data, head_chars=0, tail_chars=0, media_type=c.media_type)
+                arts[ref.sha256] = data
+                content.append(ref.model_copy(update={"preview_head": CLEARED_TEXT}))
+    if not content:
+        content = [TextBlock(text=CLEARED_TEXT)]
+    return r.model_copy(update={"content": content}), arts
+
+
+def _record(out: LayerOutcome, e: Event, blocks: list[Block]) -> None:
+    before = count_event(e.with_(tokens=None))
+    after = count_event(e.with_(blocks=blocks, tokens=None))
+    out.replacements[e.seq] = blocks
+    out.freed_tokens += before - after
+
+
+# --- (c) summary ------------------------------------------------------------------------------
+
+
+class SummaryOutcome(BaseModel):
+    """Layer (c): the lifted state and its rendered summary for a covered range."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    state: dict = Field(description="LiftedState as JSON (Checkpoint.state).")
+    text: str
+    sections: dict = Field(default_factory=dict)
+    tokens: int = Field(description="Tokens of the rendered summary text.")
+    covered_tokens: int = Field(description="Tokens of the newly covered events.")
+
+
+def summarize_range(
+    covered: Sequence[Event], prev_state: dict | None, budget_tokens: int
+) -> SummaryOutcome:
+    """Lift ``covered`` on top of ``prev_state`` and render it within ``budget_tokens``."""
+    from compactor.lift import LiftedState, lift_state
+    from compactor.summary import render_summary
+
+    prev = LiftedState.model_validate(prev_state) if prev_state else None
+    state = lift_state(list(covered), prev)
+    rendered = render_summary(state, budget_tokens)
+    return SummaryOutcome(
+        state=state.model_dump(mode="json"),
+        text=rendered.text,
+        sections=dict(rendered.sections),
+        tokens=rendered.tokens,
+        covered_tokens=sum(count_event(e) for e in covered),
+    )
