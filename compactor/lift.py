@@ -196,7 +196,7 @@ _CONSTRAINT_RE = re.compile(
     r"|절대|무조건|반드시|하지\s?마|금지",
     re.IGNORECASE,
 )
-_SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+(?=\S)|\n+")
+_SENTENCE_GAP_RE = re.compile(r"(?<=[.!?])[ \t]+(?=\S)")
 
 _DECISION_RE = re.compile(
     r"\b(I'?ll use|I will use|I'?ll switch|I will switch|switch(?:ing)? to|instead of|decided|"
@@ -294,9 +294,26 @@ def is_genuine_request(e: Event) -> bool:
     return e.is_user_request and not looks_injected(e.text)
 
 
+_ABBREV_END_RE = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf|approx|incl|Mr|Mrs|Dr|No)\.|\b[A-Z]\.)$")
+
+
 def split_sentences(text: str) -> list[str]:
-    """Sentences and lines of ``text``, each stripped (verbatim otherwise)."""
-    return [s.strip() for s in _SENTENCE_SPLIT_RE.split(text) if s and s.strip()]
+    """Sentences and lines of ``text``, each stripped, otherwise verbatim.
+
+    A split right after an abbreviation ("e.g.", "i.e.", "etc.") is undone, so a rule is not
+    cut in the middle.
+    """
+    out: list[str] = []
+    for line in text.splitlines():
+        start = 0
+        cuts = [m.start() for m in _SENTENCE_GAP_RE.finditer(line)] + [len(line)]
+        for cut in cuts:
+            piece = line[start:cut].strip()
+            if piece and not _ABBREV_END_RE.search(piece) or cut == len(line):
+                if piece:
+                    out.append(piece)
+                start = cut
+    return out
 
 
 def constraint_sentences(text: str) -> list[str]:
@@ -335,20 +352,26 @@ def error_names(text: str, failed: bool) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     seen: set[str] = set()
     lines = text.splitlines()
-    for line in lines:
-        m = _ERROR_LINE_RE.match(line) or (_ERROR_ANY_RE.search(line) if failed else None)
-        name = None
-        if m:
-            name = m.group(1)
-        else:
-            m2 = _RUST_ERR_RE.search(line) or _TS_ERR_RE.search(line)
-            if m2:
-                name = m2.group(1)
-        if name and name not in seen:
-            seen.add(name)
-            found.append((name, _one_line(line, 200)))
-        if len(found) >= MAX_ERRORS_PER_RESULT:
-            break
+
+    def scan(match_any: bool) -> None:
+        for line in lines:
+            if len(found) >= MAX_ERRORS_PER_RESULT:
+                return
+            m = _ERROR_LINE_RE.match(line) or (_ERROR_ANY_RE.search(line) if match_any else None)
+            name = m.group(1) if m else None
+            if name is None:
+                m2 = _RUST_ERR_RE.search(line) or _TS_ERR_RE.search(line)
+                name = m2.group(1) if m2 else None
+            if name and name not in seen:
+                seen.add(name)
+                found.append((name, _one_line(line, 200)))
+
+    # Lines that start with the name (a traceback's last line) say the most; mentions
+    # elsewhere in a failed result (e.g. a code listing around the failure) only count
+    # when nothing better was found.
+    scan(False)
+    if failed and not found:
+        scan(True)
     if not found and _GO_PANIC_RE.search(text):
         line = next(ln for ln in lines if ln.startswith("panic: "))
         found.append(("panic", _one_line(line, 200)))
@@ -368,6 +391,7 @@ class _Action(BaseModel):
     change_op: str = ""
     is_test: bool = False
     reads: list[str] = Field(default_factory=list)  # files a shell command reads
+    shell_ops: dict[str, str] = Field(default_factory=dict)  # file -> how a shell command changed it
     swe_edit: bool = False  # SWE-agent `edit`: the file is the one open, named by the result
     todos: list[Todo] | None = None
     summary: str = ""
@@ -418,14 +442,14 @@ def _looks_like_path(tok: str) -> bool:
     return "/" in tok or bool(re.search(r"\.[A-Za-z0-9]{1,6}$", tok))
 
 
-def _shell_files(command: str) -> tuple[list[str], list[str]]:
-    """(files read, files changed) a shell command names, by simple rules."""
+def _shell_files(command: str) -> tuple[list[str], dict[str, str]]:
+    """(files read, {file changed: how}) a shell command names, by simple rules."""
     read: list[str] = []
-    changed: list[str] = []
+    changed: dict[str, str] = {}
     for m in re.finditer(r"(?<![0-9&>])>>?\s*([^\s;&|<>]+)", command):
         target = m.group(1).strip("'\"")
         if not target.startswith(("/dev/", "&")) and _looks_like_path(target):
-            changed.append(target)
+            changed.setdefault(target, "shell redirect")
     for part in re.split(r"&&|\|\||;|\||\n", command):
         try:
             toks = shlex.split(part)
@@ -449,17 +473,24 @@ def _shell_files(command: str) -> tuple[list[str], list[str]]:
                     continue
                 rest.append(a)
             files = [a for a in rest if _looks_like_path(a)]
-            (changed if inplace else read).extend(files)
+            if inplace:
+                for f in files:
+                    changed.setdefault(f, "sed -i")
+            else:
+                read.extend(files)
         elif prog in _READ_PROGRAMS:
             read.extend(a for a in args if _looks_like_path(a))
         elif prog in _CHANGE_PROGRAMS:
             files = [a for a in args if _looks_like_path(a)]
             if prog == "cp":
                 files = files[-1:]
-            changed.extend(files)
+            for f in files:
+                changed.setdefault(f, {"rm": "deleted", "unlink": "deleted", "mv": "moved"}.get(prog, prog))
         elif prog == "git" and args[:1] in (["mv"], ["rm"]):
-            changed.extend(a for a in args[1:] if _looks_like_path(a))
-    return _dedupe(read), _dedupe(changed)
+            for f in args[1:]:
+                if _looks_like_path(f):
+                    changed.setdefault(f, "git " + args[0])
+    return _dedupe(read), changed
 
 
 def _dedupe(xs: Iterable[str]) -> list[str]:
@@ -595,7 +626,8 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
         act.command = _clip(command)
         act.is_test = is_test_command(command)
         reads, changes = _shell_files(command)
-        act.paths = changes
+        act.paths = list(changes)
+        act.shell_ops = changes
         act.change_op = "shell"
         act.reads = reads
         act.summary = f"{name}: {_one_line(command, 160)}"
@@ -643,7 +675,8 @@ def _outcome(r: ToolResultBlock) -> _Outcome:
         failed = True
     line = ""
     if failed:
-        for ln in text.splitlines():
+        line = next((ln.strip() for ln in text.splitlines() if _ERROR_LINE_RE.match(ln)), "")
+        for ln in ([] if line else text.splitlines()):
             s = ln.strip()
             if not s or s.startswith(("Chunk ID", "Wall time", "Process exited", "Exit code",
                                       "Original token count", "Output:", "Command exited")):
@@ -828,7 +861,7 @@ class _Acc:
                                              status=status, result_seq=result_seq))
             if not out.failed:
                 for p in act.paths:
-                    self._touch(self.files_changed, p, use_seq, "shell", use.id)
+                    self._touch(self.files_changed, p, use_seq, act.shell_ops.get(p, "shell"), use.id)
                 for p in act.reads:
                     self._touch(self.files_read, p, use_seq, "read", use.id)
             if act.is_test and use.id not in self._test_ids:
@@ -842,7 +875,7 @@ class _Acc:
         if out.failed:
             what = act.command or act.summary or use.name
             if act.kind == "change" and paths:
-                what = f"{use.name} {' '.join(paths)}"
+                what = f"{act.command or use.name} ({', '.join(paths)})"
             self._add_failed(FailedApproach(seq=use_seq, what=_clip(what, 200),
                                             error=out.error_line, tool_use_id=use.id))
         for name, line in error_names(text, out.failed) if text else []:
