@@ -1,0 +1,1 @@
+"""Benchmarks run by ``compactor bench``; each module has ``register(bench_subparsers)``."""
