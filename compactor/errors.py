@@ -67,3 +67,9 @@ class InvariantViolation(CompactorError):
 
 class PolicyError(InvalidInput):
     code = "policy_error"
+
+
+class StoreUnavailable(CompactorError):
+    """The object store could not be reached (network, endpoint, credentials)."""
+
+    code = "store_unavailable"

@@ -21,6 +21,10 @@ class Segment(BaseModel):
     last: int = Field(ge=1)
     key: str
     sha256: str = Field(description="Hex sha256 of the segment bytes; verified on read.")
+    bytes: int = Field(default=0, ge=0, description="Size of the segment in bytes (merge planning).")
+    pinned: list[int] = Field(
+        default_factory=list, description="Seqs of pinned events in this segment (view reads)."
+    )
 
 
 class Head(BaseModel):

@@ -1,0 +1,60 @@
+"""Object storage for session logs: one protocol, a local-directory and an S3 backend.
+
+``open_store(url)`` picks the backend from a URL; ``SessionLog`` is the append-only log of one
+session on top of it (see ``compactor.store.log`` for the durability design).
+"""
+
+from __future__ import annotations
+
+import os
+
+from compactor.errors import InvalidInput
+from compactor.store.base import ObjectStore, check_key
+from compactor.store.local import LocalStore
+from compactor.store.log import (
+    AppendResult,
+    SegmentCache,
+    SessionLog,
+    list_sessions,
+    validate_id,
+)
+
+
+def open_store(url: str, **kwargs: object) -> ObjectStore:
+    """``file://DIR`` (or a bare path) -> LocalStore; ``s3://BUCKET[/PREFIX]`` -> S3Store.
+
+    The S3 endpoint comes from ``AWS_ENDPOINT_URL`` (or ``endpoint_url=``); credentials from the
+    usual AWS environment / config chain.
+    """
+    if url.startswith("s3://"):
+        from compactor.store.s3 import S3Store
+
+        rest = url[len("s3://") :]
+        bucket, _, prefix = rest.partition("/")
+        if not bucket:
+            raise InvalidInput(f"invalid store URL {url!r}: expected s3://BUCKET/PREFIX")
+        return S3Store(bucket, prefix, **kwargs)  # type: ignore[arg-type]
+    if url.startswith("file://"):
+        path = url[len("file://") :]
+    elif "://" in url:
+        raise InvalidInput(
+            f"unsupported store URL {url!r}: use file://DIR or s3://BUCKET/PREFIX"
+        )
+    else:
+        path = url
+    if not path:
+        raise InvalidInput(f"invalid store URL {url!r}: no directory given")
+    return LocalStore(os.path.expanduser(path), **kwargs)  # type: ignore[arg-type]
+
+
+__all__ = [
+    "AppendResult",
+    "LocalStore",
+    "ObjectStore",
+    "SegmentCache",
+    "SessionLog",
+    "check_key",
+    "list_sessions",
+    "open_store",
+    "validate_id",
+]

@@ -1,0 +1,727 @@
+"""The session log: immutable segments plus a head manifest updated by compare-and-swap.
+
+Layout (DESIGN §4)::
+
+    t/{tenant}/s/{session}/head.json                          manifest + version (CAS target)
+    t/{tenant}/s/{session}/log/{first:012d}-{last:012d}.jsonl immutable segments
+    t/{tenant}/s/{session}/ckpt/{id}.json                     immutable checkpoints
+    t/{tenant}/s/{session}/records/{id}.json                  compaction records
+    t/{tenant}/a/sha256/{hex}                                 content-addressed artifacts
+
+Why it is built this way
+------------------------
+**Append** = write one new segment with ``if_none_match``, then CAS the head (``if_match`` on the
+etag we read). The head lists every live segment with its seq range, size, sha256 and the seqs
+of its pinned events; readers follow the head and never guess keys. On a lost CAS the writer
+re-reads the head and retries at the new next seq (bounded attempts, full-jitter backoff,
+``ConcurrentModification`` when exhausted). A writer's batch lands whole or not at all, so each
+writer's order is preserved and seqs stay gap-free.
+
+**Orphans.** A writer that loses the CAS leaves its segment behind, unreferenced. That is
+harmless: nothing reads a segment the head does not list, and its key can never be needed
+again, because every key starts at ``version + 1`` of the head it was written against and
+versions only grow. The one case where a loser's key *is* wanted again is two writers racing
+for exactly the same range: the second ``if_none_match`` fails first. We then compare bytes
+(identical = our own earlier attempt, e.g. a client retry or a retried HTTP request: reuse it);
+different bytes mean someone else is mid-append at that range, so we back off and re-read the
+head. Only if the head stays put while the foreign segment blocks the key (its writer died
+between the two writes) do we fall back to a unique key ``{first}-{last}.{nonce}.jsonl`` for
+this one segment, so a crashed writer can never wedge a session. We never overwrite a segment.
+
+**Merging keeps the head small.** Every append adds a segment, and the head is rewritten on
+every append, so a manifest of one entry per append would make a 100k-event session cost
+O(n) per append. Segments are therefore merged on the way in, like a binary counter: the new
+batch absorbs the previous segments while each is no larger than what is being written so
+far (size = events, or 2 KiB units for large events), up to 8192 events / 16 MiB per segment.
+The append then writes one segment (the absorbed segments' verified bytes + the new lines)
+and the head swaps those entries for it, in the same CAS. Measured in simulation for appends
+of 1-20 events: manifest <= 32 entries at 100k events, each event written ~4.4 times in
+total. Absorbed segments stay in storage, unreferenced (like orphans).
+
+**Idempotency.** Dedup is by event id against the exact head we CAS from: each SessionLog
+keeps an id -> seq index of the seqs it has seen and, before each attempt, reads only the
+segments added since (segments are immutable, so the index never goes stale). A writer's own
+appends update it without a read. A cold object reads the whole log once (a few dozen GETs
+thanks to merging); after that an append costs one head GET, one segment PUT and one head PUT.
+
+**Pinned events.** Each manifest entry carries the seqs of its pinned events, so ``read_view``
+fetches only the segments that hold pinned events or events after the checkpoint.
+
+**Verification.** Segment bytes are checked against the head's sha256 and artifact bytes
+against their address on every read from the store (IntegrityError naming the key). Verified
+segments are cached by (key, sha256): they never change, so the cache needs no invalidation.
+
+Ids (tenant, session, checkpoint, record) are validated before any I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Sequence
+
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+
+from compactor import tokens as tokens_mod
+from compactor.errors import (
+    ConcurrentModification,
+    IntegrityError,
+    InvalidId,
+    InvalidInput,
+    NotFound,
+    PreconditionFailed,
+)
+from compactor.events import ArtifactRefBlock, Event
+from compactor.records import Checkpoint, CompactionRecord, Head, Segment
+from compactor.store.base import ObjectStore
+from compactor.view import build_view
+
+_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_EVENTS = TypeAdapter(list[Event])
+
+WEIGHT_UNIT = 2048  # bytes counted as one event when weighing a segment
+MAX_SEGMENT_EVENTS = 8192
+MAX_SEGMENT_BYTES = 16 << 20
+CHUNK_EVENTS = 4096  # a large append (bulk import) is split into segments of this size
+CHUNK_BYTES = 8 << 20
+
+
+def validate_id(value: str, what: str) -> str:
+    """Check a tenant/session/checkpoint/record id; raise InvalidId (before any I/O)."""
+    if not isinstance(value, str) or not _ID_RE.match(value) or ".." in value or value == ".":
+        raise InvalidId(
+            f"invalid {what} {value!r}: use 1-128 characters from A-Z a-z 0-9 . _ - "
+            f"(no '/', no '..')",
+            what=what,
+            value=value,
+        )
+    return value
+
+
+class AppendResult(BaseModel):
+    first_seq: int = Field(description="Seq of the first event appended by this call.")
+    last_seq: int = Field(description="Seq of the last appended event (first_seq - 1 if none).")
+    appended: int = Field(description="Events newly stored.")
+    duplicates: int = Field(description="Events skipped because their id was already stored.")
+    version: int = Field(description="Head version after the call.")
+    attempts: int = Field(default=1, description="CAS attempts it took.")
+
+
+def _weight(n_events: int, n_bytes: int) -> int:
+    """Size of a segment for merge planning: events, or 2 KiB units if events are large."""
+    return max(n_events, -(-n_bytes // WEIGHT_UNIT))
+
+
+class SegmentCache:
+    """Verified segment bytes and parsed events, by (key, sha256); LRU bounded by bytes.
+
+    Safe to share between SessionLog objects and threads: entries are immutable.
+    """
+
+    def __init__(self, max_bytes: int = 128 << 20) -> None:
+        self.max_bytes = max_bytes
+        self._d: OrderedDict[tuple[str, str], list] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(self, seg: Segment) -> list | None:
+        with self._lock:
+            v = self._d.get((seg.key, seg.sha256))
+            if v is not None:
+                self._d.move_to_end((seg.key, seg.sha256))
+            return v
+
+    def put(self, seg: Segment, data: bytes, events: list[Event] | None = None) -> list:
+        k = (seg.key, seg.sha256)
+        with self._lock:
+            v = self._d.get(k)
+            if v is None:
+                v = [data, events]
+                self._d[k] = v
+                self._size += len(data)
+                while self._size > self.max_bytes and len(self._d) > 1:
+                    _, old = self._d.popitem(last=False)
+                    self._size -= len(old[0])
+            elif events is not None and v[1] is None:
+                v[1] = events
+            return v
+
+
+@dataclass
+class _Chunk:
+    first: int
+    last: int
+    data: bytes
+    pinned: list[int]
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class SessionLog:
+    """One session's append-only log on an object store.
+
+    Args:
+        store: the object store.
+        tenant, session: validated ids.
+        max_attempts: CAS attempts per append / head update before ConcurrentModification.
+        backoff_base, backoff_max: full-jitter backoff between attempts, in seconds.
+        cache: a SegmentCache to share between logs (default: a private one).
+        merge: merge small segments on append (keeps the head small; off only for tests).
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        tenant: str,
+        session: str,
+        *,
+        max_attempts: int = 40,
+        backoff_base: float = 0.004,
+        backoff_max: float = 0.25,
+        cache: SegmentCache | None = None,
+        merge: bool = True,
+    ) -> None:
+        self.tenant = validate_id(tenant, "tenant id")
+        self.session = validate_id(session, "session id")
+        self.store = store
+        self.max_attempts = max(1, max_attempts)
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.cache = cache or SegmentCache()
+        self.merge = merge
+        self.prefix = f"t/{tenant}/s/{session}/"
+        self.head_key = self.prefix + "head.json"
+        self._ids: dict[str, int] = {}
+        self._ids_upto = 0
+        self._ckpts: dict[str, Checkpoint] = {}
+        self._lock = threading.RLock()
+
+    def __repr__(self) -> str:
+        return f"SessionLog({self.store!r}, {self.tenant!r}, {self.session!r})"
+
+    # --- head -------------------------------------------------------------------------------
+    def head(self) -> Head:
+        """The current head (``version=0, etag=None`` when the session does not exist)."""
+        try:
+            data, etag = self.store.get(self.head_key)
+        except NotFound:
+            return Head(tenant=self.tenant, session=self.session)
+        try:
+            head = Head.model_validate_json(data)
+        except ValidationError as exc:
+            raise IntegrityError(
+                f"head {self.head_key!r} in {self.store.url} is not a valid manifest: {exc}",
+                key=self.head_key,
+            ) from None
+        if head.tenant != self.tenant or head.session != self.session:
+            raise IntegrityError(
+                f"head {self.head_key!r} names {head.tenant}/{head.session}, not "
+                f"{self.tenant}/{self.session}",
+                key=self.head_key,
+            )
+        return head.model_copy(update={"etag": etag})
+
+    def exists(self) -> bool:
+        return self.store.head(self.head_key) is not None
+
+    def _put_head(self, head: Head, expected: str | None) -> str:
+        data = head.model_dump_json(exclude={"etag"}).encode()
+        if expected is None:
+            return self.store.put(self.head_key, data, if_none_match=True)
+        return self.store.put(self.head_key, data, if_match=expected)
+
+    def _backoff(self, attempt: int) -> None:
+        time.sleep(random.uniform(0, min(self.backoff_max, self.backoff_base * (2**attempt))))
+
+    # --- segments ---------------------------------------------------------------------------
+    def _segment_key(self, first: int, last: int, nonce: str | None = None) -> str:
+        tail = f".{nonce}" if nonce else ""
+        return f"{self.prefix}log/{first:012d}-{last:012d}{tail}.jsonl"
+
+    def _fetch(self, seg: Segment) -> list:
+        hit = self.cache.get(seg)
+        if hit is not None:
+            return hit
+        try:
+            data, _ = self.store.get(seg.key)
+        except NotFound:
+            raise IntegrityError(
+                f"segment {seg.key!r} (events {seg.first}-{seg.last}) listed in the head of "
+                f"{self.tenant}/{self.session} is missing from {self.store.url}",
+                key=seg.key,
+            ) from None
+        if _sha(data) != seg.sha256:
+            raise IntegrityError(
+                f"segment {seg.key!r} in {self.store.url} does not match its sha256 "
+                f"{seg.sha256[:16]}...: the stored bytes were changed outside compactor; "
+                f"restore the object from a backup",
+                key=seg.key,
+            )
+        return self.cache.put(seg, data)
+
+    def _fetch_many(self, segs: Sequence[Segment]) -> list[list]:
+        missing = [s for s in segs if self.cache.get(s) is None]
+        if len(missing) > 1:
+            with ThreadPoolExecutor(max_workers=min(8, len(missing))) as ex:
+                list(ex.map(self._fetch, missing))
+        return [self._fetch(s) for s in segs]
+
+    def _events(self, seg: Segment) -> list[Event]:
+        entry = self._fetch(seg)
+        if entry[1] is None:
+            data: bytes = entry[0]
+            body = b",".join(line for line in data.split(b"\n") if line.strip())
+            try:
+                events = _EVENTS.validate_json(b"[" + body + b"]")
+            except ValidationError as exc:
+                raise IntegrityError(
+                    f"segment {seg.key!r} holds events that do not parse: {exc}", key=seg.key
+                ) from None
+            if [e.seq for e in events] != list(range(seg.first, seg.last + 1)):
+                raise IntegrityError(
+                    f"segment {seg.key!r} does not hold seqs {seg.first}-{seg.last}", key=seg.key
+                )
+            entry = self.cache.put(seg, data, events)
+        return entry[1]
+
+    def _index_ids(self, head: Head) -> None:
+        """Bring the id index up to ``head.version`` (reads only segments not indexed yet)."""
+        if self._ids_upto > head.version:  # cannot happen with a healthy store
+            self._ids.clear()
+            self._ids_upto = 0
+        if self._ids_upto == head.version:
+            return
+        need = [s for s in head.segments if s.last > self._ids_upto]
+        for seg, entry in zip(need, self._fetch_many(need)):
+            data: bytes = entry[0]
+            for line in data.split(b"\n"):
+                if not line.strip():
+                    continue
+                obj = json.loads(line)
+                seq = obj.get("seq", 0)
+                if seq > self._ids_upto:
+                    self._ids.setdefault(obj["id"], seq)
+        self._ids_upto = head.version
+
+    def _put_segment(self, key: str, data: bytes) -> bool:
+        """Create a segment; True if ours is stored there (new or byte-identical), else False."""
+        try:
+            self.store.put(key, data, if_none_match=True)
+            return True
+        except PreconditionFailed:
+            try:
+                existing, _ = self.store.get(key)
+            except NotFound:
+                return False
+            return existing == data
+
+    # --- append -----------------------------------------------------------------------------
+    def append(self, events: Sequence[Event]) -> AppendResult:
+        """Append events (seqs assigned here, tokens counted once); idempotent by event id."""
+        with self._lock:
+            return self._append(list(events))
+
+    def _append(self, events: list[Event]) -> AppendResult:
+        total = len(events)
+        batch: list[Event] = []
+        seen: set[str] = set()
+        for e in events:
+            if e.id not in seen:
+                seen.add(e.id)
+                batch.append(e)
+        batch = tokens_mod.with_tokens(batch)
+        # Serialize once with seq 0; each attempt only rewrites the seq prefix.
+        lines: list[bytes] = []
+        for e in batch:
+            line = e.with_(seq=0).model_dump_json(exclude_none=True).encode()
+            if not line.startswith(b'{"seq":0,'):  # pragma: no cover - field order is fixed
+                raise AssertionError("Event JSON must start with seq")
+            lines.append(line[9:])
+        stalled: dict[str, int] = {}
+        for attempt in range(self.max_attempts):
+            head = self.head()
+            self._index_ids(head)
+            todo = [i for i, e in enumerate(batch) if e.id not in self._ids]
+            if not todo:
+                return AppendResult(
+                    first_seq=head.version + 1,
+                    last_seq=head.version,
+                    appended=0,
+                    duplicates=total,
+                    version=head.version,
+                    attempts=attempt + 1,
+                )
+            first = head.version + 1
+            chunks = self._chunks(first, [batch[i] for i in todo], [lines[i] for i in todo])
+            segments, replaced = self._plan(head, chunks)
+            if segments is None:
+                self._backoff(attempt)
+                continue
+            written: list[Segment] = []
+            blocked = False
+            for seg, data in segments:
+                if self._put_segment(seg.key, data):
+                    written.append(seg)
+                    continue
+                # A foreign segment sits at this exact range (see module docstring).
+                if self.store.head(self.head_key) != head.etag:
+                    blocked = True
+                    break
+                stalled[seg.key] = stalled.get(seg.key, 0) + 1
+                if stalled[seg.key] < 3:
+                    blocked = True
+                    break
+                alt = seg.model_copy(
+                    update={"key": self._segment_key(seg.first, seg.last, uuid.uuid4().hex[:12])}
+                )
+                if not self._put_segment(alt.key, data):  # pragma: no cover - unique key
+                    blocked = True
+                    break
+                written.append(alt)
+            if blocked:
+                self._backoff(attempt)
+                continue
+            kept = head.segments[: len(head.segments) - replaced]
+            new_head = Head(
+                tenant=self.tenant,
+                session=self.session,
+                version=chunks[-1].last,
+                checkpoint=head.checkpoint,
+                segments=[*kept, *written],
+                updated_at=_now(),
+            )
+            try:
+                self._put_head(new_head, head.etag)
+            except PreconditionFailed:
+                # A retried request may have landed: then the head already lists our segments.
+                cur = self.head()
+                if not all(s in cur.segments for s in written):
+                    self._backoff(attempt)
+                    continue
+            for seg, (_, data) in zip(written, segments):
+                self.cache.put(seg, data)
+            for n, i in enumerate(todo):
+                self._ids.setdefault(batch[i].id, first + n)
+            self._ids_upto = new_head.version
+            return AppendResult(
+                first_seq=first,
+                last_seq=new_head.version,
+                appended=len(todo),
+                duplicates=total - len(todo),
+                version=new_head.version,
+                attempts=attempt + 1,
+            )
+        raise ConcurrentModification(
+            f"session {self.tenant}/{self.session}: the head kept moving while appending "
+            f"({self.max_attempts} attempts); nothing was appended, retry the call",
+            attempts=self.max_attempts,
+        )
+
+    @staticmethod
+    def _chunks(first: int, events: list[Event], lines: list[bytes]) -> list[_Chunk]:
+        chunks: list[_Chunk] = []
+        buf: list[bytes] = []
+        pinned: list[int] = []
+        size = 0
+        start = seq = first
+        for e, line in zip(events, lines):
+            full = b'{"seq":%d,' % seq + line + b"\n"
+            if buf and (len(buf) >= CHUNK_EVENTS or size + len(full) > CHUNK_BYTES):
+                chunks.append(_Chunk(start, seq - 1, b"".join(buf), pinned))
+                buf, pinned, size, start = [], [], 0, seq
+            buf.append(full)
+            size += len(full)
+            if e.kind == "pinned":
+                pinned.append(seq)
+            seq += 1
+        chunks.append(_Chunk(start, seq - 1, b"".join(buf), pinned))
+        return chunks
+
+    def _plan(
+        self, head: Head, chunks: list[_Chunk]
+    ) -> tuple[list[tuple[Segment, bytes]] | None, int]:
+        """Segments to write for ``chunks`` and how many tail entries of the head they replace."""
+        if not (self.merge and len(chunks) == 1):
+            return [self._seg(c.first, c.last, c.data, c.pinned) for c in chunks], 0
+        c = chunks[0]
+        absorbed: list[Segment] = []
+        n_ev, n_by = c.last - c.first + 1, len(c.data)
+        for s in reversed(head.segments):
+            s_ev = s.last - s.first + 1
+            if (
+                _weight(s_ev, s.bytes) > _weight(n_ev, n_by)
+                or s_ev + n_ev > MAX_SEGMENT_EVENTS
+                or s.bytes + n_by > MAX_SEGMENT_BYTES
+            ):
+                break
+            absorbed.insert(0, s)
+            n_ev, n_by = n_ev + s_ev, n_by + s.bytes
+        if not absorbed:
+            return [self._seg(c.first, c.last, c.data, c.pinned)], 0
+        try:
+            parts = [e[0] for e in self._fetch_many(absorbed)]
+        except IntegrityError:
+            # Never fold a damaged segment into a new one; append without merging.
+            return [self._seg(c.first, c.last, c.data, c.pinned)], 0
+        data = b"".join(parts) + c.data
+        pinned = [p for s in absorbed for p in s.pinned] + c.pinned
+        return [self._seg(absorbed[0].first, c.last, data, pinned)], len(absorbed)
+
+    def _seg(self, first: int, last: int, data: bytes, pinned: list[int]) -> tuple[Segment, bytes]:
+        seg = Segment(
+            first=first,
+            last=last,
+            key=self._segment_key(first, last),
+            sha256=_sha(data),
+            bytes=len(data),
+            pinned=pinned,
+        )
+        return seg, data
+
+    # --- reading ----------------------------------------------------------------------------
+    def read_events(self, start: int = 1, end: int | None = None, *, head: Head | None = None) -> list[Event]:
+        """Events with ``start <= seq <= end`` (end defaults to the head version), verified."""
+        head = head or self.head()
+        end = head.version if end is None else min(end, head.version)
+        if end < start:
+            return []
+        segs = [s for s in head.segments if s.last >= start and s.first <= end]
+        self._fetch_many(segs)
+        out: list[Event] = []
+        for s in segs:
+            evs = self._events(s)
+            if s.first >= start and s.last <= end:
+                out.extend(evs)
+            else:
+                out.extend(e for e in evs if start <= e.seq <= end)
+        return out
+
+    def read_view(self, *, head: Head | None = None) -> list[Event]:
+        """The view the next model request is built from (reads only the segments it needs)."""
+        head = head or self.head()
+        ckpt = self.current_checkpoint(head)
+        if ckpt is None or ckpt.covers.empty:
+            return build_view(self.read_events(head=head), ckpt)
+        end = ckpt.covers.end
+        segs = [s for s in head.segments if s.last > end or s.pinned]
+        self._fetch_many(segs)
+        events: list[Event] = []
+        for s in segs:
+            evs = self._events(s)
+            if s.first > end:
+                events.extend(evs)
+            else:
+                events.extend(e for e in evs if e.seq > end or (e.kind == "pinned" and e.seq <= end))
+        return build_view(events, ckpt)
+
+    # --- checkpoints ------------------------------------------------------------------------
+    def _ckpt_key(self, ckpt_id: str) -> str:
+        return f"{self.prefix}ckpt/{validate_id(ckpt_id, 'checkpoint id')}.json"
+
+    def read_checkpoint(self, ckpt_id: str) -> Checkpoint:
+        key = self._ckpt_key(ckpt_id)
+        hit = self._ckpts.get(ckpt_id)
+        if hit is not None:
+            return hit
+        try:
+            data, _ = self.store.get(key)
+        except NotFound:
+            raise NotFound(
+                f"no checkpoint {ckpt_id!r} in session {self.tenant}/{self.session}", key=key
+            ) from None
+        try:
+            ckpt = Checkpoint.model_validate_json(data)
+        except ValidationError as exc:
+            raise IntegrityError(f"checkpoint {key!r} does not parse: {exc}", key=key) from None
+        self._ckpts[ckpt_id] = ckpt
+        return ckpt
+
+    def current_checkpoint(self, head: Head | None = None) -> Checkpoint | None:
+        head = head or self.head()
+        return self.read_checkpoint(head.checkpoint) if head.checkpoint else None
+
+    def write_checkpoint(self, ckpt: Checkpoint) -> str:
+        """Store an immutable checkpoint; returns its key. Same content again is a no-op."""
+        key = self._ckpt_key(ckpt.id)
+        self._check_owner(ckpt.tenant, ckpt.session, "checkpoint")
+        self._put_immutable(key, ckpt.model_dump_json().encode(), Checkpoint)
+        self._ckpts[ckpt.id] = ckpt
+        return key
+
+    def set_checkpoint(self, ckpt_id: str | None, *, expected_etag: str | None) -> Head:
+        """Point the head at ``ckpt_id`` (or none) by CAS.
+
+        ``expected_etag`` is the head etag the caller decided on; PreconditionFailed if the head
+        moved since. ``None`` means "whatever the head is now" (read-modify-write, retried).
+        """
+        if ckpt_id is not None:
+            self._ckpt_key(ckpt_id)  # validate before I/O
+        for attempt in range(self.max_attempts):
+            head = self.head()
+            if expected_etag is not None and head.etag != expected_etag:
+                raise PreconditionFailed(
+                    f"head of {self.tenant}/{self.session} moved (expected etag {expected_etag}, "
+                    f"found {head.etag}); re-read the session and try again",
+                    key=self.head_key,
+                )
+            if ckpt_id is not None:
+                ck = self.read_checkpoint(ckpt_id)
+                if ck.covers.end > head.version:
+                    raise InvalidInput(
+                        f"checkpoint {ckpt_id} covers up to seq {ck.covers.end}, beyond the "
+                        f"session's version {head.version}",
+                    )
+            new = head.model_copy(update={"checkpoint": ckpt_id, "updated_at": _now(), "etag": None})
+            try:
+                etag = self._put_head(new, head.etag)
+            except PreconditionFailed:
+                cur = self.head()
+                if cur.checkpoint == ckpt_id and cur.version == head.version and cur.segments == head.segments:
+                    return cur  # our retried request landed
+                if expected_etag is not None:
+                    raise PreconditionFailed(
+                        f"head of {self.tenant}/{self.session} moved while setting the "
+                        f"checkpoint; re-read the session and try again",
+                        key=self.head_key,
+                    ) from None
+                self._backoff(attempt)
+                continue
+            return new.model_copy(update={"etag": etag})
+        raise ConcurrentModification(
+            f"session {self.tenant}/{self.session}: the head kept moving while setting the "
+            f"checkpoint ({self.max_attempts} attempts); retry",
+        )
+
+    def list_checkpoints(self) -> list[Checkpoint]:
+        out = []
+        for key in self.store.list(f"{self.prefix}ckpt/"):
+            name = key.rsplit("/", 1)[-1]
+            if name.endswith(".json"):
+                out.append(self.read_checkpoint(name[: -len(".json")]))
+        return sorted(out, key=lambda c: (c.created_at or datetime.min.replace(tzinfo=timezone.utc), c.id))
+
+    # --- records ----------------------------------------------------------------------------
+    def write_record(self, rec: CompactionRecord) -> str:
+        """Store a compaction record (immutable; same content again is a no-op); returns its key."""
+        key = f"{self.prefix}records/{validate_id(rec.id, 'record id')}.json"
+        self._check_owner(rec.tenant, rec.session, "record")
+        self._put_immutable(key, rec.model_dump_json().encode(), CompactionRecord)
+        return key
+
+    def list_records(self) -> list[CompactionRecord]:
+        out = []
+        for key in self.store.list(f"{self.prefix}records/"):
+            if key.endswith(".json"):
+                data, _ = self.store.get(key)
+                try:
+                    out.append(CompactionRecord.model_validate_json(data))
+                except ValidationError as exc:
+                    raise IntegrityError(f"record {key!r} does not parse: {exc}", key=key) from None
+        return sorted(out, key=lambda r: (r.created_at or datetime.min.replace(tzinfo=timezone.utc), r.id))
+
+    # --- artifacts --------------------------------------------------------------------------
+    def _artifact_key(self, sha256: str) -> str:
+        if not isinstance(sha256, str) or not _HEX64.match(sha256):
+            raise InvalidId(f"invalid artifact sha256 {sha256!r}: expected 64 lowercase hex digits")
+        return f"t/{self.tenant}/a/sha256/{sha256}"
+
+    def put_artifact(
+        self,
+        data: bytes,
+        media_type: str = "text/plain",
+        *,
+        preview_head: int = 300,
+        preview_tail: int = 300,
+    ) -> ArtifactRefBlock:
+        """Store bytes under their sha256 (idempotent) and return a reference with previews."""
+        digest = _sha(data)
+        key = self._artifact_key(digest)
+        try:
+            self.store.put(key, data, if_none_match=True)
+        except PreconditionFailed:
+            existing, _ = self.store.get(key)
+            if existing != data:
+                raise IntegrityError(
+                    f"artifact {key!r} in {self.store.url} exists but its bytes do not match "
+                    f"its sha256; restore it from a backup",
+                    key=key,
+                ) from None
+        text = data.decode("utf-8", errors="replace")
+        head = text[:preview_head]
+        tail = text[-preview_tail:] if len(text) > preview_head and preview_tail else ""
+        return ArtifactRefBlock(
+            uri=f"artifact://sha256/{digest}",
+            sha256=digest,
+            bytes=len(data),
+            preview_head=head,
+            preview_tail=tail,
+            media_type=media_type,
+        )
+
+    def get_artifact(self, sha256: str) -> bytes:
+        """The artifact's bytes, verified against its address (IntegrityError if altered)."""
+        key = self._artifact_key(sha256)
+        try:
+            data, _ = self.store.get(key)
+        except NotFound:
+            raise NotFound(f"no artifact {sha256} for tenant {self.tenant}", key=key) from None
+        if _sha(data) != sha256:
+            raise IntegrityError(
+                f"artifact {key!r} in {self.store.url} does not match its sha256: the stored "
+                f"bytes were changed outside compactor; restore it from a backup",
+                key=key,
+            )
+        return data
+
+    # --- helpers ----------------------------------------------------------------------------
+    def _check_owner(self, tenant: str, session: str, what: str) -> None:
+        if tenant != self.tenant or session != self.session:
+            raise InvalidInput(
+                f"{what} belongs to {tenant}/{session}, not {self.tenant}/{self.session}"
+            )
+
+    def _put_immutable(self, key: str, data: bytes, model: type[BaseModel]) -> None:
+        try:
+            self.store.put(key, data, if_none_match=True)
+            return
+        except PreconditionFailed:
+            existing, _ = self.store.get(key)
+        if existing == data:
+            return
+        try:
+            same = model.model_validate_json(existing) == model.model_validate_json(data)
+        except ValidationError:
+            same = False
+        if not same:
+            raise PreconditionFailed(
+                f"{key!r} already exists with different content; immutable objects are never "
+                f"overwritten (use a new id)",
+                key=key,
+            )
+
+
+def list_sessions(store: ObjectStore, tenant: str) -> list[str]:
+    """Session ids of a tenant (those with a head)."""
+    prefix = f"t/{validate_id(tenant, 'tenant id')}/s/"
+    out = set()
+    for key in store.list(prefix):
+        parts = key[len(prefix) :].split("/")
+        if len(parts) == 2 and parts[1] == "head.json":
+            out.add(parts[0])
+    return sorted(out)
