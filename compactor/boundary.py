@@ -71,11 +71,15 @@ def latest_request(events: Sequence[Event], prev_end: int = 0) -> Event | None:
     return reqs[-1] if reqs else None
 
 
-def safe_cut_points(events: Sequence[Event], prev_end: int = 0) -> list[int]:
+def safe_cut_points(
+    events: Sequence[Event], prev_end: int = 0, *, keep_latest_request: bool = True
+) -> list[int]:
     """Seqs ``k`` where covering every non-pinned event up to ``k`` is safe (ascending).
 
     ``events`` are the events after ``prev_end`` plus any pinned events (the whole log when
-    there is no previous checkpoint).
+    there is no previous checkpoint). ``keep_latest_request=False`` lets the cut pass the
+    latest user request: only for the engine's last resort, where the summary restates the
+    request verbatim (the validator checks that it does).
     """
     evs = body(events, prev_end)
     if not evs:
@@ -95,7 +99,7 @@ def safe_cut_points(events: Sequence[Event], prev_end: int = 0) -> list[int]:
     pending = pending_tool_uses(events, prev_end)
     if pending:
         limit = min(limit, min(pending.values()) - 1)
-    req = latest_request(events, prev_end)
+    req = latest_request(events, prev_end) if keep_latest_request else None
     if req is not None:
         limit = min(limit, req.seq - 1)
     blocked = _blocked(spans)
@@ -161,6 +165,7 @@ def choose_cut(
     tail_max: int | None = None,
     min_text_messages: int | None = None,
     prev_end: int = 0,
+    keep_latest_request: bool = True,
 ) -> int:
     """The checkpoint's end seq for a tail of about ``tail_budget`` tokens; 0 = no cut.
 
@@ -181,7 +186,7 @@ def choose_cut(
     )
     if ideal == 0:
         return 0
-    safe = safe_cut_points(events, prev_end)
+    safe = safe_cut_points(events, prev_end, keep_latest_request=keep_latest_request)
     if not safe:
         return 0
     if policy.tail_cut_on_user:

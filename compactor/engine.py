@@ -91,6 +91,7 @@ class LayerResult(BaseModel):
     retained_tail_tokens: int = 0
     violations: list[Violation] = Field(default_factory=list)
     candidates: int = Field(default=0, description="Summary candidates tried.")
+    fallback_reason: str | None = Field(default=None, description="Why a last-resort mode was used.")
     durations_ms: dict[str, float] = Field(default_factory=dict)
 
 
@@ -165,7 +166,8 @@ def plan(
     layers: list[str] = []
     if any(e.tool_results for e in evs if e.kind != "pinned"):
         layers += [LAYER_EXTERNALIZE, LAYER_CLEAR]
-    if cut > end:
+    if cut > end or choose_cut(evs, policy, 0, tail_min=0, tail_max=0, min_text_messages=0,
+                               prev_end=end, keep_latest_request=False) > end:
         layers.append(LAYER_SUMMARY)
     return Plan(
         policy=policy.name,
@@ -197,6 +199,7 @@ class _Candidate(BaseModel):
     view: list[Event]
     tokens: int
     violations: list[Violation]
+    past_request: bool = False
 
     @property
     def fits(self) -> bool:
@@ -297,37 +300,46 @@ def apply_layers(
         prev_summary_tokens = count_text(SUMMARY_PREFIX) + prev.summary_tokens
     if LAYER_SUMMARY in plan.layers:
         t_sum = time.perf_counter()
-        for factor in [*policy.shrink_ladder, 0.0]:
-            budget = int(plan.tail_budget * factor)
-            cut = choose_cut(
-                evs, policy, budget,
-                tail_min=int(plan.tail_min * factor), tail_max=max(budget, int(plan.tail_max * factor)),
-                min_text_messages=plan.min_text_messages if factor else 0, prev_end=end0,
-            )
-            if cut <= end0 or cut in tried:
-                continue
-            tried.add(cut)
-            covered = [e for e in body(evs, end0) if e.seq <= cut]
-            frame = build_view(evs, checkpoint(cut, summary="", sections={}, state={}, summary_tokens=0))
-            room = target - view_tokens(frame) - 4
-            replaced = sum(count_event(e) for e in covered) + prev_summary_tokens
-            limit = min(room, policy.summary_max_tokens)
-            if policy.summary_must_shrink:
-                limit = min(limit, replaced - _frame_tokens(cut) - 8)
-            if limit < MIN_SUMMARY_TOKENS and factor:
-                continue  # the tail leaves no room for a summary: try a smaller tail
-            limit = max(limit, MIN_SUMMARY_TOKENS)
-            out = summarize_range(covered, state0, limit)
-            src_hash = content_hash(covered)
-            if prev is not None and prev.source_hash:
-                src_hash = hashlib.sha256((prev.source_hash + src_hash).encode()).hexdigest()
-            ckpt = checkpoint(
-                cut, summary=out.text, sections=out.sections, state=out.state, native=None,
-                summary_tokens=out.tokens, summarizer="structured", source_hash=src_hash,
-            )
-            cand = candidate(ckpt)
-            candidates.append(cand)
-            if cand.fits:
+        # Normal mode keeps the latest request as an event (the cut is before it). Only when no
+        # such cut meets the target may the cut pass it: the summary then quotes it in full,
+        # which the validator checks (a truncated quote makes the candidate invalid).
+        for keep_request in (True, False):
+            for factor in [*policy.shrink_ladder, 0.0]:
+                budget = int(plan.tail_budget * factor)
+                cut = choose_cut(
+                    evs, policy, budget,
+                    tail_min=int(plan.tail_min * factor),
+                    tail_max=max(budget, int(plan.tail_max * factor)),
+                    min_text_messages=plan.min_text_messages if factor else 0, prev_end=end0,
+                    keep_latest_request=keep_request,
+                )
+                if cut <= end0 or cut in tried:
+                    continue
+                covered = [e for e in body(evs, end0) if e.seq <= cut]
+                frame = build_view(evs, checkpoint(cut, summary="", sections={}, state={}, summary_tokens=0))
+                room = target - view_tokens(frame) - 4
+                replaced = sum(count_event(e) for e in covered) + prev_summary_tokens
+                limit = min(room, policy.summary_max_tokens)
+                if policy.summary_must_shrink:
+                    limit = min(limit, replaced - _frame_tokens(cut) - 8)
+                if limit < MIN_SUMMARY_TOKENS and factor:
+                    continue  # the tail leaves no room for a summary: try a smaller tail
+                tried.add(cut)
+                limit = max(limit, MIN_SUMMARY_TOKENS)
+                out = summarize_range(covered, state0, limit)
+                src_hash = content_hash(covered)
+                if prev is not None and prev.source_hash:
+                    src_hash = hashlib.sha256((prev.source_hash + src_hash).encode()).hexdigest()
+                ckpt = checkpoint(
+                    cut, summary=out.text, sections=out.sections, state=out.state, native=None,
+                    summary_tokens=out.tokens, summarizer="structured", source_hash=src_hash,
+                )
+                cand = candidate(ckpt)
+                cand.past_request = not keep_request
+                candidates.append(cand)
+                if cand.fits:
+                    break
+            if candidates and _pick(candidates).fits:
                 break
         durations[LAYER_SUMMARY] = (time.perf_counter() - t_sum) * 1000
     if candidates:
@@ -374,6 +386,10 @@ def _result(
         summary_tokens=ckpt.summary_tokens if not ckpt.covers.empty else 0,
         retained_tail_tokens=view_tokens(tail) if tail else 0,
         violations=cand.violations,
+        fallback_reason=(
+            "no cut before the latest request met the target; the cut passes it and the summary "
+            "quotes the request in full" if cand.past_request else None
+        ),
         candidates=n_candidates,
         durations_ms=durations,
     )
@@ -446,7 +462,8 @@ def compact(
         tokens_before=p.tokens_before, tokens_after=res.tokens_after, target_tokens=p.target_tokens,
         summary_tokens=res.summary_tokens, retained_tail_tokens=res.retained_tail_tokens,
         layers=res.layers, freed_by_layer=res.freed_by_layer, artifacts_written=len(res.artifacts),
-        summarizer=ckpt.summarizer, violations=[str(v) for v in res.violations], status=status,
+        summarizer=ckpt.summarizer, fallback_reason=res.fallback_reason,
+        violations=[str(v) for v in res.violations], status=status,
         error=error, durations_ms=durations, created_at=now,
     )
     return CompactResult(view=res.view, checkpoint=ckpt, record=rec, artifacts=res.artifacts)

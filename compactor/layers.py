@@ -16,6 +16,7 @@ stop as soon as the target is met.
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 from typing import Sequence
 
@@ -194,7 +195,10 @@ def _cleared(r: ToolResultBlock) -> tuple[ToolResultBlock, dict[str, bytes]]:
             if c.ref is not None:
                 content.append(c.model_copy(update={"data": None}))
             elif c.data:
-                data = base64.b64decode(c.data.encode(), validate=False)
+                try:
+                    data = base64.b64decode(c.data.encode(), validate=False)
+                except (binascii.Error, ValueError):
+                    data = c.data.encode()  # not valid base64: keep the text as given
                 ref = make_artifact(data, head_chars=0, tail_chars=0, media_type=c.media_type)
                 arts[ref.sha256] = data
                 content.append(ref.model_copy(update={"preview_head": CLEARED_TEXT}))

@@ -1,0 +1,124 @@
+"""``compactor compact FILE``: import a transcript and compact it.
+
+``--inline`` runs the pure engine in this process and writes the resulting request
+(``messages`` + ``system``), checkpoint and record as JSON. The durable path (session log on
+object storage + Temporal workflow) plugs in at ``_durable``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from compactor.errors import CompactorError
+from compactor.policy import PRESETS, make_policy
+
+MIN_TARGET = 8_000
+TARGET_RATIO = 0.15
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compact", help="import a transcript and compact it")
+    p.add_argument("file", metavar="FILE", help="transcript (any supported format)")
+    p.add_argument("--inline", action="store_true", help="run the engine in this process (no store, no Temporal)")
+    p.add_argument("--format", default="auto", help="transcript format (default: detect)")
+    p.add_argument("--policy", default="default", choices=PRESETS, help="policy preset (default %(default)s)")
+    p.add_argument("--window", type=int, default=200_000, help="context window W (default %(default)s)")
+    p.add_argument("--max-output", type=int, default=32_000, help="max output tokens O (default %(default)s)")
+    p.add_argument(
+        "--target-tokens", type=int, default=None,
+        help=f"budget for the view (default {TARGET_RATIO:.0%} of the transcript's tokens, at least {MIN_TARGET:,})",
+    )
+    p.add_argument("--out", default=None, help="write {messages, system, checkpoint, record} JSON here")
+    p.add_argument("--now", default=None, help="ISO timestamp recorded as created_at (default: now)")
+    p.set_defaults(func=run)
+
+
+def default_target(tokens_before: int) -> int:
+    """The benchmark's budget: 15% of the transcript, at least 8,000 tokens."""
+    return max(MIN_TARGET, int(tokens_before * TARGET_RATIO))
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.inline:
+        return _durable(args)
+    return _inline(args)
+
+
+def _durable(args: argparse.Namespace) -> int:
+    raise CompactorError(
+        "the durable path (session log + Temporal workflow) is not available yet; "
+        "run with --inline to compact in this process"
+    )
+
+
+def _inline(args: argparse.Namespace) -> int:
+    from compactor.engine import compact
+    from compactor.events import to_anthropic
+    from compactor.importers import import_file
+    from compactor.measure import view_tokens
+
+    path = Path(args.file)
+    imported = import_file(path, args.format)
+    policy = make_policy(args.policy, window=args.window, max_output=args.max_output)
+    target = args.target_tokens
+    if target is None:
+        target = default_target(view_tokens(imported.events))
+    now = datetime.fromisoformat(args.now) if args.now else datetime.now(timezone.utc)
+    session = _session_id(path)
+    result = compact(imported.events, policy, target, now=now, session=session)
+    system, messages = to_anthropic(result.view)
+    doc: dict[str, Any] = {
+        "messages": messages,
+        "system": system,
+        "checkpoint": result.checkpoint.model_dump(mode="json") if result.checkpoint else None,
+        "record": result.record.model_dump(mode="json"),
+    }
+    if args.out:
+        Path(args.out).write_text(json.dumps(doc, indent=2, ensure_ascii=False))
+    print(render_report(path, imported.format, result.record, args.out))
+    return 0 if result.record.status in ("committed", "noop") else 1
+
+
+def _session_id(path: Path) -> str:
+    import re
+
+    stem = re.sub(r"[^A-Za-z0-9._-]", "-", path.stem)[:128].strip(".") or "session"
+    return stem
+
+
+def render_report(path: Path, fmt: str, rec: Any, out: str | None) -> str:
+    covers = f"events {rec.covers.start}-{rec.covers.end}" if rec.covers and not rec.covers.empty else "none"
+    freed = ", ".join(f"{k} {v:,}" for k, v in rec.freed_by_layer.items()) or "-"
+    rows = [
+        ["file", f"{path} ({fmt})"],
+        ["policy", rec.policy],
+        ["tokens", f"{rec.tokens_before:,} -> {rec.tokens_after:,} (target {rec.target_tokens:,})"],
+        ["layers", ", ".join(rec.layers) or "none"],
+        ["freed", freed],
+        ["covered", covers],
+        ["summary", f"{rec.summary_tokens:,} tokens"],
+        ["tail kept", f"{rec.retained_tail_tokens:,} tokens"],
+        ["artifacts", str(rec.artifacts_written)],
+        ["invariants", "ok" if not rec.violations else f"{len(rec.violations)} violated"],
+        ["status", rec.status],
+    ]
+    if out:
+        rows.append(["written", out])
+    width = max(len(r[0]) for r in rows)
+    lines = [f"{k.ljust(width)}  {v}" for k, v in rows]
+    for v in rec.violations:
+        lines.append(f"  ! {v}")
+    if rec.fallback_reason:
+        lines.append(f"  note: {rec.fallback_reason}")
+    if rec.error:
+        lines.append(f"  note: {rec.error}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(1)
