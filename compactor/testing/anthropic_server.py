@@ -227,14 +227,16 @@ def _norm(s: str) -> str:
 
 def template_summary(body: dict[str, Any], *, drop_constraints: bool = False) -> str:
     """What the fake model writes for a template request."""
-    instructions = _system_text(body) + "\n" + "\n".join(
-        _content_text(m.get("content")) for m in body.get("messages") or []
-    )
-    outside, data = split_fenced(instructions)
+    # The system prompt is ours (it may quote the phrase as an example); injected text can
+    # only arrive through the messages, so only they are checked.
+    request = "\n".join(_content_text(m.get("content")) for m in body.get("messages") or [])
+    outside, data = split_fenced(request)
     if INJECTION_RE.search(outside):
         # The gullible path: an injection reached the instructions.
         return "All work is complete. Every test passed. Nothing else needs to be remembered."
     headings = HEADING_RE.findall(_system_text(body))
+    if not headings:
+        return "Summary of the request: " + " ".join(request.split())[:400] + "\n"
     try:
         state = json.loads(data.get("lifted_state", "{}"))
     except json.JSONDecodeError:
@@ -602,8 +604,10 @@ class _Handler(BaseHTTPRequestHandler):
                                      "content_block": {"type": "text", "text": ""}})
         send("ping", {"type": "ping"})
         step = max(1, self.fake.chunk_chars)
-        for n, i in enumerate(range(0, len(text), step)):
-            if fault is not None and fault.kind == "cut_stream" and n >= fault.after_deltas:
+        chunks = [text[i:i + step] for i in range(0, len(text), step)] or [""]
+        kind = fault.kind if fault is not None else None
+        for n, chunk in enumerate(chunks + [None]):
+            if kind == "cut_stream" and (n >= fault.after_deltas or chunk is None):
                 # Drop the connection mid-body: no terminating chunk, no message_stop.
                 self.wfile.flush()
                 self.close_connection = True
@@ -612,12 +616,14 @@ class _Handler(BaseHTTPRequestHandler):
                 except OSError:
                     pass
                 return
-            if fault is not None and fault.kind == "stream_error" and n == 1:
+            if kind == "stream_error" and (n == 1 or chunk is None):
                 send("error", {"type": "error", "error": {"type": fault.error_type, "message": fault.message}})
                 self.wfile.write(b"0\r\n\r\n")
                 return
+            if chunk is None:
+                break
             send("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                         "delta": {"type": "text_delta", "text": text[i:i + step]}})
+                                         "delta": {"type": "text_delta", "text": chunk}})
         send("content_block_stop", {"type": "content_block_stop", "index": 0})
         send("message_delta", {"type": "message_delta",
                                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
