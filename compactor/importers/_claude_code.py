@@ -208,7 +208,12 @@ def _user(
     if not others:
         return
     text = "\n".join(o.text for o in others if isinstance(o, TextBlock))
-    injected = bool(line.get("isMeta")) or bool(_INJECTED_TEXT.match(text))
+    # a sidechain's "user" is the parent agent prompting a sub-agent, not the human
+    injected = (
+        bool(line.get("isMeta"))
+        or bool(line.get("isSidechain"))
+        or bool(_INJECTED_TEXT.match(text))
+    )
     cmd = _COMMAND_NAME.search(text)
     if cmd:
         meta["slash_command"] = cmd.group(1)

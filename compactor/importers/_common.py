@@ -254,7 +254,7 @@ def iter_jsonl(text: str, builder: Builder) -> Iterator[tuple[int, dict[str, Any
                 obj = json.loads(_BAD_ESCAPE.sub(r"\\\\", line), strict=False)
                 builder.repaired += 1
             except json.JSONDecodeError:
-                builder.skip(no, f"invalid JSON: {e.msg} at column {e.colno}")
+                builder.skip(no, f"invalid JSON: {e.msg} (column {e.colno})")
                 continue
         if not isinstance(obj, dict):
             builder.skip(no, "not a JSON object")

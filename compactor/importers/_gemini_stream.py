@@ -32,9 +32,11 @@ def parse(text: str, name: str) -> ImportResult:
     assistant: Draft | None = None
     for no, e in iter_jsonl(text, b):
         typ = e.get("type")
-        at = parse_time(e.get("timestamp")) or parse_time(e.get("ts"))
+        at = parse_time(e.get("timestamp"))  # `ts` is harness local time with no zone
         eid = f"gstream-{b.key}-L{no}"
         meta: dict[str, Any] = {"line": no, "run": run}
+        if session:
+            meta["session_id"] = session
         if typ == "init":
             run += 1
             session = e.get("session_id") or session
@@ -86,7 +88,22 @@ def parse(text: str, name: str) -> ImportResult:
             d = b.last()
             if d is not None:
                 d.meta["run_result"] = {"status": e.get("status"), "stats": e.get("stats")}
-    if session:
-        for d in b.drafts:
-            d.meta.setdefault("session_id", session)
+    _mark_harness_duplicate(b)
     return b.finish()
+
+
+def _mark_harness_duplicate(b: Builder) -> None:
+    """The capture harness writes the task prompt before ``init``; the CLI then echoes it.
+
+    When the echo is there, the harness copy is a duplicate of the request, so it is marked
+    injected (kept, not counted as a second user request).
+    """
+    users = [d for d in b.drafts if d.role == "user" and not d.results_only]
+    for i, d in enumerate(users[:-1]):
+        if d.meta.get("harness_prompt") and _text(users[i + 1]) == _text(d):
+            d.injected = True
+            d.meta["duplicate_of_line"] = users[i + 1].meta.get("line")
+
+
+def _text(d: Draft) -> str:
+    return "\n".join(x.text for x in d.blocks if isinstance(x, TextBlock)).strip()
