@@ -1,0 +1,188 @@
+"""The structured summarizer: fixed sections, budget, what is dropped first and what never is."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from compactor.lift import (
+    Artifact,
+    Command,
+    Constraint,
+    Decision,
+    ErrorItem,
+    FailedApproach,
+    FileRef,
+    LiftedState,
+    Request,
+    TestRun,
+    Todo,
+    UnknownAction,
+    Url,
+)
+from compactor.summary import (
+    COMMANDS,
+    CONSTRAINTS,
+    DECISIONS,
+    FILES_CHANGED,
+    FILES_READ,
+    GOAL,
+    LATEST,
+    REQUESTS,
+    SECTION_NAMES,
+    TESTS,
+    UNKNOWN,
+    render_summary,
+    section_names,
+)
+from compactor.tokens import count_text
+
+
+def big_state(n_commands: int = 60, n_reads: int = 40) -> LiftedState:
+    return LiftedState(
+        goal=Request(seq=1, text="Port the CLI to click. Keep the old flags working."),
+        requests=[
+            Request(seq=1, text="Port the CLI to click. Keep the old flags working."),
+            Request(seq=50, text="Also add shell completion for bash."),
+            Request(seq=90, text="Middle request number two about docs."),
+            Request(seq=400, text="Now write the changelog entry and stop."),
+        ],
+        constraints=[
+            Constraint(seq=1, text="Never change the exit codes of the old commands."),
+            Constraint(seq=50, text="Do not add new dependencies besides click."),
+        ],
+        decisions=[Decision(seq=3 + i, text=f"I'll use click group number {i} instead of argparse.")
+                   for i in range(5)],
+        files_read=[FileRef(path=f"src/read_{i:03}.py", seq=10 + i, ops=["read"]) for i in range(n_reads)],
+        files_changed=[FileRef(path="src/cli.py", seq=300, ops=["edit"], count=4),
+                       FileRef(path="CHANGELOG.md", seq=390, ops=["write"])],
+        commands=[Command(seq=100 + i, command=f"ls -la build/dir_{i:03}", tool="Bash", tool_use_id=f"c{i}",
+                          exit_code=0, status="ok", result_seq=101 + i) for i in range(n_commands)]
+        + [Command(seq=350, command="pytest -q", tool="Bash", tool_use_id="ct", exit_code=1,
+                   status="failed", result_seq=351)],
+        tests=[TestRun(seq=350, command="pytest -q", tool_use_id="ct", status="failed", exit_code=1,
+                       summary="1 failed, 40 passed", result_seq=351)],
+        errors=[ErrorItem(seq=351, name="AssertionError", message="E   AssertionError: exit 2 != 1",
+                          tool_use_id="ct")],
+        failed_approaches=[FailedApproach(seq=350, what="pytest -q", error="E   AssertionError",
+                                          tool_use_id="ct")],
+        unknown_actions=[UnknownAction(seq=399, tool_use_id="toolu_pending", name="Bash", kind="command",
+                                       summary="Bash: git push origin main", command="git push origin main")],
+        todos=[Todo(text="port commands", status="completed"), Todo(text="changelog", status="in_progress")],
+        todos_seq=380,
+        artifacts=[Artifact(uri="artifact://sha256/" + "b" * 64, sha256="b" * 64, bytes=123456, seq=120)],
+        urls=[Url(url="https://click.palletsprojects.com/en/stable/", seq=1)],
+        covers_end=400,
+    )
+
+
+def headings(text: str) -> list[str]:
+    return re.findall(r"^## (.+)$", text, flags=re.M)
+
+
+def test_all_sections_in_template_order() -> None:
+    r = render_summary(big_state(), 100_000)
+    assert headings(r.text) == list(SECTION_NAMES)
+    assert section_names == SECTION_NAMES
+    assert r.tokens == count_text(r.text)
+    assert r.dropped == {}
+
+
+def test_items_are_rendered() -> None:
+    r = render_summary(big_state(), 100_000)
+    t = r.text
+    for needle in [
+        "Port the CLI to click. Keep the old flags working.",
+        "Never change the exit codes of the old commands.",
+        "Do not add new dependencies besides click.",
+        "src/cli.py (edit ×4, last #300)",
+        "`pytest -q` → exit 1",
+        "→ FAILED (1 failed, 40 passed), at log version 351; files changed since: CHANGELOG.md",
+        "AssertionError",
+        "[tool_use toolu_pending] Bash: git push origin main",
+        "[in_progress] changelog",
+        "https://click.palletsprojects.com/en/stable/",
+        "Now write the changelog entry and stop.",
+        "artifact://sha256/" + "b" * 64,
+    ]:
+        assert needle in t, needle
+    assert r.sections[CONSTRAINTS] == [
+        "- Never change the exit codes of the old commands.",
+        "- Do not add new dependencies besides click.",
+    ]
+    # the latest request comes last, after everything else
+    assert t.rstrip().endswith("Now write the changelog entry and stop.")
+
+
+def test_within_budget_and_drops_old_commands_first() -> None:
+    state = big_state()
+    full = render_summary(state, 100_000)
+    budget = full.tokens - 150
+    r = render_summary(state, budget)
+    assert r.tokens <= budget and r.tokens == count_text(r.text)
+    assert r.dropped.get(COMMANDS, 0) > 0
+    # only successful listings went; the failing test command stays, files read untouched
+    assert "`pytest -q` → exit 1" in r.text
+    assert FILES_READ not in r.dropped
+    # the oldest listings went first
+    assert "dir_000" not in r.text and f"dir_{59:03}" in r.text
+    assert "more not shown for space" in r.text
+
+
+def test_drop_order_commands_then_files_read_then_decisions() -> None:
+    state = big_state()
+    no_cmds = render_summary(state.model_copy(update={"commands": state.commands[-1:]}), 100_000)
+    r = render_summary(state, no_cmds.tokens - 100)
+    assert r.dropped.get(COMMANDS) == 60
+    assert r.dropped.get(FILES_READ, 0) > 0
+    assert DECISIONS not in r.dropped and FILES_CHANGED not in r.dropped
+
+
+@pytest.mark.parametrize("budget", [50, 150, 300, 600])
+def test_never_drops_goal_constraints_unknown_latest(budget: int) -> None:
+    r = render_summary(big_state(), budget)
+    for must in [
+        "Port the CLI to click. Keep the old flags working.",
+        "Never change the exit codes of the old commands.",
+        "Do not add new dependencies besides click.",
+        "toolu_pending",
+        "Now write the changelog entry and stop.",
+    ]:
+        assert must in r.text, (budget, must)
+    for name in (GOAL, CONSTRAINTS, UNKNOWN, LATEST):
+        assert name not in r.dropped
+
+
+def test_tight_budget_drops_everything_droppable_but_says_so() -> None:
+    r = render_summary(big_state(), 180)
+    assert FILES_READ in r.dropped and COMMANDS in r.dropped and TESTS in r.dropped
+    assert "Left out for space" in r.text
+
+
+def test_middle_requests_dropped_before_files_changed() -> None:
+    state = big_state(n_commands=0, n_reads=0).model_copy(update={"decisions": []})
+    full = render_summary(state, 100_000)
+    r = render_summary(state, full.tokens - 10)
+    assert r.dropped.get(REQUESTS, 0) >= 1
+    assert "src/cli.py" in r.text
+
+
+def test_long_request_note_points_at_the_log() -> None:
+    st = LiftedState(goal=Request(seq=7, text="Head of a long spec", tokens=9000, truncated=True),
+                     requests=[Request(seq=7, text="Head of a long spec", tokens=9000, truncated=True)])
+    r = render_summary(st, 10_000)
+    assert "Head of a long spec" in r.text
+    assert "in the log at seq 7" in r.text
+    assert "the same as the goal" in r.text
+
+
+def test_empty_state_renders_empty() -> None:
+    r = render_summary(LiftedState(), 1000)
+    assert r.text == "" and r.tokens == 0
+
+
+def test_deterministic() -> None:
+    a = render_summary(big_state(), 700)
+    b = render_summary(big_state(), 700)
+    assert a.text == b.text and a.sections == b.sections
