@@ -1,0 +1,120 @@
+import hashlib
+
+from compactor.events import ArtifactRefBlock, ToolResultBlock, render_artifact_ref
+from compactor.layers import (
+    CLEARED_TEXT,
+    clear_old_tool_results,
+    externalize_tool_results,
+    make_artifact,
+    summarize_range,
+)
+from compactor.policy import make_policy
+from tests.unit.engine_fixtures import Conv, long_session
+
+DEEPSEEK = make_policy("deepseek", window=200_000, max_output=20_000)
+
+
+def _results(events, seq):
+    return next(e for e in events if e.seq == seq).tool_results
+
+
+def test_externalize_moves_big_results_to_sha256_artifacts_with_previews():
+    c = Conv()
+    c.user("go")
+    big = "".join(f"line {i:05d}\n" for i in range(2_000))  # 22,000 chars
+    c.call("Bash", {"command": "cat big.log"}, big)
+    c.call("Bash", {"command": "ls"}, "small")
+    out = externalize_tool_results(c.events, DEEPSEEK)
+    assert out.items == 1 and list(out.replacements) == [4]
+    (ref,) = out.replacements[4][0].content
+    assert isinstance(ref, ArtifactRefBlock)
+    assert ref.sha256 == hashlib.sha256(big.encode()).hexdigest()
+    assert ref.uri == f"artifact://sha256/{ref.sha256}" and ref.bytes == len(big.encode())
+    assert out.artifacts[ref.sha256] == big.encode()
+    assert ref.preview_head == big[:4_096] and ref.preview_tail == big[-1_024:]
+    assert out.freed_tokens > 3_000
+
+
+def test_externalize_limit_is_exclusive():
+    c = Conv()
+    c.user("go")
+    c.call("Bash", {"command": "a"}, "x" * 8_192)
+    c.call("Bash", {"command": "b"}, "y" * 8_193)
+    out = externalize_tool_results(c.events, DEEPSEEK)
+    assert list(out.replacements) == [6]
+
+
+def test_externalize_by_lines_for_opencode():
+    c = Conv()
+    c.user("go")
+    c.call("Bash", {"command": "seq 2001"}, "\n".join(str(i) for i in range(2_001)))
+    c.call("Bash", {"command": "seq 2000"}, "\n".join(str(i) for i in range(2_000)))
+    out = externalize_tool_results(c.events, make_policy("opencode"))
+    assert list(out.replacements) == [4]
+
+
+def test_externalize_never_touches_pinned_events_or_refs():
+    c = Conv(system="s " * 20_000)
+    c.user("go")
+    out = externalize_tool_results(c.events, DEEPSEEK)
+    assert not out.replacements
+    again = externalize_tool_results(
+        [e.with_(blocks=out.replacements.get(e.seq, e.blocks)) for e in c.events], DEEPSEEK
+    )
+    assert not again.items
+
+
+def test_clear_keeps_the_newest_n_and_the_tool_uses():
+    c = Conv()
+    c.user("go")
+    ids = [c.call("Bash", {"command": f"step {i}"}, f"output number {i}") for i in range(12)]
+    pol = make_policy("claude-code")
+    out = clear_old_tool_results(c.events, pol)
+    assert out.items == 7
+    cleared_ids = {b.tool_use_id for blocks in out.replacements.values() for b in blocks
+                   if isinstance(b, ToolResultBlock)}
+    assert cleared_ids == set(ids[:7])
+    for seq, blocks in out.replacements.items():
+        (res,) = blocks
+        (ref,) = res.content
+        assert ref.preview_head == CLEARED_TEXT
+        assert out.artifacts[ref.sha256].decode().startswith("output number")
+        assert ref.uri in render_artifact_ref(ref)  # the placeholder names the artifact
+    assert all(next(e for e in c.events if e.seq == s).role == "user" for s in out.replacements)
+
+
+def test_clear_waits_until_more_than_the_threshold_exist():
+    c = Conv()
+    c.user("go")
+    for i in range(10):
+        c.call("Bash", {"command": f"step {i}"}, f"out {i}")
+    assert not clear_old_tool_results(c.events, make_policy("claude-code")).items
+
+
+def test_clear_reuses_the_artifact_of_an_externalized_result():
+    c = Conv()
+    c.user("go")
+    c.call("Bash", {"command": "big"}, "z" * 20_000)
+    for i in range(11):
+        c.call("Bash", {"command": f"step {i}"}, f"out {i}")
+    ext = externalize_tool_results(c.events, DEEPSEEK)
+    shown = [e.with_(blocks=ext.replacements.get(e.seq, e.blocks), tokens=None) for e in c.events]
+    out = clear_old_tool_results(shown, DEEPSEEK)
+    (res,) = out.replacements[4]
+    (ref,) = res.content
+    assert ref.sha256 in ext.artifacts and ref.preview_tail == ""
+
+
+def test_make_artifact_short_content_has_no_duplicate_tail():
+    ref = make_artifact(b"hello", head_chars=10, tail_chars=10)
+    assert ref.preview_head == "hello" and ref.preview_tail == ""
+
+
+def test_summarize_range_lifts_and_fits_the_budget():
+    c = long_session(rounds=20)
+    covered = [e for e in c.events if e.kind != "pinned" and e.seq <= 40]
+    out = summarize_range(covered, None, 400)
+    assert out.tokens <= 400
+    assert "Never push to main." in out.text
+    assert out.state["goal"]["seq"] == 2
+    assert out.covered_tokens > out.tokens
