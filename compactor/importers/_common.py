@@ -230,12 +230,12 @@ _BAD_ESCAPE = re.compile(r"\\(?![\"\\/bfnrtu])")
 
 
 def source_key(data: str) -> str:
-    """Short stable key of a source with no id of its own: hash of its first 4 KiB.
+    """Short stable key of a source with no id of its own: hash of its first KiB.
 
     The head of an append-only transcript does not change as it grows, so re-importing a
     longer copy of the same file yields the same ids for the events it already had.
     """
-    return hashlib.sha256(data[:4096].encode("utf-8", "replace")).hexdigest()[:10]
+    return hashlib.sha256(data[:1024].encode("utf-8", "replace")).hexdigest()[:10]
 
 
 def iter_jsonl(text: str, builder: Builder) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -309,16 +309,13 @@ def image(media_type: str | None, data: str | None, notes: dict[str, Any]) -> Im
     mt = media_type or "image/png"
     if not data:
         return ImageBlock(media_type=mt)
-    size = len(data) * 3 // 4
-    if size > INLINE_IMAGE_LIMIT:
-        notes.setdefault("images_not_inline", []).append(
-            {
-                "media_type": mt,
-                "bytes": size,
-                "sha256": hashlib.sha256(_b64(data)).hexdigest(),
-            }
-        )
-        return ImageBlock(media_type=mt)
+    if len(data) * 3 // 4 > INLINE_IMAGE_LIMIT:
+        raw = _b64(data)
+        if len(raw) > INLINE_IMAGE_LIMIT:
+            notes.setdefault("images_not_inline", []).append(
+                {"media_type": mt, "bytes": len(raw), "sha256": hashlib.sha256(raw).hexdigest()}
+            )
+            return ImageBlock(media_type=mt)
     return ImageBlock(media_type=mt, data=data)
 
 
