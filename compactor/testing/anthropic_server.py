@@ -63,7 +63,7 @@ class Fault:
 
     ``kind``: ``status`` (an HTTP error: ``status``, ``error_type``, ``message``,
     ``headers``), ``prompt_too_long`` (400 with the API's "prompt is too long: N tokens > M
-    maximum" message, M = ``limit``), ``drop_constraints`` (200, but the summary omits the
+    maximum" message, M = ``limit``, or N - ``excess`` when set), ``drop_constraints`` (200, but the summary omits the
     constraints), ``cut_stream`` (a streamed response that stops after ``after_deltas`` text
     deltas, the connection closed without ``message_stop``), ``stream_error`` (an SSE
     ``error`` event after the first delta), ``delay`` (sleep ``seconds`` then answer normally).
@@ -77,6 +77,7 @@ class Fault:
     message: str = "Internal server error"
     headers: dict[str, str] = field(default_factory=dict)
     limit: int = 1000
+    excess: int = 0
     after_deltas: int = 2
     seconds: float = 0.0
 
@@ -109,8 +110,10 @@ class Fault:
         return cls("status", status=status, error_type=etype, message=message, **kw)
 
     @classmethod
-    def prompt_too_long(cls, limit: int = 1000, **kw: Any) -> Fault:
-        return cls("prompt_too_long", limit=limit, **kw)
+    def prompt_too_long(cls, limit: int = 1000, excess: int = 0, **kw: Any) -> Fault:
+        """400 when the prompt is over ``limit`` tokens; with ``excess`` > 0, always, reporting
+        a maximum ``excess`` tokens below the prompt's size."""
+        return cls("prompt_too_long", limit=limit, excess=excess, **kw)
 
     @classmethod
     def drop_constraints(cls, **kw: Any) -> Fault:
@@ -296,7 +299,7 @@ class FakeAnthropic:
         self._httpd = _Server((self.host, self.port), handler)
         self._httpd.daemon_threads = True
         self.port = self._httpd.server_address[1]
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-anthropic", daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="fake-anthropic", daemon=True)
         self._thread.start()
         return self
 
@@ -508,7 +511,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(rec, 400, "invalid_request_error", "max_tokens: Field required")
             return
         tokens = count_request_tokens(body)
-        limit = fault.limit if fault is not None and fault.kind == "prompt_too_long" else self.fake.max_prompt_tokens
+        limit = self.fake.max_prompt_tokens
+        if fault is not None and fault.kind == "prompt_too_long":
+            limit = max(1, tokens - fault.excess) - 1 if fault.excess else fault.limit
         if limit is not None and tokens > limit:
             self._error(rec, 400, "invalid_request_error",
                         f"prompt is too long: {tokens} tokens > {limit} maximum",
