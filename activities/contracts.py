@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -232,6 +233,7 @@ class ExternalizeInput(BaseModel):
     policy: PolicyRef
     plan_key: str
     layers_key: str = Field(description="Where the layer result (replacements) is written.")
+    now: datetime | None = Field(default=None, description="created_at of the checkpoint (workflow time).")
 
 
 class ExternalizeOutput(_Out):
@@ -242,6 +244,12 @@ class ExternalizeOutput(_Out):
     replacements: int = 0
     freed_by_layer: dict[str, int] = Field(default_factory=dict)
     layers: list[str] = Field(default_factory=list)
+    checkpoint_id: str = Field(default="", description="Deterministic id of the layer candidate.")
+    covers_end: int = Field(default=0, description="Cut the summary ladder chose (k).")
+    covered_tokens: int = 0
+    summary_budget: int = Field(default=0, description="Tokens a summary may take.")
+    tokens_after: int = 0
+    retained_tail_tokens: int = 0
 
 
 class LiftInput(BaseModel):
@@ -251,6 +259,7 @@ class LiftInput(BaseModel):
     covers_end: int
     prev_checkpoint: str | None = None
     plan_key: str = ""
+    layers_key: str = ""
     state_key: str
 
 
@@ -309,7 +318,7 @@ class ValidateInput(BaseModel):
     layers_key: str
     state_key: str
     summary_key: str
-    checkpoint_id: str
+    checkpoint_id: str = Field(default="", description="'' = the layer candidate's id.")
     candidate_key: str = Field(description="Where the candidate Checkpoint JSON is written.")
     summarizer: str = "structured"
     covers_end: int
@@ -320,7 +329,8 @@ class ValidateOutput(_Out):
 
     candidate_key: str
     checkpoint_id: str
-    violations: list[str] = Field(default_factory=list)
+    violations: list[str] = Field(default_factory=list, description="Blocking violations.")
+    warnings: list[str] = Field(default_factory=list, description="Non-blocking (over_budget).")
     view_tokens: int = 0
     summary_tokens: int = 0
 

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import (
     SearchAttributeKey,
+    SearchAttributePair,
     TypedSearchAttributes,
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
@@ -154,8 +155,8 @@ class CompactorClient:
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
             search_attributes=TypedSearchAttributes(
                 [
-                    SearchAttributeKey.for_keyword("CompactorTenant").value_set(tenant),
-                    SearchAttributeKey.for_keyword("CompactorSession").value_set(session),
+                    SearchAttributePair(SearchAttributeKey.for_keyword("CompactorTenant"), tenant),
+                    SearchAttributePair(SearchAttributeKey.for_keyword("CompactorSession"), session),
                 ]
             ),
             static_summary=f"compact {tenant}/{session} ({trigger})",

@@ -51,7 +51,6 @@ with workflow.unsafe.imports_passed_through():
         SummarizeOutput,
         ValidateInput,
         ValidateOutput,
-        checkpoint_id_for,
         params_hash,
         work_prefix,
     )
@@ -118,6 +117,10 @@ _LOCAL_OK = {
     ActivityName.SUMMARIZE_STRUCTURED,
     ActivityName.VALIDATE_CANDIDATE,
 }
+
+
+def _short(summarizer: str) -> str:
+    return {"anthropic": "llm", "anthropic-native": "native"}.get(summarizer, summarizer)
 
 
 def workflow_id_for(tenant: str, session: str) -> str:
@@ -243,49 +246,59 @@ class CompactSessionWorkflow:
         ext = await self._step(
             ActivityName.EXTERNALIZE,
             ExternalizeInput(
-                snapshot=snap, policy=policy, plan_key=plan.plan_key, layers_key=prefix + "layers.json"
+                snapshot=snap,
+                policy=policy,
+                plan_key=plan.plan_key,
+                layers_key=prefix + "layers.json",
+                now=started,
             ),
             ExternalizeOutput,
-            f"externalize large tool results of 1..{snap.version}",
+            f"layers: externalize/clear tool results, choose the cut (tail {plan.covers_end + 1}..)",
         )
         record = self._record = record.model_copy(
             update={
-                "layers": ext.layers or plan.layers,
-                "freed_by_layer": ext.freed_by_layer,
+                "layers": list(ext.layers),
+                "freed_by_layer": dict(ext.freed_by_layer),
                 "artifacts_written": ext.artifacts_written,
-                "covers": SeqRange(start=1, end=plan.covers_end),
+                "covers": SeqRange(start=1, end=ext.covers_end),
+                "retained_tail_tokens": ext.retained_tail_tokens,
             }
         )
-        lift = await self._step(
-            ActivityName.LIFT_STATE,
-            LiftInput(
-                snapshot=snap,
-                covers_end=plan.covers_end,
-                prev_checkpoint=snap.checkpoint,
-                plan_key=plan.plan_key,
-                state_key=prefix + "state.json",
-            ),
-            LiftOutput,
-            f"lift state of 1..{plan.covers_end} ({plan.covered_tokens} tokens)",
-        )
-
-        summary_key, summarizer, summ = await self._summarize(inp, snap, plan, lift, prefix)
-        ckpt_id = checkpoint_id_for(snap.version, phash)
-        val = await self._validate(snap, policy, plan, ext, lift, summary_key, ckpt_id, prefix, summarizer)
+        summarizer = "structured"
+        summary_key = ""
+        ckpt_id = ""
+        if "summary" in ext.layers:
+            lift = await self._step(
+                ActivityName.LIFT_STATE,
+                LiftInput(
+                    snapshot=snap,
+                    covers_end=ext.covers_end,
+                    prev_checkpoint=snap.checkpoint,
+                    plan_key=plan.plan_key,
+                    layers_key=ext.layers_key,
+                    state_key=prefix + "state.json",
+                ),
+                LiftOutput,
+                f"lift state of 1..{ext.covers_end} ({ext.covered_tokens} tokens)",
+            )
+            summary_key, summarizer, _ = await self._summarize(inp, snap, ext, lift, prefix)
+            if summarizer != "structured":
+                ckpt_id = f"{ext.checkpoint_id}-{_short(summarizer)}-{workflow.info().run_id[:8]}"
+        val = await self._validate(snap, policy, plan, ext, summary_key, ckpt_id, prefix, summarizer)
         if val.violations and summarizer != "structured":
             reason = "validation: " + "; ".join(val.violations)[:500]
-            summary_key, summarizer, summ = await self._structured(inp, snap, plan, lift, prefix)
+            workflow.logger.warning("%s summary rejected, falling back: %s", summarizer, reason)
+            summary_key, summarizer, _ = await self._structured(inp, snap, ext, lift, prefix)
             self._set(fallback_reason=reason)
             self._record = self._record.model_copy(update={"fallback_reason": reason})
-            val = await self._validate(
-                snap, policy, plan, ext, lift, summary_key, ckpt_id, prefix, summarizer
-            )
+            val = await self._validate(snap, policy, plan, ext, summary_key, "", prefix, summarizer)
         record = self._record = self._record.model_copy(
             update={
                 "summarizer": summarizer,
-                "summary_tokens": val.summary_tokens or summ.summary_tokens,
-                "violations": list(val.violations),
-                "checkpoint": ckpt_id,
+                "summary_tokens": val.summary_tokens,
+                "violations": [*val.violations, *val.warnings],
+                "checkpoint": val.checkpoint_id,
+                "tokens_after": val.view_tokens,
             }
         )
         if val.violations:
@@ -308,7 +321,7 @@ class CompactSessionWorkflow:
                 snapshot=snap, policy=policy, candidate_key=val.candidate_key, max_merges=inp.max_merges
             ),
             CommitOutput,
-            f"swap head v{snap.version} -> checkpoint {ckpt_id} (covers 1..{plan.covers_end})",
+            f"swap head v{snap.version} -> checkpoint {val.checkpoint_id} (covers 1..{ext.covers_end})",
         )
         record = record.model_copy(
             update={
@@ -325,43 +338,43 @@ class CompactSessionWorkflow:
 
     # --- summarize with fallback ------------------------------------------------------------------
     def _summarize_input(
-        self, inp: CompactSessionInput, snap: SnapshotRef, plan: PlanOutput, lift: LiftOutput,
+        self, inp: CompactSessionInput, snap: SnapshotRef, ext: ExternalizeOutput, lift: LiftOutput,
         prefix: str, mode: str, name: str,
     ) -> SummarizeInput:
         return SummarizeInput(
             tenant=inp.tenant,
             session=inp.session,
             snapshot_version=snap.version,
-            covers_end=plan.covers_end,
+            covers_end=ext.covers_end,
             prev_checkpoint=snap.checkpoint,
             state_key=lift.state_key,
-            budget_tokens=plan.summary_budget,
+            budget_tokens=ext.summary_budget,
             model=inp.model if name != "structured" else "structured",
             mode=mode,  # type: ignore[arg-type]
             output_key=f"{prefix}summary-{name}.json",
         )
 
     async def _structured(
-        self, inp: CompactSessionInput, snap: SnapshotRef, plan: PlanOutput, lift: LiftOutput, prefix: str
+        self, inp: CompactSessionInput, snap: SnapshotRef, ext: ExternalizeOutput, lift: LiftOutput, prefix: str
     ) -> tuple[str, str, SummarizeOutput]:
-        s_in = self._summarize_input(inp, snap, plan, lift, prefix, "template", "structured")
+        s_in = self._summarize_input(inp, snap, ext, lift, prefix, "template", "structured")
         out = await self._step(
             ActivityName.SUMMARIZE_STRUCTURED,
             s_in,
             SummarizeOutput,
-            f"structured summary of 1..{plan.covers_end}, budget {plan.summary_budget} tokens",
+            f"structured summary of 1..{ext.covers_end}, budget {ext.summary_budget} tokens",
         )
         return out.output_key, "structured", out
 
     async def _summarize(
-        self, inp: CompactSessionInput, snap: SnapshotRef, plan: PlanOutput, lift: LiftOutput, prefix: str
+        self, inp: CompactSessionInput, snap: SnapshotRef, ext: ExternalizeOutput, lift: LiftOutput, prefix: str
     ) -> tuple[str, str, SummarizeOutput]:
         if inp.summarizer == "structured":
-            return await self._structured(inp, snap, plan, lift, prefix)
+            return await self._structured(inp, snap, ext, lift, prefix)
         native = inp.summarizer == "anthropic-native"
         name = ActivityName.SUMMARIZE_NATIVE if native else ActivityName.SUMMARIZE_ANTHROPIC
         s_in = self._summarize_input(
-            inp, snap, plan, lift, prefix, "native" if native else "template", inp.summarizer
+            inp, snap, ext, lift, prefix, "native" if native else "template", inp.summarizer
         )
         queue = inp.llm_task_queue or f"{workflow.info().task_queue}-llm"
         self._set(step=str(name))
@@ -381,7 +394,7 @@ class CompactSessionWorkflow:
                     maximum_attempts=inp.llm_attempts,
                     non_retryable_error_types=LLM_RETRY.non_retryable_error_types,
                 ),
-                summary=f"{inp.summarizer} summary ({inp.model}) of 1..{plan.covers_end}",
+                summary=f"{inp.summarizer} summary ({inp.model}) of 1..{ext.covers_end}",
             )
         except ActivityError as err:
             cause = err.cause
@@ -389,7 +402,7 @@ class CompactSessionWorkflow:
             workflow.logger.warning("LLM summarizer failed, falling back to structured: %s", reason)
             self._set(fallback_reason=reason)
             self._record = self._record.model_copy(update={"fallback_reason": reason})
-            return await self._structured(inp, snap, plan, lift, prefix)
+            return await self._structured(inp, snap, ext, lift, prefix)
         self._note(str(name), t0, out.attempts, 0.0)
         self._record = self._record.model_copy(
             update={
@@ -412,7 +425,7 @@ class CompactSessionWorkflow:
 
     async def _validate(
         self, snap: SnapshotRef, policy: PolicyRef, plan: PlanOutput, ext: ExternalizeOutput,
-        lift: LiftOutput, summary_key: str, ckpt_id: str, prefix: str, summarizer: str,
+        summary_key: str, ckpt_id: str, prefix: str, summarizer: str,
     ) -> ValidateOutput:
         return await self._step(
             ActivityName.VALIDATE_CANDIDATE,
@@ -421,15 +434,15 @@ class CompactSessionWorkflow:
                 policy=policy,
                 plan_key=plan.plan_key,
                 layers_key=ext.layers_key,
-                state_key=lift.state_key,
+                state_key=prefix + "state.json",
                 summary_key=summary_key,
                 checkpoint_id=ckpt_id,
                 candidate_key=f"{prefix}candidate-{summarizer}.json",
                 summarizer=summarizer,
-                covers_end=plan.covers_end,
+                covers_end=ext.covers_end,
             ),
             ValidateOutput,
-            f"validate {summarizer} candidate {ckpt_id}",
+            f"validate {summarizer} candidate (covers 1..{ext.covers_end})",
         )
 
     # --- helpers --------------------------------------------------------------------------------

@@ -1,0 +1,674 @@
+"""Activities that hold the object store: every compaction step except the LLM summarizers.
+
+Why they are shaped this way:
+
+* **Same pure functions as the inline engine.** ``plan_compaction`` calls ``engine.plan`` and
+  ``externalize`` calls ``engine.apply_layers`` (layers a/b and the tail-shrinking summary
+  ladder, which lifts state and renders the structured summary with the same functions the
+  inline path uses); ``validate_candidate`` calls ``invariants.validate``; the merge in
+  ``commit_swap`` calls ``engine.reconcile_checkpoint``. So a durable compaction commits
+  exactly the checkpoint ``engine.compact`` computes on the same events.
+* **Idempotent.** Every output is written under a key derived from the inputs (the work
+  prefix, content-addressed artifacts, the checkpoint's deterministic id), so a retry - or a
+  second worker after a crash - overwrites or re-finds the same objects. Checkpoints and
+  artifacts are immutable (``if_none_match``); the head changes only by compare-and-swap.
+* **Nothing before ``commit_swap`` touches the head**, so failing anywhere earlier leaves the
+  session as it was.
+* Blocking store calls (boto3) and CPU-bound engine work run in a sized thread pool; the
+  segment cache (verified, immutable segments) is shared by every call on this worker, so the
+  steps of one compaction parse the log once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import json
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.contracts import (
+    ActivityName,
+    CommitInput,
+    CommitOutput,
+    DueSessions,
+    ErrorType,
+    ExternalizeInput,
+    ExternalizeOutput,
+    FreezeInput,
+    LiftInput,
+    LiftOutput,
+    PlanInput,
+    PlanOutput,
+    PolicyRef,
+    RecordInput,
+    RecordOutput,
+    SnapshotRef,
+    SummarizeInput,
+    SummarizeOutput,
+    SweepInput,
+    ValidateInput,
+    ValidateOutput,
+)
+from compactor import errors
+from compactor.events import Event
+from compactor.records import Checkpoint, Head
+from compactor.store import SegmentCache, SessionLog, list_sessions
+
+T = TypeVar("T")
+
+SOFT_VIOLATIONS = {"over_budget"}
+"""Violation codes that do not block a commit (the engine commits them too, with a note)."""
+
+
+def to_application_error(exc: BaseException) -> BaseException:
+    """Map our typed errors to Temporal failures: bad input never retries, blips do."""
+    if isinstance(exc, ApplicationError):
+        return exc
+    if isinstance(exc, errors.InvalidInput):
+        etype = ErrorType.INVALID_INPUT
+    elif isinstance(exc, errors.NotFound):
+        etype = ErrorType.NOT_FOUND
+    elif isinstance(exc, errors.IntegrityError):
+        etype = ErrorType.INTEGRITY
+    elif isinstance(exc, errors.InvariantViolation):
+        etype = ErrorType.INVARIANT_VIOLATION
+    else:
+        return exc  # transient (PreconditionFailed, ConcurrentModification, I/O): retry
+    code = getattr(exc, "code", None)
+    return ApplicationError(str(exc), {"code": code}, type=str(etype), non_retryable=True)
+
+
+def _policy(ref: PolicyRef) -> Any:
+    from compactor.policy import make_policy
+
+    return make_policy(ref.preset, window=ref.window, max_output=ref.max_output, configured=ref.configured)
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+class StoreActivities:
+    """The store-bound compaction steps. ``store`` is an ObjectStore (local dir or S3).
+
+    Args:
+        store: the object store every session of this worker lives in.
+        executor: thread pool for blocking I/O and engine work (default: 16 threads).
+        cache: segment cache shared by every SessionLog this worker opens.
+    """
+
+    def __init__(
+        self,
+        store: Any,
+        *,
+        executor: concurrent.futures.ThreadPoolExecutor | None = None,
+        cache: SegmentCache | None = None,
+    ) -> None:
+        self.store = store
+        self._executor = executor or concurrent.futures.ThreadPoolExecutor(max_workers=16)
+        self.cache = cache or SegmentCache(max_bytes=256 << 20)
+        self._logs: OrderedDict[tuple[str, str], SessionLog] = OrderedDict()
+        self._artifacts: OrderedDict[str, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def activities(self) -> list[Callable[..., Any]]:
+        """Every activity of this class, for ``Worker(activities=...)``."""
+        return [
+            self.freeze_snapshot,
+            self.plan_compaction,
+            self.externalize,
+            self.lift_state,
+            self.summarize_structured,
+            self.validate_candidate,
+            self.commit_swap,
+            self.write_record,
+            self.list_due_sessions,
+        ]
+
+    # --- plumbing ---------------------------------------------------------------------------
+    async def _run(self, fn: Callable[[], T]) -> T:
+        loop = asyncio.get_running_loop()
+        ctx = contextvars.copy_context()
+        try:
+            return await loop.run_in_executor(self._executor, ctx.run, fn)
+        except BaseException as exc:  # noqa: BLE001 - re-raised, mapped
+            mapped = to_application_error(exc)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+
+    @staticmethod
+    def _meta() -> dict[str, Any]:
+        try:
+            return {"attempt": activity.info().attempt}
+        except RuntimeError:
+            return {"attempt": 1}
+
+    def log(self, tenant: str, session: str) -> SessionLog:
+        key = (tenant, session)
+        with self._lock:
+            log = self._logs.get(key)
+            if log is None:
+                log = SessionLog(self.store, tenant, session, cache=self.cache)
+                self._logs[key] = log
+                while len(self._logs) > 4096:
+                    self._logs.popitem(last=False)
+            else:
+                self._logs.move_to_end(key)
+            return log
+
+    def _put_json(self, key: str, obj: Any) -> None:
+        self.store.put(key, _dumps(obj))
+
+    def _get_json(self, key: str) -> Any:
+        try:
+            data, _ = self.store.get(key)
+        except errors.NotFound:
+            raise errors.NotFound(
+                f"work object {key!r} is missing from {self.store.url}: the compaction's "
+                f"intermediate objects were removed while it ran; start it again",
+                key=key,
+            ) from None
+        return json.loads(data)
+
+    def _prev(self, log: SessionLog, snap: SnapshotRef) -> Checkpoint | None:
+        return log.read_checkpoint(snap.checkpoint) if snap.checkpoint else None
+
+    def engine_events(self, log: SessionLog, snap: SnapshotRef, head: Head | None = None) -> list[Event]:
+        """Pinned events + every event after the previous checkpoint, up to the snapshot.
+
+        What ``engine.compact`` receives. Reads only segments holding pinned events or events
+        after the previous checkpoint (like ``SessionLog.read_view``); the current head's
+        segments are used, since events 1..v are the same under any later head.
+        """
+        head = head or log.head()
+        end = snap.prev_covers_end
+        v = snap.version
+        segs = [s for s in head.segments if s.first <= v and (s.last > end or s.pinned)]
+        log._fetch_many(segs)
+        out: list[Event] = []
+        for s in segs:
+            for e in log._events(s):
+                if e.seq > v:
+                    break
+                if e.seq > end or e.kind == "pinned":
+                    out.append(e)
+        return out
+
+    def _remember_artifacts(self, arts: dict[str, bytes]) -> None:
+        with self._lock:
+            for k, v in arts.items():
+                self._artifacts[k] = v
+                self._artifacts.move_to_end(k)
+            while sum(len(v) for v in self._artifacts.values()) > (64 << 20) and len(self._artifacts) > 1:
+                self._artifacts.popitem(last=False)
+
+    def _artifact(self, log: SessionLog, sha: str) -> bytes:
+        with self._lock:
+            hit = self._artifacts.get(sha)
+        return hit if hit is not None else log.get_artifact(sha)
+
+    def _view_artifacts(
+        self, log: SessionLog, evs: list[Event], ckpt: Checkpoint, view: list[Event]
+    ) -> dict[str, bytes]:
+        """Bytes of every artifact the checkpoint introduced into the view (to verify them)."""
+        from compactor.invariants import _refs
+
+        source = {r.sha256 for e in evs for r in _refs(e.blocks)}
+        listed = set(ckpt.artifacts)
+        need = {r.sha256 for e in view for r in _refs(e.blocks)} - source
+        out: dict[str, bytes] = {}
+        for sha in sorted(need & listed):
+            try:
+                out[sha] = self._artifact(log, sha)
+            except errors.NotFound:
+                pass  # reported by the validator as unresolved
+        return out
+
+    # --- 1. freeze_snapshot -----------------------------------------------------------------
+    @activity.defn(name=ActivityName.FREEZE_SNAPSHOT)
+    async def freeze_snapshot(self, inp: FreezeInput) -> SnapshotRef:
+        """Read the head (version + etag) and the metadata of the events a compaction sees."""
+        meta = self._meta()
+
+        def work() -> SnapshotRef:
+            t = time.perf_counter()
+            log = self.log(inp.tenant, inp.session)
+            head = log.head()
+            if head.version == 0:
+                raise errors.NotFound(
+                    f"session {inp.tenant}/{inp.session} has no events in {self.store.url}; "
+                    f"append events before compacting it",
+                )
+            prev = log.current_checkpoint(head)
+            end = 0 if prev is None or prev.covers.empty else prev.covers.end
+            snap = SnapshotRef(
+                tenant=inp.tenant,
+                session=inp.session,
+                version=head.version,
+                etag=head.etag,
+                checkpoint=head.checkpoint,
+                prev_covers_end=end,
+            )
+            evs = self.engine_events(log, snap, head)
+            tokens = sum(e.tokens or 0 for e in evs) + (prev.summary_tokens if prev and end else 0)
+            return snap.model_copy(
+                update={
+                    "events": head.version,
+                    "view_tokens": tokens,
+                    "tool_uses": sum(len(e.tool_uses) for e in evs),
+                    "pinned": sum(1 for e in evs if e.kind == "pinned"),
+                    "ms": (time.perf_counter() - t) * 1000,
+                    **meta,
+                }
+            )
+
+        return await self._run(work)
+
+    # --- 2. plan ----------------------------------------------------------------------------
+    @activity.defn(name=ActivityName.PLAN_COMPACTION)
+    async def plan_compaction(self, inp: PlanInput) -> PlanOutput:
+        """``engine.plan`` on the snapshot: target, tail budgets, cut, layers; plan JSON stored."""
+        meta = self._meta()
+
+        def work() -> PlanOutput:
+            from compactor.engine import plan
+
+            t = time.perf_counter()
+            log = self.log(inp.snapshot.tenant, inp.snapshot.session)
+            prev = self._prev(log, inp.snapshot)
+            evs = self.engine_events(log, inp.snapshot)
+            policy = _policy(inp.policy)
+            p = plan(evs, policy, inp.policy.target_tokens, prev)
+            self._put_json(inp.plan_key, p.model_dump(mode="json"))
+            return PlanOutput(
+                needed=not p.noop,
+                reason=(
+                    f"view is {p.tokens_before:,} tokens, within the target {p.target_tokens:,}"
+                    if p.noop
+                    else ""
+                ),
+                covers_end=p.cut,
+                layers=list(p.layers),
+                tokens_before=p.tokens_before,
+                target_tokens=p.target_tokens,
+                plan_key=inp.plan_key,
+                ms=(time.perf_counter() - t) * 1000,
+                **meta,
+            )
+
+        return await self._run(work)
+
+    # --- 3. externalize (layers a/b + the summary ladder) -------------------------------------
+    @activity.defn(name=ActivityName.EXTERNALIZE)
+    async def externalize(self, inp: ExternalizeInput) -> ExternalizeOutput:
+        """Run ``engine.apply_layers``: store the artifacts it makes, keep the candidate.
+
+        Large tool results go to the content-addressed artifact store (idempotent); the layer
+        result (candidate checkpoint with its replacements, cut and structured summary) is
+        written to ``layers_key``.
+        """
+        meta = self._meta()
+
+        def work() -> ExternalizeOutput:
+            from compactor.engine import MIN_SUMMARY_TOKENS, Plan, apply_layers
+            from compactor.measure import view_tokens  # noqa: F401 - used by the engine
+            from compactor.tokens import count_text
+            from compactor.view import SUMMARY_PREFIX
+
+            t = time.perf_counter()
+            snap = inp.snapshot
+            log = self.log(snap.tenant, snap.session)
+            prev = self._prev(log, snap)
+            evs = self.engine_events(log, snap)
+            policy = _policy(inp.policy)
+            p = Plan.model_validate(self._get_json(inp.plan_key))
+            res = apply_layers(
+                evs, p, policy, prev=prev, now=inp.now, tenant=snap.tenant, session=snap.session
+            )
+            ckpt = res.checkpoint
+            assert ckpt is not None
+            for data in res.artifacts.values():
+                log.put_artifact(data)
+            self._remember_artifacts(res.artifacts)
+            end = 0 if ckpt.covers.empty else ckpt.covers.end
+            covered_tokens = sum(e.tokens or 0 for e in evs if e.kind != "pinned" and snap.prev_covers_end < e.seq <= end)
+            # Room an LLM summary may take: what the structured one had, up to the target.
+            room = p.target_tokens - (res.tokens_after - res.summary_tokens) - 4
+            budget = min(room, policy.summary_max_tokens)
+            if policy.summary_must_shrink and covered_tokens:
+                budget = min(budget, covered_tokens - count_text(SUMMARY_PREFIX) - 8)
+            budget = max(budget, res.summary_tokens, MIN_SUMMARY_TOKENS)
+            doc = {
+                "checkpoint": ckpt.model_dump(mode="json"),
+                "layers": res.layers,
+                "freed_by_layer": res.freed_by_layer,
+                "tokens_after": res.tokens_after,
+                "summary_tokens": res.summary_tokens,
+                "retained_tail_tokens": res.retained_tail_tokens,
+                "violations": [str(v) for v in res.violations],
+                "artifacts": sorted(res.artifacts),
+                "candidates": res.candidates,
+                "covered_tokens": covered_tokens,
+                "summary_budget": budget,
+            }
+            self._put_json(inp.layers_key, doc)
+            return ExternalizeOutput(
+                layers_key=inp.layers_key,
+                artifacts_written=len(res.artifacts),
+                replacements=len(ckpt.replacements),
+                freed_by_layer=dict(res.freed_by_layer),
+                layers=list(res.layers),
+                checkpoint_id=ckpt.id,
+                covers_end=end,
+                covered_tokens=covered_tokens,
+                summary_budget=budget,
+                tokens_after=res.tokens_after,
+                retained_tail_tokens=res.retained_tail_tokens,
+                ms=(time.perf_counter() - t) * 1000,
+                **meta,
+            )
+
+        return await self._run(work)
+
+    # --- 4. lift_state ----------------------------------------------------------------------
+    @activity.defn(name=ActivityName.LIFT_STATE)
+    async def lift_state(self, inp: LiftInput) -> LiftOutput:
+        """Publish the lifted state of 1..covers_end (on top of the previous checkpoint's) at
+        ``state_key`` for the summarizers.
+
+        The summary ladder already lifted the chosen range with ``lift.lift_state`` (the
+        candidate's ``state``); it is reused when it covers exactly this range, else lifted here.
+        """
+        meta = self._meta()
+
+        def work() -> LiftOutput:
+            from compactor.lift import LiftedState, dump_state, lift_state
+
+            t = time.perf_counter()
+            snap = inp.snapshot
+            layers = self._get_json(inp.layers_key) if inp.layers_key else None
+            state_doc = (layers or {}).get("checkpoint", {}).get("state") or None
+            state = LiftedState.model_validate(state_doc) if state_doc else None
+            if state is None or state.covers_end != inp.covers_end:
+                log = self.log(snap.tenant, snap.session)
+                prev = self._prev(log, snap)
+                prev_state = LiftedState.model_validate(prev.state) if prev and prev.state else None
+                covered = [
+                    e
+                    for e in self.engine_events(log, snap)
+                    if e.kind != "pinned" and e.seq <= inp.covers_end
+                ]
+                state = lift_state(covered, prev_state)
+            self._put_json(inp.state_key, dump_state(state))
+            return LiftOutput(
+                state_key=inp.state_key,
+                requests=len(state.requests),
+                constraints=len(state.constraints),
+                unknown_actions=len(state.unknown_actions),
+                todos=len(state.todos),
+                ms=(time.perf_counter() - t) * 1000,
+                **meta,
+            )
+
+        return await self._run(work)
+
+    # --- 5. summarize (structured) ----------------------------------------------------------
+    @activity.defn(name=ActivityName.SUMMARIZE_STRUCTURED)
+    async def summarize_structured(self, inp: SummarizeInput) -> SummarizeOutput:
+        """The deterministic structured summary of the state at ``state_key``.
+
+        Rendered by ``summary.render_summary``; when the summary ladder already rendered this
+        same state (the layer candidate), that text is used, so durable == inline exactly.
+        """
+        meta = self._meta()
+
+        def work() -> SummarizeOutput:
+            from compactor.lift import LiftedState
+            from compactor.summary import render_summary
+
+            state_doc = self._get_json(inp.state_key)
+            layers_key = inp.state_key.rsplit("/", 1)[0] + "/layers.json"
+            ckpt_doc: dict[str, Any] = {}
+            try:
+                ckpt_doc = self._get_json(layers_key).get("checkpoint", {})
+            except errors.NotFound:
+                pass
+            if ckpt_doc.get("state") == state_doc and ckpt_doc.get("summary"):
+                doc = {"summary": ckpt_doc["summary"], "sections": ckpt_doc.get("sections", {}), "native": None}
+                tokens = int(ckpt_doc.get("summary_tokens", 0))
+            else:
+                rendered = render_summary(LiftedState.model_validate(state_doc), inp.budget_tokens)
+                doc = {"summary": rendered.text, "sections": dict(rendered.sections), "native": None}
+                tokens = rendered.tokens
+            self._put_json(inp.output_key, doc)
+            return SummarizeOutput(
+                output_key=inp.output_key, summary_tokens=tokens, model="structured", attempts=meta["attempt"]
+            )
+
+        return await self._run(work)
+
+    # --- 6. validate ------------------------------------------------------------------------
+    def candidate(self, inp: ValidateInput) -> Checkpoint:
+        """The layer candidate with the chosen summarizer's summary swapped in."""
+        from compactor.tokens import count_text
+
+        base = Checkpoint.model_validate(self._get_json(inp.layers_key)["checkpoint"])
+        if not inp.summary_key:
+            return base  # replacement layers only: no summary to swap in
+        summ = self._get_json(inp.summary_key)
+        if summ.get("summary") == base.summary and summ.get("native") is None and (
+            not inp.checkpoint_id or inp.checkpoint_id == base.id
+        ):
+            return base
+        text = summ.get("summary") or ""
+        return base.model_copy(
+            update={
+                "id": inp.checkpoint_id or base.id,
+                "summary": text,
+                "sections": summ.get("sections") or {},
+                "native": summ.get("native"),
+                "summary_tokens": count_text(text) if text else count_text(json.dumps(summ.get("native") or {})),
+                "summarizer": inp.summarizer,
+            }
+        )
+
+    @activity.defn(name=ActivityName.VALIDATE_CANDIDATE)
+    async def validate_candidate(self, inp: ValidateInput) -> ValidateOutput:
+        """Every invariant (DESIGN §7) on the candidate view; the candidate is stored for
+        ``commit_swap``. Violations are returned (the workflow falls back or fails)."""
+        meta = self._meta()
+
+        def work() -> ValidateOutput:
+            from compactor.invariants import validate
+            from compactor.measure import view_tokens
+            from compactor.view import build_view
+
+            t = time.perf_counter()
+            snap = inp.snapshot
+            log = self.log(snap.tenant, snap.session)
+            prev = self._prev(log, snap)
+            from compactor.engine import prepare
+
+            evs = prepare(self.engine_events(log, snap), prev)
+            ckpt = self.candidate(inp)
+            view = build_view(evs, ckpt)
+            arts = self._view_artifacts(log, evs, ckpt, view)
+            target = self._get_json(inp.plan_key)["target_tokens"]
+            vio = validate(
+                events=evs, checkpoint=ckpt, view=view, target_tokens=target, artifacts=arts,
+                prev_checkpoint=prev,
+            )
+            self._put_json(inp.candidate_key, ckpt.model_dump(mode="json"))
+            return ValidateOutput(
+                candidate_key=inp.candidate_key,
+                checkpoint_id=ckpt.id,
+                violations=[str(v) for v in vio if v.code not in SOFT_VIOLATIONS],
+                warnings=[str(v) for v in vio if v.code in SOFT_VIOLATIONS],
+                view_tokens=view_tokens(view),
+                summary_tokens=ckpt.summary_tokens,
+                ms=(time.perf_counter() - t) * 1000,
+                **meta,
+            )
+
+        return await self._run(work)
+
+    # --- 7. commit_swap ---------------------------------------------------------------------
+    @activity.defn(name=ActivityName.COMMIT_SWAP)
+    async def commit_swap(self, inp: CommitInput) -> CommitOutput:
+        """Write the checkpoint, then CAS the head from the snapshot's etag; merge if it moved.
+
+        Merge: events appended after the snapshot stay verbatim after the checkpoint (it still
+        covers 1..k <= v); results that resolve an action the state marked unknown are
+        reconciled (``engine.reconcile_checkpoint``: state updated, summary re-rendered, late
+        results shown as text naming their covered call), the new view is validated again and
+        the CAS retried, at most ``max_merges`` times. Events appended after the snapshot are
+        never overwritten: the head keeps its segments, only ``checkpoint`` changes.
+        """
+        meta = self._meta()
+
+        def work() -> CommitOutput:
+            from compactor.engine import prepare, reconcile_checkpoint
+            from compactor.events import content_hash
+            from compactor.invariants import validate
+            from compactor.measure import view_tokens
+            from compactor.view import build_view
+
+            t = time.perf_counter()
+            snap = inp.snapshot
+            log = self.log(snap.tenant, snap.session)
+            base = Checkpoint.model_validate(self._get_json(inp.candidate_key))
+            prev = self._prev(log, snap)
+            ckpt = base
+            etag = snap.etag
+            merges = 0
+            reconciled: list[str] = []
+            cas = 0
+            new_events: list[Event] = []
+            while True:
+                log.write_checkpoint(ckpt)
+                cas += 1
+                try:
+                    head = log.set_checkpoint(ckpt.id, expected_etag=etag)
+                    break
+                except errors.PreconditionFailed:
+                    head = log.head()
+                if head.checkpoint is not None and (
+                    head.checkpoint == base.id or head.checkpoint.startswith(base.id + "-m")
+                ):
+                    # An earlier attempt of this activity committed (its reply was lost).
+                    ckpt = log.read_checkpoint(head.checkpoint)
+                    new_events = log.read_events(snap.version + 1, head.version, head=head)
+                    break
+                if head.checkpoint != snap.checkpoint:
+                    raise ApplicationError(
+                        f"the head of {snap.tenant}/{snap.session} now points at checkpoint "
+                        f"{head.checkpoint!r}, not {snap.checkpoint!r} as at the snapshot "
+                        f"(another compaction or a rollback committed meanwhile); nothing was "
+                        f"changed - request a new compaction",
+                        type=str(ErrorType.SNAPSHOT_CHANGED),
+                        non_retryable=True,
+                    )
+                if merges >= inp.max_merges:
+                    raise ApplicationError(
+                        f"the head of {snap.tenant}/{snap.session} kept moving: {merges} merges "
+                        f"did not land; nothing was changed - retry the compaction",
+                        type=str(ErrorType.CONFLICT_RETRIES_EXHAUSTED),
+                        non_retryable=True,
+                    )
+                merges += 1
+                new_events = log.read_events(snap.version + 1, head.version, head=head)
+                merged_id = f"{base.id}-m{content_hash(new_events)[:10]}"[:128]
+                ckpt, reconciled = reconcile_checkpoint(base, new_events, checkpoint_id=merged_id)
+                evs = prepare(self.engine_events(log, snap, head), prev) + new_events
+                view = build_view(evs, ckpt)
+                arts = self._view_artifacts(log, evs, ckpt, view)
+                vio = [
+                    v
+                    for v in validate(events=evs, checkpoint=ckpt, view=view, target_tokens=None,
+                                      artifacts=arts, prev_checkpoint=prev)
+                    if v.code not in SOFT_VIOLATIONS
+                ]
+                if vio:
+                    raise ApplicationError(
+                        "merging the events appended during the compaction breaks "
+                        f"{len(vio)} invariant(s); nothing was changed: "
+                        + "; ".join(str(v) for v in vio),
+                        [str(v) for v in vio],
+                        type=str(ErrorType.INVARIANT_VIOLATION),
+                        non_retryable=True,
+                    )
+                etag = head.etag
+            evs = prepare(self.engine_events(log, snap, head), prev) + list(new_events)
+            tokens_after = view_tokens(build_view(evs, ckpt))
+            return CommitOutput(
+                checkpoint_id=ckpt.id,
+                committed_version=head.version,
+                conflicts_merged=merges,
+                reconciled=reconciled,
+                tokens_after=tokens_after,
+                cas_attempts=cas,
+                ms=(time.perf_counter() - t) * 1000,
+                **meta,
+            )
+
+        return await self._run(work)
+
+    # --- 8. record --------------------------------------------------------------------------
+    @activity.defn(name=ActivityName.WRITE_RECORD)
+    async def write_record(self, inp: RecordInput) -> RecordOutput:
+        """Persist the CompactionRecord beside the session (immutable, keyed by the run id)."""
+        meta = self._meta()
+
+        def work() -> RecordOutput:
+            t = time.perf_counter()
+            rec = inp.record
+            key = self.log(rec.tenant, rec.session).write_record(rec)
+            return RecordOutput(key=key, ms=(time.perf_counter() - t) * 1000, **meta)
+
+        return await self._run(work)
+
+    # --- sweep ------------------------------------------------------------------------------
+    @activity.defn(name=ActivityName.LIST_DUE_SESSIONS)
+    async def list_due_sessions(self, inp: SweepInput) -> DueSessions:
+        """Sessions of a tenant whose view is over the policy's trigger (token counts only)."""
+        meta = self._meta()
+
+        def work() -> DueSessions:
+            from compactor.policy import should_compact
+
+            t = time.perf_counter()
+            policy = _policy(inp.policy)
+            due: list[str] = []
+            sessions = list_sessions(self.store, inp.tenant)
+            for s in sessions:
+                log = self.log(inp.tenant, s)
+                head = log.head()
+                if head.version == 0:
+                    continue
+                prev = log.current_checkpoint(head)
+                end = 0 if prev is None or prev.covers.empty else prev.covers.end
+                snap = SnapshotRef(tenant=inp.tenant, session=s, version=head.version, etag=head.etag,
+                                   checkpoint=head.checkpoint, prev_covers_end=end)
+                tokens = sum(e.tokens or 0 for e in self.engine_events(log, snap, head))
+                tokens += prev.summary_tokens if prev is not None and end else 0
+                if should_compact(policy, tokens) != "none":
+                    due.append(s)
+                if len(due) >= inp.max_sessions:
+                    break
+            return DueSessions(sessions=due, scanned=len(sessions), ms=(time.perf_counter() - t) * 1000, **meta)
+
+        return await self._run(work)
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
