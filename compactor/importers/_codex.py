@@ -67,6 +67,7 @@ class _State:
         self.prefix = prefix
         self.assistant: Draft | None = None  # open assistant draft (current model response)
         self.last_assistant: Draft | None = None
+        self.last_total: int | None = None
 
     def eid(self, no: int) -> str:
         return f"{self.prefix}-L{no}"
@@ -207,6 +208,9 @@ class _State:
                     )
             summary = "\n\n".join(t for t in texts if t)
         meta: dict[str, Any] = {"line": no, "replacement_items": len(history)}
+        if self.last_total is not None:
+            # context size of the last request before the compaction (from token_count)
+            meta["tokens_before"] = self.last_total
         self.b.new(
             "user",
             self.eid(no),
@@ -222,6 +226,8 @@ class _State:
             info = p.get("info") or {}
             last = info.get("last_token_usage") if isinstance(info, dict) else None
             d = self.last_assistant
+            if isinstance(last, dict) and last.get("total_tokens") is not None:
+                self.last_total = int(last["total_tokens"])
             if isinstance(last, dict) and d is not None and d.usage is None:
                 cached = int(last.get("cached_input_tokens") or 0)
                 d.usage = usage_of(

@@ -50,7 +50,8 @@ def parse(text: str, name: str) -> ImportResult:
             ):
                 if e.get(k_src) is not None:
                     meta[k_dst] = e[k_src]
-            meta["trigger"] = e.get("trigger") or "agent"
+            if e.get("trigger"):
+                meta["trigger"] = e["trigger"]
             b.new(
                 "user",
                 eid,

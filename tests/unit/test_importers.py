@@ -15,7 +15,6 @@ from compactor.events import (
     Event,
     ImageBlock,
     ThinkingBlock,
-    ToolResultBlock,
     ToolUseBlock,
     to_anthropic,
 )
@@ -54,8 +53,6 @@ def assert_pairing(events: list[Event]) -> None:
             assert e.role == "user"
 
 
-def texts(e: Event) -> str:
-    return e.text
 
 
 # --- every format -------------------------------------------------------------------------
@@ -128,6 +125,31 @@ def test_claude_code_marks_injected_and_keeps_compaction():
     assert isinstance(img, ImageBlock) and img.data  # small image stays inline
 
 
+def test_claude_code_merges_response_split_around_a_result():
+    def line(t, uid, content, mid=None):
+        msg = {"role": t, "content": content}
+        if mid:
+            msg["id"] = mid
+        return json.dumps({"type": t, "uuid": uid, "sessionId": "s", "timestamp": "2026-01-01T00:00:00Z", "message": msg})
+
+    use = lambda i: {"type": "tool_use", "id": i, "name": "Bash", "input": {"command": i}}  # noqa: E731
+    res_ = lambda i: [{"type": "tool_result", "tool_use_id": i, "content": "ok " + i}]  # noqa: E731
+    data = "\n".join(
+        [
+            line("user", "u1", "run a and b"),
+            line("assistant", "a1", [use("a")], "msg_X"),
+            line("user", "r1", res_("a")),
+            line("assistant", "a2", [use("b")], "msg_X"),  # same response, after a's result
+            line("user", "r2", res_("b")),
+            line("assistant", "a3", [{"type": "text", "text": "both ran"}], "msg_Y"),
+        ]
+    ).encode()
+    ev = import_bytes(data, name="split.jsonl").events
+    assert [e.id for e in ev] == ["u1", "a1", "r1", "a3"]
+    assert [u.id for u in ev[1].tool_uses] == ["a", "b"]
+    assert [r.tool_use_id for r in ev[2].tool_results] == ["a", "b"]
+
+
 # --- Codex --------------------------------------------------------------------------------
 
 
@@ -155,6 +177,7 @@ def test_codex_compaction_and_unresolved_call():
     ev = load("codex/rollout.jsonl").events
     comp = [e for e in ev if e.kind == "compaction"]
     assert len(comp) == 1 and "returns None for empty input" in comp[0].blocks[0].content
+    assert comp[0].meta["tokens_before"] == 6150  # last token_count before the compaction
     last = ev[-1]
     assert last.tool_uses[0].id == "call_p4" and last.meta["turn_aborted"] == "interrupted"
     assert not any(r.tool_use_id == "call_p4" for e in ev for r in e.tool_results)  # not invented
