@@ -5,7 +5,9 @@ followed by its items; empty sections are left out. When the text is over ``budg
 (counted with ``compactor.tokens.count_text``) items are dropped least valuable first: old
 successful command listings, then files read, decisions, requests between the first and the
 latest, ... Never dropped: the goal, the constraints, the actions whose outcome is unknown
-and the latest request. When a section loses items a one-line note says how many, so the
+and the latest request. (A constraint sentence that is also quoted verbatim inside the goal
+or latest request shown in full may leave the constraints list last of all: its words are
+still in the summary.) When a section loses items a one-line note says how many, so the
 reader knows the log has more.
 """
 
@@ -53,7 +55,7 @@ SECTION_NAMES: tuple[str, ...] = (
 section_names = SECTION_NAMES
 
 PROTECTED_SECTIONS = frozenset({GOAL, CONSTRAINTS, UNKNOWN, LATEST})
-"""Sections whose items are never dropped for budget."""
+"""Sections whose content never leaves the summary for budget."""
 
 SHORT_QUOTE_CHARS = 600
 """Last resort when even the protected items do not fit: goal/latest shrink to a head quote."""
@@ -67,12 +69,13 @@ _TIER_COMMAND_FAILED = 50
 _TIER_ARTIFACT = 55
 _TIER_FAILED_APPROACH = 60
 _TIER_OLD_TEST = 65
-_TIER_ERROR = 70
+_TIER_ERROR = 88  # one short line per distinct error name: cheap and telling
 _TIER_TODO_DONE = 75
 _TIER_LINK = 80
 _TIER_FILE_CHANGED = 85
 _TIER_TODO_OPEN = 90
 _TIER_LAST_TEST = 95
+_TIER_QUOTED_CONSTRAINT = 97  # also verbatim inside the goal/latest request shown in full
 
 
 class RenderedSummary(BaseModel):
@@ -142,8 +145,12 @@ def _build(state: LiftedState, short_requests: bool = False) -> _Doc:
         body = _request_body(r, short=True)
         doc.add(REQUESTS, f"- #{r.seq}: " + body.replace("\n", "\n  "), _TIER_MIDDLE_REQUEST, r.seq)
 
+    shown_in_full = [_request_body(r, short_requests) for r in (goal, latest) if r is not None]
     for c in state.constraints:
-        doc.add(CONSTRAINTS, f"- {c.text}", None, c.seq)
+        # A rule quoted verbatim inside a request shown in full may go when space runs out:
+        # it is still in the summary. Otherwise it is never dropped.
+        quoted = any(c.text in body for body in shown_in_full)
+        doc.add(CONSTRAINTS, f"- {c.text}", _TIER_QUOTED_CONSTRAINT if quoted else None, c.seq)
 
     for t in state.todos:
         status = f"[{t.status}] " if t.status else ""
@@ -191,8 +198,13 @@ def _build(state: LiftedState, short_requests: bool = False) -> _Doc:
         doc.add(TESTS, f"- #{t.seq} {_code(t.command)} → {t.status.upper()}{extra}, at log "
                 f"version {at}{since}", tier, t.seq)
 
+    by_name: dict[str, list] = {}
     for e in state.errors:
-        doc.add(ERRORS, f"- {e.name} (#{e.seq}): {_one_line(e.message, 200)}", _TIER_ERROR, e.seq)
+        by_name.setdefault(e.name, []).append(e)
+    for name, items in by_name.items():
+        seqs = ", ".join(f"#{e.seq}" for e in items[:4]) + (", …" if len(items) > 4 else "")
+        doc.add(ERRORS, f"- {name} ({seqs}): {_one_line(items[-1].message, 200)}", _TIER_ERROR,
+                items[-1].seq)
     for fa in state.failed_approaches:
         err = f" → {_one_line(fa.error, 160)}" if fa.error else ""
         what = _code(fa.what) if fa.tool_use_id else _one_line(fa.what)
@@ -234,16 +246,41 @@ def _render(doc: _Doc) -> tuple[str, dict[str, list[str]], dict[str, int]]:
         items = sections.get(name)
         n_dropped = dropped.get(name, 0)
         if not items:
-            if n_dropped:
+            if n_dropped and name != CONSTRAINTS:  # folded rules: their words are in the requests
                 gone.append(f"{name.lower()} {n_dropped}")
             continue
         body = list(items)
-        if n_dropped:
+        if n_dropped and name == CONSTRAINTS:
+            body.append(f"- ({n_dropped} more quoted verbatim in the requests above)")
+        elif n_dropped:
             body.append(f"- ({n_dropped} more not shown for space; they are in the full log)")
         parts.append(f"## {name}\n" + "\n".join(body))
     if gone:
-        parts.append("(Left out for space, all in the full log: " + ", ".join(gone) + ".)")
+        parts.append("(Not shown for space, in the full log: " + ", ".join(gone) + ".)")
     return "\n\n".join(parts), {k: v for k, v in sections.items()}, dropped
+
+
+def _fit(doc: _Doc, budget: int, tokens: int) -> tuple[str, dict[str, list[str]], dict[str, int], int]:
+    """Drop droppable lines, lowest tier and oldest first, until the text fits (or none left)."""
+    text, sections, dropped = _render(doc)
+    for ln in doc.lines:
+        ln.tokens = count_text(ln.text) + 1
+    candidates = sorted(
+        (ln for ln in doc.lines if ln.tier is not None),
+        key=lambda ln: (ln.tier, ln.seq, ln.order),
+    )
+    idx = 0
+    while tokens > budget and idx < len(candidates):
+        surplus = tokens - budget
+        freed = 0
+        # drop a batch that should cover the surplus, then measure exactly
+        while idx < len(candidates) and freed < surplus:
+            candidates[idx].dropped = True
+            freed += candidates[idx].tokens
+            idx += 1
+        text, sections, dropped = _render(doc)
+        tokens = count_text(text)
+    return text, sections, dropped, tokens
 
 
 def render_summary(state: LiftedState, budget_tokens: int) -> RenderedSummary:
@@ -260,30 +297,12 @@ def render_summary(state: LiftedState, budget_tokens: int) -> RenderedSummary:
     if tokens <= budget_tokens:
         return RenderedSummary(text=text, sections=sections, tokens=tokens, dropped=dropped)
 
-    for ln in doc.lines:
-        ln.tokens = count_text(ln.text) + 1
-    candidates = sorted(
-        (ln for ln in doc.lines if ln.tier is not None),
-        key=lambda ln: (ln.tier, ln.seq, ln.order),
-    )
-    idx = 0
-    while tokens > budget_tokens and idx < len(candidates):
-        surplus = tokens - budget_tokens
-        freed = 0
-        # drop a batch that should cover the surplus, then measure exactly
-        while idx < len(candidates) and freed < surplus:
-            candidates[idx].dropped = True
-            freed += candidates[idx].tokens
-            idx += 1
-        text, sections, dropped = _render(doc)
-        tokens = count_text(text)
-
+    text, sections, dropped, tokens = _fit(doc, budget_tokens, tokens)
     if tokens > budget_tokens:
+        # Last resort: the goal and latest request shrink to head quotes pointing at the log.
         short = _build(state, short_requests=True)
-        for ln in short.lines:
-            ln.dropped = ln.tier is not None
-        text2, sections2, dropped2 = _render(short)
-        tokens2 = count_text(text2)
-        if tokens2 < tokens:
-            text, sections, dropped, tokens = text2, sections2, dropped2, tokens2
+        short_text = _render(short)[0]
+        out2 = _fit(short, budget_tokens, count_text(short_text))
+        if out2[3] < tokens:
+            text, sections, dropped, tokens = out2
     return RenderedSummary(text=text, sections=sections, tokens=tokens, dropped=dropped)

@@ -157,7 +157,7 @@ def test_never_drops_goal_constraints_unknown_latest(budget: int) -> None:
 def test_tight_budget_drops_everything_droppable_but_says_so() -> None:
     r = render_summary(big_state(), 180)
     assert FILES_READ in r.dropped and COMMANDS in r.dropped and TESTS in r.dropped
-    assert "Left out for space" in r.text
+    assert "Not shown for space" in r.text
 
 
 def test_middle_requests_dropped_before_files_changed() -> None:
@@ -186,3 +186,34 @@ def test_deterministic() -> None:
     a = render_summary(big_state(), 700)
     b = render_summary(big_state(), 700)
     assert a.text == b.text and a.sections == b.sections
+
+
+def test_constraints_quoted_in_goal_fold_last_but_stay_verbatim() -> None:
+    goal = "Build the exporter. " + " ".join(f"Context sentence {i}." for i in range(80)) + " Never write to /etc."
+    st = LiftedState(goal=Request(seq=1, text=goal), requests=[Request(seq=1, text=goal)],
+                     constraints=[Constraint(seq=1, text="Never write to /etc.")],
+                     files_read=[FileRef(path=f"src/f{i}.py", seq=2 + i) for i in range(10)])
+    full = render_summary(st, 100_000)
+    assert "- Never write to /etc." in full.text
+    no_files = render_summary(st.model_copy(update={"files_read": []}), 100_000)
+    # dropping the files read adds a one-line note (~10 tokens): the rule must go too
+    r = render_summary(st, no_files.tokens + 4)
+    assert r.tokens <= no_files.tokens + 4
+    assert r.dropped.get(FILES_READ) == 10
+    assert r.dropped.get(CONSTRAINTS) == 1 and "- Never write to /etc." not in r.text
+    assert "Never write to /etc." in r.text  # inside the goal, verbatim
+    assert "Context sentence 79." in r.text  # the goal was not shortened for it
+    # when even the goal must shrink to a head quote, the rule is listed again
+    tiny = render_summary(st, 50)
+    assert "shortened for space" in tiny.text
+    assert "- Never write to /etc." in tiny.text
+
+
+def test_errors_one_line_per_name() -> None:
+    st = LiftedState(goal=Request(seq=1, text="go"), requests=[Request(seq=1, text="go")],
+                     errors=[ErrorItem(seq=5, name="KeyError", message="KeyError: 'a'"),
+                             ErrorItem(seq=9, name="KeyError", message="KeyError: 'b'"),
+                             ErrorItem(seq=12, name="TypeError", message="TypeError: x")])
+    r = render_summary(st, 10_000)
+    assert r.sections["Errors and failed approaches"] == [
+        "- KeyError (#5, #9): KeyError: 'b'", "- TypeError (#12): TypeError: x"]
