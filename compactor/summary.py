@@ -6,8 +6,8 @@ followed by its items; empty sections are left out. When the text is over ``budg
 successful command listings, then files read, decisions, requests between the first and the
 latest, ... Never dropped: the goal, the constraints, the actions whose outcome is unknown
 and the latest request. (A constraint sentence that is also quoted verbatim inside the goal
-or latest request shown in full may leave the constraints list last of all: its words are
-still in the summary.) When a section loses items a one-line note says how many, so the
+or latest request shown in full is a duplicate: it may leave the constraints list early, as
+its words stay in the summary.) When a section loses items a one-line note says how many, so the
 reader knows the log has more.
 """
 
@@ -63,6 +63,7 @@ SHORT_QUOTE_CHARS = 600
 # Drop tiers, least valuable first. Within a tier the oldest item goes first.
 _TIER_COMMAND_OK = 10
 _TIER_FILE_READ = 20
+_TIER_QUOTED_CONSTRAINT = 25  # a duplicate: also verbatim inside a request shown in full
 _TIER_DECISION = 30
 _TIER_MIDDLE_REQUEST = 40
 _TIER_COMMAND_FAILED = 50
@@ -75,7 +76,6 @@ _TIER_LINK = 80
 _TIER_FILE_CHANGED = 85
 _TIER_TODO_OPEN = 90
 _TIER_LAST_TEST = 95
-_TIER_QUOTED_CONSTRAINT = 97  # also verbatim inside the goal/latest request shown in full
 
 
 class RenderedSummary(BaseModel):
