@@ -421,14 +421,22 @@ def _command_of(inp: dict[str, Any]) -> str | None:
     return None
 
 
+_PATH_SUFFIX_RE = re.compile(r"(?::\d+(?:-\d+)?)?(?::raw)?$")
+
+
+def _clean_path(p: str) -> str:
+    """Drop the line-range / mode suffixes some read tools accept (pi: ``file.py:10-40:raw``)."""
+    return _PATH_SUFFIX_RE.sub("", p.strip()) or p.strip()
+
+
 def _path_of(inp: dict[str, Any]) -> list[str]:
     for key in _PATH_KEYS:
         v = inp.get(key)
         if isinstance(v, str) and v.strip():
-            return [v.strip()]
+            return [_clean_path(v)]
     v = inp.get("paths") or inp.get("file_paths")
     if isinstance(v, list):
-        return [x for x in v if isinstance(x, str)]
+        return [_clean_path(x) for x in v if isinstance(x, str)]
     return []
 
 

@@ -227,6 +227,15 @@ def test_swe_agent_commands() -> None:
     assert [f.path for f in st.files_changed] == ["/t/src/m/fields.py", "reproduce.py"]
 
 
+def test_read_path_suffixes_are_dropped() -> None:
+    st = lift_state([
+        user(1, "look"),
+        assistant(2, "", (("r1", "read", {"path": "/w/a.py:440-470"}), ("r2", "read", {"path": "/w/b.html:raw"}))),
+        results(3, ("r1", "x", False), ("r2", "y", False)),
+    ])
+    assert [f.path for f in st.files_read] == ["/w/a.py", "/w/b.html"]
+
+
 def test_aider_applied_edits() -> None:
     st = lift_state([
         user(1, "make it"),
