@@ -73,6 +73,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from compactor import tokens as tokens_mod
 from compactor.errors import (
+    BucketNotFound,
     ConcurrentModification,
     IntegrityError,
     InvalidId,
@@ -220,6 +221,8 @@ class SessionLog:
         """The current head (``version=0, etag=None`` when the session does not exist)."""
         try:
             data, etag = self.store.get(self.head_key)
+        except BucketNotFound:
+            raise
         except NotFound:
             return Head(tenant=self.tenant, session=self.session)
         try:
@@ -260,6 +263,8 @@ class SessionLog:
             return hit
         try:
             data, _ = self.store.get(seg.key)
+        except BucketNotFound:
+            raise
         except NotFound:
             raise IntegrityError(
                 f"segment {seg.key!r} (events {seg.first}-{seg.last}) listed in the head of "
@@ -327,6 +332,8 @@ class SessionLog:
         except PreconditionFailed:
             try:
                 existing, _ = self.store.get(key)
+            except BucketNotFound:
+                raise
             except NotFound:
                 return False
             return existing == data
@@ -541,6 +548,8 @@ class SessionLog:
             return hit
         try:
             data, _ = self.store.get(key)
+        except BucketNotFound:
+            raise
         except NotFound:
             raise NotFound(
                 f"no checkpoint {ckpt_id!r} in session {self.tenant}/{self.session}", key=key
@@ -679,6 +688,8 @@ class SessionLog:
         key = self._artifact_key(sha256)
         try:
             data, _ = self.store.get(key)
+        except BucketNotFound:
+            raise
         except NotFound:
             raise NotFound(f"no artifact {sha256} for tenant {self.tenant}", key=key) from None
         if _sha(data) != sha256:
