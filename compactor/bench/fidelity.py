@@ -171,6 +171,14 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "micro_recall": round(hits / total, 4) if total else None,
             "files": len(vals),
         }
+    kinds: dict[str, dict[str, list[int]]] = {}
+    for r in rows:
+        for m, res in r["methods"].items():
+            for k, (a, b) in res["by_kind"].items():
+                cell = kinds.setdefault(k, {}).setdefault(m, [0, 0])
+                cell[0] += a
+                cell[1] += b
+    out["by_kind"] = {k: kinds[k] for k in sorted(kinds)}
     out["violations"] = sum(len(r.get("violations") or []) for r in rows)
     out["over_budget"] = [f"{r['file']} ({m})" for r in rows for m in METHODS
                           if m in r["methods"] and (r["methods"][m]["tokens"] or 0) > r["target"]]
@@ -261,6 +269,12 @@ def render_table(rows: Sequence[dict[str, Any]], summary: dict[str, Any], table:
         comp = s["mean_recall_compacted"]
         lines.append(f"mean recall {m:<8} {s['mean_recall']:.3f}  (micro {s['micro_recall']:.3f}"
                      + (f", files that needed compaction {comp:.3f})" if comp is not None else ")"))
+    lines.append("")
+    kind_rows = [[k, cells.get("ours", [0, 0])[1],
+                  *(f"{cells[m][0]}/{cells[m][1]}" if m in cells else "-" for m in METHODS)]
+                 for k, cells in summary["by_kind"].items()]
+    lines.append(table(kind_rows, ["fact kind", "facts", *METHODS]))
+    lines.append("")
     lines.append(f"invariant violations (ours): {summary['violations']}; views over budget: "
                  + (", ".join(summary["over_budget"]) or "none"))
     for r in rows:
@@ -286,10 +300,10 @@ def _plot(rows: Sequence[dict[str, Any]], out: str) -> None:
         ax.bar([i + (k - 1) * width for i in range(len(rows))], vals, width, label=m)
     ax.set_xticks(range(len(rows)))
     ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
-    ax.set_ylim(0, 1.05)
+    ax.set_ylim(0, 1.2)
     ax.set_ylabel("recall of key facts")
     ax.set_title("Fidelity at the same token budget")
-    ax.legend()
+    ax.legend(loc="upper center", ncol=len(METHODS), frameon=False)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
     plt.close(fig)
