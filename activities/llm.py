@@ -39,6 +39,7 @@ from typing import Any, AsyncIterator, Sequence
 import anthropic
 import httpx2
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -84,20 +85,38 @@ class AnthropicSettings(BaseModel):
 
     @classmethod
     def from_settings(cls, settings: Any | None) -> AnthropicSettings:
-        """From the worker's ``Settings`` (fields ``model``, ``anthropic_*``), defaults otherwise."""
-        if settings is None:
-            return cls()
+        """From the environment (``COMPACTOR_ANTHROPIC_*``), then the worker's ``Settings``
+        (``model`` and any ``anthropic_*`` field it has) on top."""
         if isinstance(settings, cls):
             return settings
-        values: dict[str, Any] = {}
-        if getattr(settings, "model", None):
-            values["model"] = settings.model
-        for f in ("timeout_s", "connect_timeout_s", "max_output_tokens", "max_input_tokens",
-                  "heartbeat_s", "stream", "count_tokens"):
-            v = getattr(settings, f"anthropic_{f}", None)
-            if v is not None:
-                values[f] = v
+        values: dict[str, Any] = _AnthropicEnv().model_dump(exclude_none=True)
+        if settings is not None:
+            if getattr(settings, "model", None):
+                values["model"] = settings.model
+            for f in _TUNABLE:
+                v = getattr(settings, f"anthropic_{f}", None)
+                if v is not None:
+                    values[f] = v
         return cls(**values)
+
+
+_TUNABLE = ("model", "timeout_s", "connect_timeout_s", "max_output_tokens", "max_input_tokens",
+            "heartbeat_s", "stream", "count_tokens")
+
+
+class _AnthropicEnv(BaseSettings):
+    """``COMPACTOR_ANTHROPIC_<FIELD>`` environment overrides (worker-side only)."""
+
+    model_config = SettingsConfigDict(env_prefix="COMPACTOR_ANTHROPIC_", extra="ignore")
+
+    model: str | None = None
+    timeout_s: float | None = None
+    connect_timeout_s: float | None = None
+    max_output_tokens: int | None = None
+    max_input_tokens: int | None = None
+    heartbeat_s: float | None = None
+    stream: bool | None = None
+    count_tokens: bool | None = None
 
 
 def make_anthropic_client(settings: Any | None = None) -> anthropic.AsyncAnthropic:

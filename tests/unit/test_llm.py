@@ -199,3 +199,14 @@ def test_client_factory_turns_retries_off_and_reads_env(monkeypatch, fake):
     with pytest.raises(InvalidInput):
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-env")
         make_anthropic_client(AnthropicSettings(timeout_s=600))
+
+
+def test_settings_from_env_and_worker_settings(monkeypatch):
+    from types import SimpleNamespace
+
+    monkeypatch.setenv("COMPACTOR_ANTHROPIC_TIMEOUT_S", "33")
+    monkeypatch.setenv("COMPACTOR_ANTHROPIC_MAX_INPUT_TOKENS", "5000")
+    cfg = AnthropicSettings.from_settings(SimpleNamespace(model="claude-x"))
+    assert (cfg.timeout_s, cfg.max_input_tokens, cfg.model) == (33, 5000, "claude-x")
+    cfg2 = AnthropicSettings.from_settings(SimpleNamespace(model="m", anthropic_timeout_s=12.0))
+    assert cfg2.timeout_s == 12.0
