@@ -7,6 +7,17 @@ real ``anthropic`` client against it, so every byte goes through the SDK's own r
 building, SSE parsing and error classes.
 """
 
-from compactor.testing.anthropic_server import Fault, FakeAnthropic, RecordedRequest
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ["FakeAnthropic", "Fault", "RecordedRequest"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so `python -m compactor.testing.anthropic_server` does not import the module twice.
+    if name in __all__:
+        from compactor.testing import anthropic_server
+
+        return getattr(anthropic_server, name)
+    raise AttributeError(name)
