@@ -5,7 +5,7 @@ workflow assert them); messages are for people.
 
 | § | code | check |
 |---|---|---|
-| 1 | ``tool_pairing`` | the rendered request pairs every tool_use with a tool_result in the next user message and vice versa (a pending call, one whose result has not arrived and after which the agent did nothing, may end the view) |
+| 1 | ``tool_pairing`` | the rendered request pairs every tool_use with a tool_result in the next user message and vice versa (a call with no result anywhere in the log is closed by ``measure.render_request`` as unknown) |
 | 2 | ``batch_split`` | the cut does not fall inside a parallel tool batch |
 | 2 | ``first_not_user`` | the first non-pinned message of the view is a user message |
 | 3 | ``pinned_missing`` | every pinned event is in the view, verbatim |
@@ -27,7 +27,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from compactor.boundary import body, latest_request, pending_tool_uses
+from compactor.boundary import body, latest_request
 from compactor.events import (
     ArtifactRefBlock,
     CompactionBlock,
@@ -97,7 +97,11 @@ def validate(
     end = max(_end(checkpoint), prev_end)
     out: list[Violation] = []
     out += check_tool_pairing(events, view)
-    out += check_batches(events, end, prev_end)
+    shown = events
+    if checkpoint is not None and checkpoint.replacements:
+        shown = [e.with_(blocks=list(checkpoint.replacements[e.seq])) if e.seq in checkpoint.replacements
+                 and e.seq > end else e for e in events]
+    out += check_batches(shown, end, prev_end)
     out += check_first_user(view)
     out += check_pinned(events, view)
     out += check_latest_request(events, view)
@@ -127,11 +131,9 @@ def check_tool_pairing(events: Sequence[Event], view: Sequence[Event]) -> list[V
     in the very next user message, and each tool_result answers the message just before."""
     out: list[Violation] = []
     answered_in_source = {r.tool_use_id for e in events for r in e.tool_results}
-    pending = set(pending_tool_uses(events))
     seq_of_use = {u.id: e.seq for e in view for u in e.tool_uses}
     _, messages = to_anthropic(view)
     seen_uses: set[str] = set()
-    last_assistant = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
     for i, m in enumerate(messages):
         blocks = m["content"]
         if m["role"] == "assistant":
@@ -148,11 +150,11 @@ def check_tool_pairing(events: Sequence[Event], view: Sequence[Event]) -> list[V
             for uid in uses:
                 if uid in got:
                     continue
-                if uid in pending and uid not in answered_in_source and i == last_assistant:
-                    continue  # awaiting its result: the view may end on it
-                why = "its result is elsewhere in the view" if uid in answered_in_source else "no result"
+                if uid not in answered_in_source:
+                    continue  # no result anywhere: the request closes it as unknown (render_request)
                 out.append(Violation(code="tool_pairing",
-                                     message=f"tool_use {uid} is not answered in the next message ({why})",
+                                     message=f"tool_use {uid} is not answered in the next message "
+                                     "(its result is elsewhere or was dropped)",
                                      seq=seq_of_use.get(uid)))
         else:
             prev = messages[i - 1] if i > 0 else None
@@ -176,7 +178,8 @@ def _seq_of_result(view: Sequence[Event], uid: str) -> int | None:
 
 def check_batches(events: Sequence[Event], end: int, prev_end: int) -> list[Violation]:
     """The cut at ``end`` does not separate a tool_use from its result (batch_split when the
-    call belongs to a parallel batch, tool_pairing otherwise)."""
+    call belongs to a parallel batch, tool_pairing otherwise). ``events`` as the view shows
+    them: a late result the view renders as text (``reconcile_checkpoint``) is not a result."""
     if end <= prev_end:
         return []
     out: list[Violation] = []

@@ -1,8 +1,12 @@
-"""Token size of a view as the model receives it: the rendered Anthropic request. Pure.
+"""The request a view renders to, and its token size. Pure.
 
-Budgets (``target_tokens``) are checked on this number: the system prompt plus the messages
-``to_anthropic`` builds (consecutive same-role events merged, thinking dropped), counted with
-cl100k per block the same way ``tokens.count_event`` counts events.
+``render_request`` is ``to_anthropic`` plus one repair the Messages API requires: a tool_use
+with no tool_result in the next message (a call still running when the log was read, or one
+the agent abandoned) gets an explicit placeholder result saying the outcome is unknown, the way
+agents close dangling calls on resume. The log and the view are untouched.
+
+Budgets (``target_tokens``) are checked on this request: the system prompt plus the messages,
+counted with cl100k per block the same way ``tokens.count_event`` counts events.
 """
 
 from __future__ import annotations
@@ -43,7 +47,43 @@ def count_messages(system: str, messages: Iterable[dict[str, Any]]) -> int:
     return total
 
 
+NO_RESULT_TEXT = (
+    "[no result in the log: the call was interrupted or is still running; its outcome is unknown]"
+)
+
+
+def render_request(view: Sequence[Event]) -> tuple[str, list[dict[str, Any]]]:
+    """(system, messages) for the Anthropic Messages API, every tool_use answered."""
+    system, messages = to_anthropic(view)
+    out: list[dict[str, Any]] = []
+    for i, m in enumerate(messages):
+        out.append(m)
+        if m["role"] != "assistant":
+            continue
+        uses = [b["id"] for b in m["content"] if b.get("type") == "tool_use"]
+        if not uses:
+            continue
+        nxt = messages[i + 1] if i + 1 < len(messages) else None
+        got = set()
+        if nxt is not None and nxt["role"] == "user":
+            got = {b["tool_use_id"] for b in nxt["content"] if b.get("type") == "tool_result"}
+        missing = [
+            {"type": "tool_result", "tool_use_id": u, "is_error": True,
+             "content": [{"type": "text", "text": NO_RESULT_TEXT}]}
+            for u in uses if u not in got
+        ]
+        if not missing:
+            continue
+        if nxt is not None and nxt["role"] == "user":
+            results = [b for b in nxt["content"] if b.get("type") == "tool_result"]
+            rest = [b for b in nxt["content"] if b.get("type") != "tool_result"]
+            messages[i + 1] = {"role": "user", "content": [*results, *missing, *rest]}
+        else:
+            out.append({"role": "user", "content": missing})
+    return system, out
+
+
 def view_tokens(view: Sequence[Event]) -> int:
     """Tokens of the request the view renders to."""
-    system, messages = to_anthropic(view)
+    system, messages = render_request(view)
     return count_messages(system, messages)

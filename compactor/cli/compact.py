@@ -58,9 +58,8 @@ def _durable(args: argparse.Namespace) -> int:
 
 def _inline(args: argparse.Namespace) -> int:
     from compactor.engine import compact
-    from compactor.events import to_anthropic
     from compactor.importers import import_file
-    from compactor.measure import view_tokens
+    from compactor.measure import render_request, view_tokens
 
     path = Path(args.file)
     imported = import_file(path, args.format)
@@ -71,7 +70,7 @@ def _inline(args: argparse.Namespace) -> int:
     now = datetime.fromisoformat(args.now) if args.now else datetime.now(timezone.utc)
     session = _session_id(path)
     result = compact(imported.events, policy, target, now=now, session=session)
-    system, messages = to_anthropic(result.view)
+    system, messages = render_request(result.view)
     doc: dict[str, Any] = {
         "messages": messages,
         "system": system,
