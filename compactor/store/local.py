@@ -44,8 +44,7 @@ class LocalStore:
         self.root = Path(root).resolve()
         self.fsync = fsync
         self.url = f"file://{self.root}"
-        (self.root / ".locks").mkdir(parents=True, exist_ok=True)
-        (self.root / ".tmp").mkdir(parents=True, exist_ok=True)
+        self._dirs_ready = False  # created on first write: reading never creates anything
 
     def __repr__(self) -> str:
         return f"LocalStore({str(self.root)!r})"
@@ -61,6 +60,10 @@ class LocalStore:
 
     @contextmanager
     def _locked(self, key: str) -> Iterator[None]:
+        if not self._dirs_ready:
+            (self.root / ".locks").mkdir(parents=True, exist_ok=True)
+            (self.root / ".tmp").mkdir(parents=True, exist_ok=True)
+            self._dirs_ready = True
         stripe = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=4).digest(), "big")
         path = self.root / ".locks" / f"{stripe % _STRIPES:02d}.lock"
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)

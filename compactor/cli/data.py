@@ -1,0 +1,168 @@
+"""Data commands: ``compactor import``, ``compactor view``, ``compactor sessions``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from compactor.cli.common import add_store_args, table
+from compactor.errors import InvalidInput, NotFound
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "import",
+        help="import an agent transcript into a session log",
+        description="Import a transcript (Claude Code, Codex, Aider, SWE-agent, pi, Gemini CLI, "
+        "OpenCode, Anthropic/OpenAI message lists) and append it to a session. Re-importing the "
+        "same file stores nothing twice.",
+    )
+    p.add_argument("file", help="transcript file")
+    p.add_argument("--format", default="auto", help="source format (default: auto-detect)")
+    p.add_argument("--session", help="session id (default: derived from the file name)")
+    add_store_args(p)
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("view", help="show a session's current view (what the model sees next)")
+    p.add_argument("session", help="session id")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='write {"system": ..., "messages": [...]} in the Anthropic Messages API shape',
+    )
+    add_store_args(p)
+    p.set_defaults(func=cmd_view)
+
+    p = sub.add_parser("sessions", help="list a tenant's sessions")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_store_args(p)
+    p.set_defaults(func=cmd_sessions)
+
+
+def session_id_from_path(path: str | Path) -> str:
+    """A valid session id from a file name: unsafe characters become '-', at most 128."""
+    name = Path(path).name
+    for suffix in (".jsonl", ".json", ".traj", ".md", ".txt"):
+        if name.lower().endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    sid = re.sub(r"[^A-Za-z0-9._-]+", "-", name)
+    sid = re.sub(r"\.{2,}", ".", sid).strip(".-") or "session"
+    return sid[:128].rstrip(".-") or "session"
+
+
+def _open(args: argparse.Namespace, session: str):
+    from compactor.store import SessionLog, open_store
+
+    return SessionLog(open_store(args.store), args.tenant, session)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from compactor import tokens
+    from compactor.importers import import_file
+
+    path = Path(args.file)
+    if not path.is_file():
+        raise InvalidInput(f"{path}: no such file; give the path of a transcript to import")
+    session = args.session or session_id_from_path(path)
+    log = _open(args, session)  # validates tenant/session before reading anything else
+    result = import_file(path, format=args.format)
+    events = tokens.with_tokens(result.events)
+    res = log.append(events)
+    st = result.stats
+    new = f"{res.appended} new" + (f" (seq {res.first_seq}-{res.last_seq})" if res.appended else "")
+    rows = [
+        ["format", result.format],
+        ["session", f"{log.tenant}/{log.session}"],
+        ["store", log.store.url],
+        ["events", f"{len(events)} read; {new}; {res.duplicates} already stored"],
+        ["messages", f"{st.get('messages', 0)} ({st.get('user_messages', 0)} from the user)"],
+        ["tool calls", f"{st.get('tool_calls', 0)} ({st.get('tool_results', 0)} results)"],
+        ["pinned", st.get("pinned", 0)],
+        ["compactions", f"{st.get('compactions', 0)} made by the source agent"],
+        ["tokens", f"{sum(e.tokens or 0 for e in events):,}"],
+        ["skipped lines", len(result.skipped) or "none"],
+    ]
+    print(f"imported {path}")
+    for k, v in rows:
+        print(f"  {k:<14}{v}")
+    for s in result.skipped[:20]:
+        print(f"    line {s.line}: {s.reason}")
+    if len(result.skipped) > 20:
+        print(f"    ... and {len(result.skipped) - 20} more")
+    print(f"  {'head version':<14}{res.version}")
+    print(f"next: compactor view {log.session}" + _store_hint(args))
+    return 0
+
+
+def _store_hint(args: argparse.Namespace) -> str:
+    from compactor.cli.common import DEFAULT_STORE, DEFAULT_TENANT
+
+    hint = ""
+    if args.store != DEFAULT_STORE:
+        hint += f" --store {args.store}"
+    if args.tenant != DEFAULT_TENANT:
+        hint += f" --tenant {args.tenant}"
+    return hint
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    from compactor.events import to_anthropic
+    from compactor.view import view_text
+
+    log = _open(args, args.session)
+    head = log.head()
+    if head.etag is None:
+        raise NotFound(
+            f"no session {args.session!r} for tenant {args.tenant!r} in {log.store.url}; "
+            f"list them with `compactor sessions` or import one with `compactor import FILE`"
+        )
+    view = log.read_view(head=head)
+    if args.json:
+        system, messages = to_anthropic(view)
+        json.dump({"system": system, "messages": messages}, sys.stdout, ensure_ascii=False, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    from compactor import tokens
+
+    ck = f", checkpoint {head.checkpoint}" if head.checkpoint else ""
+    print(
+        f"session {log.tenant}/{log.session}: version {head.version}{ck}; view {len(view)} "
+        f"events, {tokens.total_tokens(view):,} tokens"
+    )
+    print(view_text(view))
+    return 0
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    from compactor.store import SessionLog, list_sessions, open_store
+
+    store = open_store(args.store)
+    rows = []
+    for sid in list_sessions(store, args.tenant):
+        h = SessionLog(store, args.tenant, sid).head()
+        rows.append(
+            {
+                "session": sid,
+                "version": h.version,
+                "checkpoint": h.checkpoint,
+                "segments": len(h.segments),
+                "updated_at": h.updated_at.isoformat(timespec="seconds") if h.updated_at else None,
+            }
+        )
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    if not rows:
+        print(f"no sessions for tenant {args.tenant!r} in {store.url}")
+        return 0
+    print(
+        table(
+            [[r["session"], r["version"], r["checkpoint"] or "-", r["segments"], r["updated_at"] or "-"] for r in rows],
+            ["session", "events", "checkpoint", "segments", "updated"],
+        )
+    )
+    return 0
