@@ -11,12 +11,25 @@ from __future__ import annotations
 import contextlib
 import json
 import uuid
+from datetime import timedelta
 from typing import Any
 
+import anthropic
 import pytest
-from temporalio.client import Client
+from temporalio import workflow
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.common import RetryPolicy
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import TimeoutError, TimeoutType
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from activities.contracts import WORKFLOW_NAME, CompactSessionInput, CompactSessionOutput
+from activities.contracts import (
+    WORKFLOW_NAME,
+    CompactSessionInput,
+    CompactSessionOutput,
+    SummarizeInput,
+    SummarizeOutput,
+)
 from compactor.events import Event, TextBlock, ToolResultBlock, ToolUseBlock
 from compactor.store import SessionLog, open_store
 from compactor.testing import FakeAnthropic, Fault
@@ -251,3 +264,62 @@ async def test_api_key_never_reaches_history_records_or_store(stack, fake, tmp_p
     for path in (tmp_path / "store").rglob("*"):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
+
+
+# --- heartbeats (activity on a real worker, a probe workflow with a short heartbeat timeout) ----
+
+
+@workflow.defn(name="LlmHeartbeatProbe")
+class LlmHeartbeatProbe:
+    @workflow.run
+    async def run(self, inp: SummarizeInput) -> SummarizeOutput:
+        return await workflow.execute_activity(
+            "summarize_anthropic",
+            inp,
+            result_type=SummarizeOutput,
+            start_to_close_timeout=timedelta(seconds=60),
+            heartbeat_timeout=timedelta(seconds=2),
+            retry_policy=RetryPolicy(maximum_attempts=1),
+        )
+
+
+@pytest.mark.parametrize("heartbeat_s", [0.5, 30.0])
+async def test_long_streamed_call_heartbeats(temporal_address, tmp_path, task_queue, fake, heartbeat_s):
+    """A 4 s stream under a 2 s heartbeat timeout: passes only because the activity heartbeats
+    (the 30 s interval is the control that must time out)."""
+    from activities.llm import AnthropicSettings, LlmActivities
+    from compactor.lift import dump_state, lift_state
+
+    store = open_store(f"file://{tmp_path}/store")
+    log = SessionLog(store, TENANT, "hb")
+    log.append(session_events())
+    events = log.read_events()
+    store.put("work/state.json", json.dumps(dump_state(lift_state(events[:40]))).encode())
+    inp = SummarizeInput(
+        tenant=TENANT, session="hb", snapshot_version=events[-1].seq, covers_end=40,
+        prev_checkpoint=None, state_key="work/state.json", budget_tokens=2000, model="claude-test",
+        mode="template", output_key="work/summary.json",
+    )
+    fake.stream_delay = 0.1  # ~40 SSE events -> about 4 s
+    llm = LlmActivities(
+        anthropic.AsyncAnthropic(api_key="sk-hb", base_url=fake.base_url, max_retries=0),
+        store,
+        AnthropicSettings(heartbeat_s=heartbeat_s),
+    )
+    client = await Client.connect(temporal_address, data_converter=pydantic_data_converter)
+    async with Worker(
+        client, task_queue=task_queue, workflows=[LlmHeartbeatProbe], activities=llm.activities(),
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    ):
+        handle = await client.start_workflow(
+            LlmHeartbeatProbe.run, inp, id=f"hb-{uuid.uuid4().hex[:8]}", task_queue=task_queue
+        )
+        if heartbeat_s < 2:
+            out = await handle.result()
+            assert out.output_key == "work/summary.json"
+            assert CONSTRAINT in json.loads(store.get("work/summary.json")[0])["summary"]
+        else:
+            with pytest.raises(WorkflowFailureError) as ei:
+                await handle.result()
+            assert isinstance(ei.value.cause.cause, TimeoutError)
+            assert ei.value.cause.cause.type == TimeoutType.HEARTBEAT
