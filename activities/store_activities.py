@@ -65,6 +65,7 @@ from compactor.store import SegmentCache, SessionLog, list_sessions
 
 T = TypeVar("T")
 
+HEARTBEAT_EVERY_S = 1.0
 SOFT_VIOLATIONS = {"over_budget"}
 """Violation codes that do not block a commit (the engine commits them too, with a note)."""
 
@@ -138,8 +139,17 @@ class StoreActivities:
     async def _run(self, fn: Callable[[], T]) -> T:
         loop = asyncio.get_running_loop()
         ctx = contextvars.copy_context()
+        fut = loop.run_in_executor(self._executor, ctx.run, fn)
+        beat = activity.in_activity() and not activity.info().is_local
         try:
-            return await loop.run_in_executor(self._executor, ctx.run, fn)
+            while True:
+                # Heartbeat while the thread works, so a killed worker's attempt is retried
+                # elsewhere after the heartbeat timeout rather than the full step timeout.
+                done, _ = await asyncio.wait({fut}, timeout=HEARTBEAT_EVERY_S)
+                if done:
+                    return fut.result()
+                if beat:
+                    activity.heartbeat()
         except BaseException as exc:  # noqa: BLE001 - re-raised, mapped
             mapped = to_application_error(exc)
             if mapped is exc:

@@ -28,7 +28,7 @@ from temporalio.common import (
 
 from compactor.events import Event
 from compactor.policy import make_policy, should_compact
-from compactor.tokens import total_tokens
+from compactor.measure import view_tokens
 
 WORKFLOW_NAME = "CompactSessionWorkflow"  # = activities.contracts.WORKFLOW_NAME
 
@@ -183,7 +183,7 @@ class CompactorClient:
         """Keep a session within its window (see module docstring)."""
         pol = make_policy(policy or self.policy, window=window, max_output=max_output)
         view = await self.view(session, tenant=tenant)
-        tokens = total_tokens(view)
+        tokens = view_tokens(view)
         need = should_compact(pol, tokens, provider_usage)
         if need == "none":
             return BudgetResult(action="none", need=need, tokens=tokens, view=view)
@@ -205,7 +205,7 @@ class CompactorClient:
         return BudgetResult(
             action="waited",
             need=need,
-            tokens=total_tokens(view),
+            tokens=view_tokens(view),
             view=view,
             workflow_id=handle.id,
             result=result,

@@ -105,6 +105,8 @@ STEP_TIMEOUT = {
     ActivityName.COMMIT_SWAP: timedelta(seconds=120),
     ActivityName.WRITE_RECORD: timedelta(seconds=30),
 }
+# Store activities heartbeat every second while they work: a killed worker is noticed fast.
+STORE_HEARTBEAT = timedelta(seconds=5)
 LLM_START_TO_CLOSE = timedelta(minutes=5)
 LLM_HEARTBEAT = timedelta(seconds=30)
 
@@ -504,6 +506,7 @@ class CompactSessionWorkflow:
                 arg,
                 result_type=out,
                 start_to_close_timeout=timeout,
+                heartbeat_timeout=STORE_HEARTBEAT,
                 retry_policy=STORE_RETRY,
                 summary=summary,
             )

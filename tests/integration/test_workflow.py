@@ -1,0 +1,262 @@
+"""CompactSessionWorkflow end to end on a real Temporal dev server and a real S3 endpoint (moto).
+
+Each test runs its own worker on its own task queue, with its own tenant/session ids.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+
+from temporalio import activity
+
+from activities.contracts import (
+    CompactSessionOutput,
+    CompactStatus,
+    ErrorType,
+    SummarizeInput,
+    SummarizeOutput,
+)
+from compactor.client import CompactorClient, workflow_id_for
+from compactor.engine import compact
+from compactor.events import Event, TextBlock, ToolResultBlock
+from compactor.lift import LiftedState
+from compactor.measure import view_tokens
+from compactor.policy import make_policy
+from compactor.store import SessionLog
+from compactor.store.s3 import S3Store
+from tests.integration.durable_support import (
+    coding_session,
+    new_ids,
+    running_worker,
+    save_history,
+)
+
+pytestmark = pytest.mark.integration
+
+SAMPLE = "compactor/samples/demo-session.claude.jsonl"
+
+
+@pytest.fixture
+def store(s3_endpoint, s3_bucket):
+    return S3Store(s3_bucket, "compactor", endpoint_url=s3_endpoint)
+
+
+def _dump(view: list[Event]) -> list[dict]:
+    return [e.model_dump(mode="json") for e in view]
+
+
+async def _status(client, wf_id: str) -> CompactStatus:
+    return await client.get_workflow_handle(wf_id).query("status", result_type=CompactStatus)
+
+
+async def _wait_paused(client, wf_id: str, timeout: float = 30.0) -> CompactStatus:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        st = await _status(client, wf_id)
+        if st.waiting_for_resume:
+            return st
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"workflow {wf_id} never paused before commit (last: {st})")
+
+
+@pytest.mark.parametrize("source", ["sample", "synthetic"])
+async def test_durable_view_equals_inline_view(temporal_address, store, task_queue, source):
+    from compactor.importers import import_file
+
+    tenant, session = new_ids()
+    if source == "sample":
+        events = import_file(SAMPLE).events
+        target = 3_000  # forces the summary layer on the bundled sample
+    else:
+        events = coding_session()
+        target = 4_000
+    log = SessionLog(store, tenant, session)
+    log.append(events)
+    async with running_worker(temporal_address, store, task_queue) as client:
+        cc = CompactorClient(client, store, tenant=tenant, task_queue=task_queue)
+        out: CompactSessionOutput = await cc.compact(session, target_tokens=target)
+        await save_history(client, workflow_id_for(tenant, session), f"compact-{source}")
+        durable_view = await cc.view(session)
+
+    assert out.status == "committed"
+    assert "summary" in out.record.layers
+    assert out.record.tokens_after < out.record.tokens_before
+    stored = log.read_events()
+    inline = compact(stored, make_policy("default"), target, tenant=tenant, session=session)
+    assert inline.checkpoint is not None and out.checkpoint == inline.checkpoint.id
+    assert _dump(durable_view) == _dump(inline.view)
+    # The record is persisted beside the session, with per-step durations.
+    [rec] = log.list_records()
+    assert rec.status == "committed" and rec.checkpoint == out.checkpoint
+    for step in ("freeze_snapshot", "plan_compaction", "externalize", "lift_state",
+                 "summarize_structured", "validate_candidate", "commit_swap"):
+        assert step in rec.durations_ms
+    # Search attributes are set for operators.
+    desc = await client.get_workflow_handle(workflow_id_for(tenant, session)).describe()
+    sa = {k.name: v for k, v in ((p.key, p.value) for p in desc.typed_search_attributes)}
+    assert sa["CompactorTenant"] == tenant and sa["CompactorStatus"] == "committed"
+    assert sa["CompactorTokensAfter"] == out.record.tokens_after
+
+
+async def test_merge_events_appended_mid_compaction(temporal_address, store, task_queue):
+    tenant, session = new_ids()
+    log = SessionLog(store, tenant, session)
+    log.append(coding_session())
+    v0 = log.head().version
+    async with running_worker(temporal_address, store, task_queue) as client:
+        cc = CompactorClient(client, store, tenant=tenant, task_queue=task_queue)
+        handle = await cc.start_compaction(session, target_tokens=4_000, pause_before_commit=True)
+        await _wait_paused(client, handle.id)
+        # The agent keeps going: the pending call's result, then the late result of the
+        # abandoned deploy (an action the lifted state marked unknown), then a new turn.
+        appended = [
+            Event(id="late-1", role="user", blocks=[
+                ToolResultBlock(tool_use_id="toolu_efinal01", content=[TextBlock(text="12 passed")]),
+                ToolResultBlock(tool_use_id="toolu_edeploy01",
+                                content=[TextBlock(text="deployed to staging, exit 0")]),
+            ]),
+            Event(id="late-2", role="assistant", blocks=[TextBlock(text="All 12 tests pass.")]),
+        ]
+        log.append(appended)
+        assert log.head().checkpoint is None  # nothing swapped while held
+        await handle.signal("resume")
+        out = await handle.result()
+        await save_history(client, handle.id, "compact-merge")
+    assert out.status == "committed"
+    assert out.record.conflicts_merged == 1
+    assert out.record.reconciled == ["toolu_edeploy01"]
+    head = log.head()
+    assert head.version == v0 + 2 and head.checkpoint == out.checkpoint
+    view = log.read_view()
+    ckpt = log.current_checkpoint()
+    seqs = [e.seq for e in view if e.seq > ckpt.covers.end]
+    # every event after the checkpoint exactly once, in order, including the appended ones
+    assert seqs == list(range(ckpt.covers.end + 1, head.version + 1))
+    state = LiftedState.model_validate(ckpt.state)
+    assert "toolu_edeploy01" not in {u.tool_use_id for u in state.unknown_actions}
+    assert any(c.tool_use_id == "toolu_edeploy01" for c in state.commands)
+    assert "toolu_edeploy01" not in ckpt.summary or "unknown" not in ckpt.summary.split("toolu_edeploy01")[0][-80:]
+
+
+async def test_failing_summarizer_leaves_session_untouched(temporal_address, store, task_queue):
+    @activity.defn(name="summarize_structured")
+    async def broken(inp: SummarizeInput) -> SummarizeOutput:
+        raise ApplicationError("summarizer model file is corrupt", type=ErrorType.SUMMARIZER_FAILED,
+                               non_retryable=True)
+
+    tenant, session = new_ids()
+    log = SessionLog(store, tenant, session)
+    log.append(coding_session())
+    before = log.head()
+    async with running_worker(temporal_address, store, task_queue, extra_activities=[broken]) as client:
+        cc = CompactorClient(client, store, tenant=tenant, task_queue=task_queue)
+        with pytest.raises(WorkflowFailureError) as info:
+            await cc.compact(session, target_tokens=4_000)
+    cause = info.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == ErrorType.SUMMARIZER_FAILED
+    assert "summarize_structured" in cause.message and "corrupt" in cause.message
+    after = log.head()
+    assert after.etag == before.etag and after.checkpoint is None
+    assert log.list_checkpoints() == []
+    [rec] = log.list_records()
+    assert rec.status == "failed" and "corrupt" in (rec.error or "")
+
+
+async def test_invalid_summary_is_rejected_by_validator(temporal_address, store, task_queue):
+    """A summary that drops the user's constraints fails validation; nothing is swapped."""
+    @activity.defn(name="summarize_structured")
+    async def careless(inp: SummarizeInput) -> SummarizeOutput:
+        store.put(inp.output_key, b'{"summary": "Everything is done.", "sections": {}, "native": null}')
+        return SummarizeOutput(output_key=inp.output_key, summary_tokens=4, model="careless")
+
+    tenant, session = new_ids()
+    log = SessionLog(store, tenant, session)
+    log.append(coding_session())
+    before = log.head()
+    async with running_worker(temporal_address, store, task_queue, extra_activities=[careless]) as client:
+        cc = CompactorClient(client, store, tenant=tenant, task_queue=task_queue)
+        with pytest.raises(WorkflowFailureError) as info:
+            await cc.compact(session, target_tokens=4_000)
+        await save_history(client, workflow_id_for(tenant, session), "compact-invalid-summary")
+    cause = info.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == ErrorType.INVARIANT_VIOLATION
+    assert "constraint_dropped" in cause.message
+    assert log.head().etag == before.etag and log.head().checkpoint is None
+
+
+async def test_llm_summarizer_unavailable_falls_back_to_structured(
+    temporal_address, store, task_queue, monkeypatch
+):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    tenant, session = new_ids()
+    log = SessionLog(store, tenant, session)
+    log.append(coding_session())
+    async with running_worker(temporal_address, store, task_queue) as client:
+        cc = CompactorClient(client, store, tenant=tenant, task_queue=task_queue,
+                             llm_task_queue=task_queue + "-llm", summarizer="anthropic")
+        out = await cc.compact(session, target_tokens=4_000)
+        await save_history(client, workflow_id_for(tenant, session), "compact-llm-fallback")
+    assert out.status == "committed"
+    assert out.record.summarizer == "structured"
+    assert out.record.fallback_reason and "anthropic" in out.record.fallback_reason
+
+
+async def test_two_concurrent_requests_make_one_compaction(temporal_address, store, task_queue):
+    tenant, session = new_ids()
+    log = SessionLog(store, tenant, session)
+    log.append(coding_session())
+    async with running_worker(temporal_address, store, task_queue) as client:
+        cc = CompactorClient(client, store, tenant=tenant, task_queue=task_queue)
+        h1, h2 = await asyncio.gather(
+            cc.start_compaction(session, target_tokens=4_000),
+            cc.start_compaction(session, target_tokens=4_000),
+        )
+        assert h1.id == h2.id and h1.result_run_id == h2.result_run_id
+        r1, r2 = await asyncio.gather(h1.result(), h2.result())
+    assert r1 == r2 and r1.status == "committed"
+    assert len(log.list_checkpoints()) == 1
+    assert len(log.list_records()) == 1
+
+
+async def test_noop_when_view_fits(temporal_address, store, task_queue):
+    tenant, session = new_ids()
+    log = SessionLog(store, tenant, session)
+    log.append(coding_session(rounds=3))
+    before = log.head()
+    async with running_worker(temporal_address, store, task_queue) as client:
+        cc = CompactorClient(client, store, tenant=tenant, task_queue=task_queue)
+        out = await cc.compact(session, target_tokens=100_000)
+        await save_history(client, workflow_id_for(tenant, session), "compact-noop")
+    assert out.status == "noop" and out.checkpoint is None
+    assert log.head().etag == before.etag
+
+
+async def test_ensure_budget_soft_returns_at_once_hard_waits(temporal_address, store, task_queue):
+    tenant, session = new_ids()
+    log = SessionLog(store, tenant, session)
+    log.append(coding_session(rounds=30, pending_last=False))
+    tokens = view_tokens(log.read_view())
+    assert tokens > 13_000
+    async with running_worker(temporal_address, store, task_queue) as client:
+        cc = CompactorClient(client, store, tenant=tenant, task_queue=task_queue)
+        # Far below the trigger: nothing happens.
+        r = await cc.ensure_budget(session, window=64_000, max_output=4_000)
+        assert r.action == "none" and r.tokens == tokens and r.workflow_id is None
+        # Past the soft trigger: a background compaction starts, the current view comes back.
+        r = await cc.ensure_budget(session, window=24_000, max_output=4_000)
+        assert r.need == "soft" and r.action == "started" and r.tokens == tokens
+        first = await client.get_workflow_handle(r.workflow_id, result_type=CompactSessionOutput).result()
+        assert first.status == "committed"
+        assert view_tokens(log.read_view()) < tokens
+        # The session grows past the hard limit: the next call waits for the compaction.
+        log.append(coding_session(rounds=30, pending_last=False, prefix="g"))
+        grown = view_tokens(log.read_view())
+        r = await cc.ensure_budget(session, window=20_000, max_output=4_000)
+        assert r.need == "hard" and r.action == "waited"
+        assert r.result.status == "committed" and r.result.checkpoint != first.checkpoint
+        assert r.tokens < grown
