@@ -49,7 +49,9 @@ _PI_TYPES = {
     "label",
 }
 _GEMINI_STREAM_TYPES = {"init", "message", "tool_use", "tool_result", "result"}
-_AIDER = re.compile(r"^(# aider chat started at |#### |> Aider v)", re.M)
+_AIDER_STARTED = re.compile(r"^# aider chat started at \d{4}-\d{2}-\d{2}", re.M)
+_AIDER_USER = re.compile(r"^####( |$)", re.M)
+_AIDER_CONSOLE = re.compile(r"^> (Aider v|Tokens: |Applied edit to |Running |Model: )", re.M)
 _SCAN_LINES = 200
 
 
@@ -76,9 +78,9 @@ def detect_text(text: str, name: str) -> str:
     fmt = _jsonl_format(lines)
     if fmt:
         return fmt
-    if stripped[0] not in "[{" and _AIDER.search(text[:200_000]):
+    if stripped[0] not in "[{" and _looks_like_aider(text[:200_000]):
         return "aider"
-    if doc_error is not None and not lines:
+    if doc_error is not None and _not_jsonl(stripped, len(lines)):
         guess = _guess_truncated(stripped, name)
         if guess:
             return guess
@@ -93,6 +95,19 @@ def detect_text(text: str, name: str) -> str:
         name=name,
         known=list(FORMATS),
     )
+
+
+def _looks_like_aider(text: str) -> bool:
+    if _AIDER_STARTED.search(text):
+        return True
+    # a history whose header was cut off: user input and aider's console output both present
+    return bool(_AIDER_USER.search(text)) and bool(_AIDER_CONSOLE.search(text))
+
+
+def _not_jsonl(text: str, parsed: int) -> bool:
+    """A JSON-looking text most of whose lines are not JSON objects: a broken document."""
+    nonempty = sum(1 for line in text.splitlines()[:_SCAN_LINES] if line.strip())
+    return nonempty <= 1 or parsed * 2 < nonempty
 
 
 def _single_document(doc: Any) -> str | None:

@@ -442,6 +442,27 @@ def test_truncated_json_document(tmp_path: Path, rel: str, fmt: str):
         import_file(p, format=fmt)
 
 
+def test_jsonl_of_unknown_shape_is_unknown_not_truncated():
+    data = b'{"event": "start", "n": 1}\n{"event": "tick", "n": 2}\n{"event": "stop", "n": 3}\n'
+    with pytest.raises(UnknownFormat):
+        import_bytes(data, name="metrics.jsonl")
+
+
+def test_truncated_pretty_json_with_complete_inner_lines(tmp_path: Path):
+    p = tmp_path / "conv.json"
+    # the closing bracket is missing; one inner line is a complete JSON object on its own
+    p.write_text('[\n{"role": "user", "content": "hi"}\n,{"role": "assistant", "content": "yo"}\n')
+    with pytest.raises(ParseError) as exc:
+        import_file(p)
+    assert "conv.json" in str(exc.value)
+
+
+def test_markdown_that_is_not_aider_is_unknown():
+    md = b"# Notes\n\n#### A heading\n\nSome text.\n"
+    with pytest.raises(UnknownFormat):
+        import_bytes(md, name="notes.md")
+
+
 def test_truncated_single_line_traj(tmp_path: Path):
     doc = json.loads((FIXTURES / "swe-agent/fenced_actions.traj").read_text())
     p = tmp_path / "run.traj"
