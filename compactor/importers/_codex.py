@@ -16,6 +16,7 @@ from compactor.importers._common import (
     Draft,
     ImportResult,
     as_text,
+    image,
     iter_jsonl,
     parse_arguments,
     parse_time,
@@ -130,21 +131,19 @@ class _State:
                     d.meta.setdefault("phases", []).append(p["phase"])
                 return
             self.assistant = None
-            if not texts:
+            images = [
+                c for c in p.get("content") or [] if isinstance(c, dict) and c.get("type") == "input_image"
+            ]
+            if not texts and not images:
                 return
             if role == "developer":
                 meta["source_role"] = "developer"
                 injected = True
             else:
-                injected = all(x.lstrip().startswith(INJECTED_PREFIXES) for x in texts)
-            self.b.new(
-                "user",
-                self.eid(no),
-                at=at,
-                injected=injected,
-                blocks=[TextBlock(text=x) for x in texts],
-                meta=meta,
-            )
+                injected = bool(texts) and all(x.lstrip().startswith(INJECTED_PREFIXES) for x in texts)
+            blocks: list[Any] = [TextBlock(text=x) for x in texts]
+            blocks.extend(_image(c.get("image_url"), meta) for c in images)
+            self.b.new("user", self.eid(no), at=at, injected=injected, blocks=blocks, meta=meta)
         elif t == "reasoning":
             summary = "\n\n".join(
                 str(s.get("text", "")) for s in p.get("summary") or [] if isinstance(s, dict)
@@ -248,3 +247,11 @@ class _State:
             d = self.b.last()
             if d is not None:
                 d.meta["thread_rolled_back"] = p.get("num_turns", True)
+
+
+def _image(url: Any, meta: dict[str, Any]) -> Any:
+    """A Codex ``input_image`` (a data URL, or a URL the rollout only references)."""
+    if isinstance(url, str) and url.startswith("data:") and ";base64," in url:
+        head, data = url.split(";base64,", 1)
+        return image(head[5:], data, meta)
+    return TextBlock(text=f"[image {url or ''}]".rstrip())

@@ -34,6 +34,7 @@ def parse(text: str, name: str) -> ImportResult:
         raise ParseError(f"{name}: a SWE-agent trajectory needs a 'history' list", name=name)
     b = Builder(FORMAT, source_key(text))
     pending: str | None = None  # synthetic id of a fenced action awaiting its observation
+    task_seen = False
     info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
     for i, h in enumerate(doc["history"]):
         if not isinstance(h, dict):
@@ -61,10 +62,15 @@ def parse(text: str, name: str) -> ImportResult:
                     )
                 )
             pending = None
-            action = h.get("action")
-            if not calls and isinstance(action, str) and action.strip():
+            if not calls:
+                # Every assistant turn is an action attempt; the harness answers each one with
+                # an observation (an error message when the output had no valid command).
+                action = h.get("action")
+                command = action.strip() if isinstance(action, str) else ""
                 pending = f"swe-{i}"
-                blocks.append(ToolUseBlock(id=pending, name="bash", input={"command": action.strip()}))
+                blocks.append(ToolUseBlock(id=pending, name="bash", input={"command": command}))
+                if not command:
+                    meta["empty_action"] = True
             if h.get("thought") and h.get("thought") != content:
                 meta["thought"] = h["thought"]
             b.new("assistant", eid, blocks=blocks, meta=meta)
@@ -76,6 +82,8 @@ def parse(text: str, name: str) -> ImportResult:
             if not ids and pending:
                 b.add_result(result_block(pending, content, False, meta), eid)
                 pending = None
+            elif not ids and content:
+                b.new("user", eid, injected=True, blocks=[TextBlock(text=content)], meta={**meta, "observation": True})
             _annotate(b.last(), meta)
             continue
         # user
@@ -87,7 +95,10 @@ def parse(text: str, name: str) -> ImportResult:
             pending = None
             continue
         if content:
-            b.new("user", eid, blocks=[TextBlock(text=content)], meta=meta)
+            # the first user message is the task; later ones without a pending action are
+            # harness messages (observations, format errors), not a human's request
+            b.new("user", eid, injected=task_seen, blocks=[TextBlock(text=content)], meta=meta)
+            task_seen = True
     last = b.last()
     if last is not None and info.get("exit_status"):
         last.meta["exit_status"] = info["exit_status"]

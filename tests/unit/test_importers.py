@@ -246,6 +246,41 @@ def test_swe_agent_fenced_actions_get_synthetic_ids():
     assert ev[-1].tool_uses[0].input == {"command": "submit"}  # final submit: no observation
 
 
+def test_swe_agent_turn_without_a_command_still_gets_its_observation():
+    doc = {
+        "history": [
+            {"role": "system", "content": "SETTING"},
+            {"role": "user", "content": "Fix issue 7."},
+            {"role": "assistant", "content": "I think the bug is in utils.", "action": ""},
+            {"role": "user", "content": "Your output was not formatted correctly. Include one command."},
+            {"role": "assistant", "content": "```\nls\n```", "action": "ls\n"},
+            {"role": "user", "content": "utils.py"},
+        ],
+        "info": {},
+    }
+    res = import_bytes(json.dumps(doc).encode(), name="x.traj")
+    assert res.stats["tool_calls"] == 2 and res.stats["tool_results"] == 2
+    assert res.stats["user_messages"] == 1  # the format error is not a human request
+    bad = res.events[2]
+    assert bad.tool_uses[0].input == {"command": ""} and bad.meta["empty_action"]
+    assert "not formatted correctly" in res.events[3].tool_results[0].text
+
+
+def test_codex_user_image_is_kept():
+    png = base64.b64encode(b"\x89PNG" + b"\x00" * 20).decode()
+    line = {
+        "timestamp": "2026-01-01T00:00:00Z",
+        "type": "response_item",
+        "payload": {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_image", "image_url": f"data:image/png;base64,{png}"}],
+        },
+    }
+    e = import_bytes(json.dumps(line).encode(), format="codex").events[0]
+    assert not e.injected and isinstance(e.blocks[0], ImageBlock) and e.blocks[0].data == png
+
+
 # --- pi -----------------------------------------------------------------------------------
 
 

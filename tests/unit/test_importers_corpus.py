@@ -75,10 +75,12 @@ def check_claude_code(path: Path, res: ImportResult) -> None:
     assert _n_results(ev) + res.stats["orphan_results"] == results
     assert res.stats["compactions"] >= compactions
     assert [k.line for k in res.skipped] == bad
-    # merged responses: one assistant event per API response (message.id)
-    n_responses = len({o["message"].get("id") for o in objs if o.get("type") == "assistant"})
+    # merged responses: one assistant event per API response (message.id), unless a
+    # response was interrupted by the human (then it is split, never merged across)
+    assistant_lines = [o for o in objs if o.get("type") == "assistant"]
+    n_responses = len({o["message"].get("id") for o in assistant_lines})
     n_assistant = sum(1 for e in ev if e.role == "assistant")
-    assert n_assistant == n_responses
+    assert n_responses <= n_assistant <= len(assistant_lines)
 
 
 def check_codex(path: Path, res: ImportResult) -> None:
@@ -97,7 +99,14 @@ def check_codex(path: Path, res: ImportResult) -> None:
     assert res.stats["tool_calls"] == (
         items["function_call"] + items["custom_tool_call"] + items["web_search_call"]
     )
-    users = [e for e in _user_text_events(ev) if e.meta.get("source_role") != "developer"]
+    users = [
+        e
+        for e in ev
+        if e.role == "user"
+        and e.kind == "message"
+        and not e.tool_results
+        and e.meta.get("source_role") != "developer"
+    ]
     assert len(users) == roles["user"]
     assert sum(1 for e in ev if e.meta.get("source_role") == "developer") == roles["developer"]
     assert all(e.injected for e in ev if e.meta.get("source_role") == "developer")
@@ -105,10 +114,18 @@ def check_codex(path: Path, res: ImportResult) -> None:
     synthesized = sum(1 for e in ev if e.meta.get("synthesized_from_status"))
     assert _n_results(ev) == outputs + synthesized
     assert res.stats["compactions"] == items["compacted"]
-    assert res.stats["pinned"] == 1  # session_meta.base_instructions
+    has_instructions = any(
+        o.get("type") == "session_meta" and (o.get("payload") or {}).get("base_instructions") for o in objs
+    )
+    assert res.stats["pinned"] == int(has_instructions)
     assert [k.line for k in res.skipped] == bad
-    assert res.stats["user_messages"] >= 1
-    assert any(e.usage is not None for e in ev if e.role == "assistant")
+    reported = any(
+        o.get("type") == "event_msg"
+        and (o.get("payload") or {}).get("type") == "token_count"
+        and (o.get("payload") or {}).get("info")
+        for o in objs
+    )
+    assert reported == any(e.usage is not None for e in ev if e.role == "assistant")
 
 
 def check_aider(path: Path, res: ImportResult) -> None:
@@ -149,15 +166,18 @@ def check_pi(path: Path, res: ImportResult) -> None:
         elif m.get("role") == "toolResult":
             n_results += 1
         elif m.get("role") == "user":
-            types["user"] += 1
+            content = m.get("content")
+            if isinstance(content, str) or any(b.get("type") == "text" for b in content or []):
+                types["user"] += 1
     # a broken line is either repaired (and then counted) or skipped, never lost silently
     assert len(res.skipped) + res.stats["repaired_lines"] == len(bad)
     assert res.stats["tool_calls"] >= len(call_ids)
     assert n_results <= res.stats["tool_results"] <= n_results + len(bad)
-    assert res.stats["user_messages"] == types["user"]
+    assert sum(1 for e in _user_text_events(res.events) if not e.injected) == types["user"]
+    assert res.stats["user_messages"] >= 1
     assert res.stats["compactions"] == types["compaction"]
-    assert res.stats["injected"] == types["custom_message"]
-    assert all(e.usage is not None for e in res.events if e.role == "assistant")
+    assert res.stats["injected"] >= sum(1 for o in objs if o.get("type") == "custom_message" and o.get("content"))
+    assert any(e.usage is not None for e in res.events if e.role == "assistant")
 
 
 CHECKS = {
@@ -185,7 +205,7 @@ def test_corpus_file_imports_with_plausible_counts(path: Path):
     if expected is not None:
         assert res.format == expected
     ev = res.events
-    assert len(ev) >= 5 and res.stats["tool_calls"] > 0
+    assert len(ev) >= 2 and res.stats["messages"] >= 2
     assert res.stats["user_messages"] >= 1
     assert [e.seq for e in ev] == list(range(1, len(ev) + 1))
     assert len({e.id for e in ev}) == len(ev)
