@@ -1,0 +1,79 @@
+"""A worker process killed mid-compaction; another worker finishes it (real dev server + S3)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from compactor.client import CompactorClient
+from compactor.store import SessionLog
+from compactor.store.s3 import S3Store
+from tests.integration.durable_support import coding_session, new_ids, running_worker
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def _readline(proc: subprocess.Popen, want: str, timeout: float = 60.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        line = await asyncio.wait_for(loop.run_in_executor(None, proc.stdout.readline), timeout)
+        if not line and proc.poll() is not None:
+            raise AssertionError(f"worker exited ({proc.returncode}) before printing {want!r}")
+        if line.strip() == want:
+            return
+    raise AssertionError(f"worker never printed {want!r}")
+
+
+async def test_worker_killed_in_commit_swap_second_worker_finishes(
+    temporal_address, s3_endpoint, s3_bucket, task_queue
+):
+    store = S3Store(s3_bucket, "compactor", endpoint_url=s3_endpoint)
+    tenant, session = new_ids()
+    log = SessionLog(store, tenant, session)
+    events = coding_session()
+    log.append(events)
+    before = log.head()
+    env = dict(os.environ, AWS_ENDPOINT_URL=s3_endpoint, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.integration.crash_worker", temporal_address,
+         f"s3://{s3_bucket}/compactor", task_queue],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    try:
+        await _readline(proc, "ready")
+        from workers.settings import Settings
+        from workers.worker import connect
+
+        client = await connect(Settings(store=store.url), temporal_address, s3_client=store.client)
+        cc = CompactorClient(client, store, tenant=tenant, task_queue=task_queue)
+        handle = await cc.start_compaction(session, target_tokens=4_000)
+        await _readline(proc, "in-commit-swap")
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    # The dead worker wrote the checkpoint but never swapped: the session is unchanged.
+    assert log.head().etag == before.etag and log.head().checkpoint is None
+    assert len(log.list_checkpoints()) == 1
+
+    async with running_worker(temporal_address, store, task_queue, with_llm=False):
+        out = await asyncio.wait_for(handle.result(), timeout=90)
+    assert out.status == "committed"
+    head = log.head()
+    assert head.checkpoint == out.checkpoint
+    # exactly one checkpoint, committed once; no event lost or duplicated
+    assert [c.id for c in log.list_checkpoints()] == [out.checkpoint]
+    assert [e.id for e in log.read_events()] == [e.id for e in events]
+    assert head.version == len(events)
+    [rec] = log.list_records()
+    assert rec.status == "committed" and rec.attempts >= 2
