@@ -1,6 +1,7 @@
 """pi coding agent sessions (pi-mono session format v3, JSONL tree of entries).
 
-Entries are read in file order. ``message`` entries carry the conversation (user, assistant
+Entries are read in file order along the active branch (a session is a tree; a branch the
+user abandoned is left out and counted in ``stats["off_branch_entries"]``). ``message`` entries carry the conversation (user, assistant
 with ``toolCall`` blocks, ``toolResult``); ``compaction`` entries are the agent's own
 summaries and become compaction events; ``custom_message`` entries are context the harness
 injected. Lines broken by invalid escapes are repaired where possible (see iter_jsonl).
@@ -28,7 +29,7 @@ FORMAT = "pi"
 
 def parse(text: str, name: str) -> ImportResult:
     b = Builder(FORMAT, source_key(text))
-    lines = list(iter_jsonl(text, b))
+    lines, off_branch = _active_branch(list(iter_jsonl(text, b)))
     sid = next((str(e.get("id")) for _, e in lines if e.get("type") == "session" and e.get("id")), None)
     prefix = f"pi-{sid or b.key}"
     model: str | None = None
@@ -60,6 +61,11 @@ def parse(text: str, name: str) -> ImportResult:
                 blocks=[CompactionBlock(content=str(e.get("summary") or ""))],
                 meta=meta,
             )
+        elif typ == "branch_summary":
+            summary = str(e.get("summary") or "")
+            if summary:
+                meta["branch_summary_from"] = e.get("fromId")
+                b.new("user", eid, at=at, injected=True, blocks=[TextBlock(text=summary)], meta=meta)
         elif typ == "custom_message":
             content = e.get("content")
             txt = as_text(content)
@@ -72,7 +78,39 @@ def parse(text: str, name: str) -> ImportResult:
                 b.skip(no, "message entry without a message object")
                 continue
             _message(b, msg, eid, at, meta, model)
-    return b.finish()
+    res = b.finish()
+    res.stats["off_branch_entries"] = off_branch
+    return res
+
+
+def _active_branch(lines: list[tuple[int, dict[str, Any]]]) -> tuple[list[tuple[int, dict[str, Any]]], int]:
+    """Entries on the path from the root to the current leaf (the last entry).
+
+    A pi session is a tree: after the user goes back to an earlier point and continues,
+    the abandoned branch stays in the file but is no longer in the model's context. A linear
+    file (each entry's parent is the entry before it) is returned unchanged.
+    """
+    ids = {e["id"]: i for i, (_, e) in enumerate(lines) if e.get("id") and e.get("type") != "session"}
+    prev = None
+    linear = True
+    for _, e in lines:
+        if e.get("type") == "session":
+            continue
+        parent = e.get("parentId")
+        if parent is not None and prev is not None and parent != prev and parent in ids:
+            linear = False
+            break
+        prev = e.get("id") or prev
+    if linear:
+        return lines, 0
+    leaf = next((e for _, e in reversed(lines) if e.get("id") in ids), None)
+    keep: set[str] = set()
+    while leaf is not None and leaf["id"] not in keep:
+        keep.add(leaf["id"])
+        parent = leaf.get("parentId")
+        leaf = lines[ids[parent]][1] if parent in ids else None
+    kept = [(no, e) for no, e in lines if e.get("id") not in ids or e["id"] in keep]
+    return kept, len(lines) - len(kept)
 
 
 def _message(b: Builder, msg: dict[str, Any], eid: str, at: Any, meta: dict[str, Any], model: str | None) -> None:

@@ -307,6 +307,34 @@ def test_pi_repairs_bad_escape_skips_broken_line_and_keeps_compaction():
     assert next(e for e in ev if e.injected).meta["custom_type"] == "volatile-project-context"
 
 
+def test_pi_branched_session_keeps_the_active_branch():
+    def m(id_, parent, role, text):
+        return json.dumps(
+            {
+                "type": "message",
+                "id": id_,
+                "parentId": parent,
+                "timestamp": "2026-05-10T08:00:00Z",
+                "message": {"role": role, "content": [{"type": "text", "text": text}]},
+            }
+        )
+
+    data = "\n".join(
+        [
+            json.dumps({"type": "session", "version": 3, "id": "S", "timestamp": "2026-05-10T08:00:00Z"}),
+            m("e1", None, "user", "write a haiku"),
+            m("e2", "e1", "assistant", "draft one"),
+            m("e3", "e2", "user", "make it about rain"),  # abandoned branch
+            m("e4", "e3", "assistant", "rain haiku"),
+            m("e5", "e2", "user", "make it about snow"),  # user went back to e2
+            m("e6", "e5", "assistant", "snow haiku"),
+        ]
+    ).encode()
+    res = import_bytes(data, format="pi")
+    assert [e.text for e in res.events] == ["write a haiku", "draft one", "make it about snow", "snow haiku"]
+    assert res.stats["off_branch_entries"] == 2
+
+
 # --- Gemini -------------------------------------------------------------------------------
 
 
