@@ -15,8 +15,8 @@ Lines that cannot be parsed are skipped and reported with their line numbers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from compactor.errors import EmptyInput, UnknownFormat
 from compactor.importers import (

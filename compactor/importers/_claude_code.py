@@ -209,11 +209,7 @@ def _user(
         return
     text = "\n".join(o.text for o in others if isinstance(o, TextBlock))
     # a sidechain's "user" is the parent agent prompting a sub-agent, not the human
-    injected = (
-        bool(line.get("isMeta"))
-        or bool(line.get("isSidechain"))
-        or bool(_INJECTED_TEXT.match(text))
-    )
+    injected = bool(line.get("isMeta")) or bool(line.get("isSidechain")) or bool(_INJECTED_TEXT.match(text))
     cmd = _COMMAND_NAME.search(text)
     if cmd:
         meta["slash_command"] = cmd.group(1)
@@ -231,9 +227,7 @@ def _assistant_blocks(content: Any, meta: dict[str, Any]) -> list[Any]:
         if t == "text":
             out.append(TextBlock(text=str(part.get("text", ""))))
         elif t == "thinking":
-            out.append(
-                ThinkingBlock(thinking=str(part.get("thinking", "")), signature=part.get("signature"))
-            )
+            out.append(ThinkingBlock(thinking=str(part.get("thinking", "")), signature=part.get("signature")))
         elif t == "redacted_thinking":
             out.append(ThinkingBlock(thinking="", signature=part.get("data")))
         elif t == "tool_use":

@@ -13,9 +13,10 @@ import base64
 import hashlib
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Iterator
+from datetime import UTC, datetime
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -287,7 +288,7 @@ def parse_time(value: Any) -> datetime | None:
     if isinstance(value, (int, float)):
         secs = value / 1000.0 if value > 1e11 else float(value)
         try:
-            return datetime.fromtimestamp(secs, tz=timezone.utc)
+            return datetime.fromtimestamp(secs, tz=UTC)
         except (OverflowError, OSError, ValueError):
             return None
     if isinstance(value, str):

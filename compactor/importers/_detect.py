@@ -121,7 +121,11 @@ def _single_document(doc: Any) -> str | None:
                 return "opencode"
             if isinstance(doc.get("info"), dict) and not msgs:
                 return "opencode"
-            if first is not None and first.get("type") in ("user", "gemini", "info", "error") and "role" not in first:
+            if (
+                first is not None
+                and first.get("type") in ("user", "gemini", "info", "error")
+                and "role" not in first
+            ):
                 return "gemini-chat"
             if "sessionId" in doc and "projectHash" in doc:
                 return "gemini-chat"
@@ -138,7 +142,11 @@ def _message_list(msgs: list[Any]) -> str | None:
     if not msgs or not all(isinstance(m, dict) and "role" in m for m in msgs):
         return None
     for m in msgs:
-        if m.get("role") in ("system", "developer", "tool", "function") or "tool_calls" in m or "tool_call_id" in m:
+        if (
+            m.get("role") in ("system", "developer", "tool", "function")
+            or "tool_calls" in m
+            or "tool_call_id" in m
+        ):
             return "openai-messages"
         content = m.get("content")
         if isinstance(content, list):

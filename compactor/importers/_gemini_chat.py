@@ -107,5 +107,7 @@ def _result_text(call: dict[str, Any]) -> tuple[str, bool] | None:
         return "\n".join(t for t in texts if t), is_error
     if status in ("success", "error", "cancelled"):
         display = call.get("resultDisplay")
-        return (display if isinstance(display, str) else as_text(display)) or f"[{status}]", is_error or status == "cancelled"
+        return (
+            display if isinstance(display, str) else as_text(display)
+        ) or f"[{status}]", is_error or status == "cancelled"
     return None

@@ -64,7 +64,11 @@ def parse(text: str, name: str) -> ImportResult:
             fc = m.get("function_call")
             if isinstance(fc, dict):  # legacy single function call, paired by name
                 blocks.append(
-                    ToolUseBlock(id=str(fc.get("name")), name=str(fc.get("name")), input=parse_arguments(fc.get("arguments")))
+                    ToolUseBlock(
+                        id=str(fc.get("name")),
+                        name=str(fc.get("name")),
+                        input=parse_arguments(fc.get("arguments")),
+                    )
                 )
             b.new("assistant", eid, blocks=blocks, meta=meta)
         elif role == "user":
@@ -78,7 +82,9 @@ def parse(text: str, name: str) -> ImportResult:
 def _text(content: Any) -> str:
     if isinstance(content, list):
         return "\n".join(
-            str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") in ("text", "input_text", "output_text")
+            str(p.get("text", ""))
+            for p in content
+            if isinstance(p, dict) and p.get("type") in ("text", "input_text", "output_text")
         )
     return as_text(content)
 

@@ -107,13 +107,17 @@ def _assistant(
             call_id = str(p.get("callID") or p.get("id"))
             inp = state.get("input")
             blocks.append(
-                ToolUseBlock(id=call_id, name=str(p.get("tool", "")), input=inp if isinstance(inp, dict) else {})
+                ToolUseBlock(
+                    id=call_id, name=str(p.get("tool", "")), input=inp if isinstance(inp, dict) else {}
+                )
             )
             status = state.get("status")
             if status == "completed":
                 results.append(result_block(call_id, as_text(state.get("output")), False, meta))
             elif status == "error":
-                results.append(result_block(call_id, as_text(state.get("error") or state.get("output")), True, meta))
+                results.append(
+                    result_block(call_id, as_text(state.get("error") or state.get("output")), True, meta)
+                )
     flush()
     if last_usage is not None and last_usage.usage is None and step <= 1:
         last_usage.usage = _usage(tokens)

@@ -1,10 +1,11 @@
 """pi coding agent sessions (pi-mono session format v3, JSONL tree of entries).
 
 Entries are read in file order along the active branch (a session is a tree; a branch the
-user abandoned is left out and counted in ``stats["off_branch_entries"]``). ``message`` entries carry the conversation (user, assistant
-with ``toolCall`` blocks, ``toolResult``); ``compaction`` entries are the agent's own
-summaries and become compaction events; ``custom_message`` entries are context the harness
-injected. Lines broken by invalid escapes are repaired where possible (see iter_jsonl).
+user abandoned is left out and counted in ``stats["off_branch_entries"]``). ``message``
+entries carry the conversation (user, assistant with ``toolCall`` blocks, ``toolResult``);
+``compaction`` entries are the agent's own summaries and become compaction events;
+``custom_message`` entries are context the harness injected. Lines broken by invalid
+escapes are repaired where possible (see iter_jsonl).
 """
 
 from __future__ import annotations
@@ -113,7 +114,9 @@ def _active_branch(lines: list[tuple[int, dict[str, Any]]]) -> tuple[list[tuple[
     return kept, len(lines) - len(kept)
 
 
-def _message(b: Builder, msg: dict[str, Any], eid: str, at: Any, meta: dict[str, Any], model: str | None) -> None:
+def _message(
+    b: Builder, msg: dict[str, Any], eid: str, at: Any, meta: dict[str, Any], model: str | None
+) -> None:
     role = msg.get("role")
     content = msg.get("content")
     if role == "toolResult":

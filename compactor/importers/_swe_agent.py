@@ -83,7 +83,13 @@ def parse(text: str, name: str) -> ImportResult:
                 b.add_result(result_block(pending, content, False, meta), eid)
                 pending = None
             elif not ids and content:
-                b.new("user", eid, injected=True, blocks=[TextBlock(text=content)], meta={**meta, "observation": True})
+                b.new(
+                    "user",
+                    eid,
+                    injected=True,
+                    blocks=[TextBlock(text=content)],
+                    meta={**meta, "observation": True},
+                )
             _annotate(b.last(), meta)
             continue
         # user

@@ -53,8 +53,6 @@ def assert_pairing(events: list[Event]) -> None:
             assert e.role == "user"
 
 
-
-
 # --- every format -------------------------------------------------------------------------
 
 
@@ -130,7 +128,9 @@ def test_claude_code_merges_response_split_around_a_result():
         msg = {"role": t, "content": content}
         if mid:
             msg["id"] = mid
-        return json.dumps({"type": t, "uuid": uid, "sessionId": "s", "timestamp": "2026-01-01T00:00:00Z", "message": msg})
+        return json.dumps(
+            {"type": t, "uuid": uid, "sessionId": "s", "timestamp": "2026-01-01T00:00:00Z", "message": msg}
+        )
 
     use = lambda i: {"type": "tool_use", "id": i, "name": "Bash", "input": {"command": i}}  # noqa: E731
     res_ = lambda i: [{"type": "tool_result", "tool_use_id": i, "content": "ok " + i}]  # noqa: E731
@@ -404,8 +404,12 @@ def test_openai_messages_tool_messages_become_one_result_event():
 
 
 def test_plain_list_detection():
-    anth = json.dumps([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x", "content": "1"}]}])
-    oai = json.dumps([{"role": "user", "content": "hi"}, {"role": "assistant", "content": None, "tool_calls": []}])
+    anth = json.dumps(
+        [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x", "content": "1"}]}]
+    )
+    oai = json.dumps(
+        [{"role": "user", "content": "hi"}, {"role": "assistant", "content": None, "tool_calls": []}]
+    )
     assert import_bytes(anth.encode()).format == "anthropic-messages"
     assert import_bytes(oai.encode()).format == "openai-messages"
 

@@ -132,7 +132,9 @@ def check_aider(path: Path, res: ImportResult) -> None:
     lines = path.read_text(encoding="utf-8").splitlines()
     calls = sum(1 for x in lines if re.match(r"^> (Applied edit to |Running )", x))
     runs = sum(
-        1 for i, x in enumerate(lines) if x.startswith("####") and (i == 0 or not lines[i - 1].startswith("####"))
+        1
+        for i, x in enumerate(lines)
+        if x.startswith("####") and (i == 0 or not lines[i - 1].startswith("####"))
     )
     assert res.stats["tool_calls"] == calls
     assert res.stats["tool_results"] == calls  # aider records a notice for every call
@@ -176,7 +178,9 @@ def check_pi(path: Path, res: ImportResult) -> None:
     assert sum(1 for e in _user_text_events(res.events) if not e.injected) == types["user"]
     assert res.stats["user_messages"] >= 1
     assert res.stats["compactions"] == types["compaction"]
-    assert res.stats["injected"] >= sum(1 for o in objs if o.get("type") == "custom_message" and o.get("content"))
+    assert res.stats["injected"] >= sum(
+        1 for o in objs if o.get("type") == "custom_message" and o.get("content")
+    )
     assert any(e.usage is not None for e in res.events if e.role == "assistant")
 
 
