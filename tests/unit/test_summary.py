@@ -217,3 +217,34 @@ def test_errors_one_line_per_name() -> None:
     r = render_summary(st, 10_000)
     assert r.sections["Errors and failed approaches"] == [
         "- KeyError (#5, #9): KeyError: 'b'", "- TypeError (#12): TypeError: x"]
+
+
+# --- corpus -----------------------------------------------------------------------------------
+
+from tests.conftest import corpus_files  # noqa: E402
+
+CORPUS = corpus_files()
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("budget", [800, 3000])
+@pytest.mark.parametrize("path", CORPUS, ids=[p.name for p in CORPUS])
+def test_corpus_summary_keeps_protected(path, budget: int) -> None:
+    importers = pytest.importorskip("compactor.importers")
+    if not hasattr(importers, "import_file"):
+        pytest.skip("compactor.importers not ready")
+    from compactor.lift import lift_state
+
+    st = lift_state(importers.import_file(path).events)
+    r = render_summary(st, budget)
+    norm = " ".join(r.text.split())
+    for c in st.constraints:
+        assert " ".join(c.text.split()) in norm, c.text
+    for u in st.unknown_actions:
+        assert u.tool_use_id in r.text
+    assert st.goal is not None and " ".join(st.goal.text[:200].split()) in norm
+    latest = st.requests[-1]
+    assert " ".join(latest.text[:200].split()) in norm
+    if r.tokens > budget:
+        # only the never-dropped content may exceed the budget, and then nothing droppable is left
+        assert all(name in (GOAL, CONSTRAINTS, UNKNOWN, LATEST) for name in r.sections), r.sections.keys()
