@@ -212,3 +212,16 @@ def test_corpus_fidelity_goal(corpus_dir: Path, tmp_path: Path, capsys: pytest.C
     except ImportError:
         return
     assert plot.stat().st_size > 1000
+
+
+def test_plot_without_matplotlib_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture) -> None:
+    import sys
+
+    from compactor.bench.fidelity import _plot
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import now raises ImportError
+    out = tmp_path / "x.png"
+    _plot([{"file": "a/b", "methods": {"ours": {"recall": 1.0}}}], str(out))
+    assert not out.exists()
+    assert "matplotlib" in capsys.readouterr().err
