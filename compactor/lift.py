@@ -130,7 +130,8 @@ class UnknownAction(_Item):
     kind: ActionKind = "other"
     summary: str = Field(description="Name and key arguments, for people.")
     command: str | None = None
-    paths: list[str] = Field(default_factory=list)
+    paths: list[str] = Field(default_factory=list, description="Files it would change (or read).")
+    reads: list[str] = Field(default_factory=list, description="Files a shell command would read.")
     is_test: bool = False
 
 
@@ -897,15 +898,15 @@ class _Acc:
         self.unknown[use.id] = UnknownAction(
             seq=use_seq, tool_use_id=use.id, name=use.name, kind=act.kind,
             summary=act.summary or use.name, command=act.command, paths=list(act.paths),
-            is_test=act.is_test,
+            reads=list(act.reads), is_test=act.is_test,
         )
 
     def resolve(self, u: UnknownAction, result: ToolResultBlock, result_seq: int) -> None:
         self.unknown.pop(u.tool_use_id, None)
         use = ToolUseBlock(id=u.tool_use_id, name=u.name, input={})
         act = _Action(kind=u.kind, tool=u.name, command=u.command, paths=list(u.paths),
-                      change_op="edit" if u.kind == "change" else "", is_test=u.is_test,
-                      summary=u.summary)
+                      reads=list(u.reads), change_op="edit" if u.kind == "change" else "",
+                      is_test=u.is_test, summary=u.summary)
         if u.kind == "todo":
             act.kind = "other"  # the todo items were not kept for unknown actions
         self.add_pair(use, u.seq, act, result, result_seq)

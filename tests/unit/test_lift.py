@@ -347,3 +347,15 @@ def test_corpus_lift(path) -> None:
     mid = events[len(events) // 2].seq
     half = lift_state([e for e in events if e.seq <= mid])
     assert lift_state(events, prev=half).model_dump() == st.model_dump()
+
+
+def test_split_between_call_and_result_merges_to_the_same_facts() -> None:
+    evs = session()
+    # cut right after the failing pytest call (seq 5), before its result (seq 6)
+    first = lift_state(evs[:5])
+    assert [u.tool_use_id for u in first.unknown_actions] == ["t2"]
+    merged = lift_state(evs, prev=first)
+    whole = lift_state(evs)
+    assert merged.unknown_actions == whole.unknown_actions
+    for key in ("commands", "tests", "errors", "failed_approaches", "files_changed", "files_read"):
+        assert getattr(merged, key) == getattr(whole, key), key
