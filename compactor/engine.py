@@ -29,6 +29,7 @@ from typing import Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from compactor.boundary import body, choose_cut
+from compactor.errors import InvalidInput
 from compactor.events import Block, Event, TextBlock, ToolResultBlock, content_hash
 from compactor.invariants import Violation, validate
 from compactor.layers import (
@@ -344,7 +345,9 @@ def apply_layers(
         durations[LAYER_SUMMARY] = (time.perf_counter() - t_sum) * 1000
     if candidates:
         chosen = _pick(candidates)
-        if best is None or not best.valid or (chosen.valid and chosen.tokens < best.tokens):
+        if chosen.tokens < current and (
+            best is None or not best.valid or (chosen.valid and chosen.tokens < best.tokens)
+        ):
             layers.append(LAYER_SUMMARY)
             freed[LAYER_SUMMARY] = current - chosen.tokens
             best = chosen
@@ -419,6 +422,8 @@ def compact(
     whole log when ``prev`` is None). Same inputs -> same view, checkpoint and record (but for
     ``record.durations_ms``).
     """
+    if target_tokens is not None and target_tokens < 1:
+        raise InvalidInput(f"target_tokens must be a positive number of tokens, not {target_tokens}")
     t0 = time.perf_counter()
     evs = prepare(events, prev)
     p = plan(evs, policy, target_tokens, prev, provider_usage=provider_usage)
@@ -444,6 +449,22 @@ def compact(
                        tenant=tenant, session=session)
     ckpt = res.checkpoint
     assert ckpt is not None
+    if not res.layers:
+        # nothing to externalize, clear or cover: the view stays as it is
+        rec = CompactionRecord(
+            id=record_id or "inline-noop-" + hashlib.sha256(content_hash(evs).encode()).hexdigest()[:16],
+            tenant=tenant, session=session, trigger=trigger, policy=policy.name,
+            checkpoint=prev.id if prev is not None else None,
+            covers=prev.covers if prev is not None else None,
+            snapshot_version=p.snapshot_version, committed_version=p.snapshot_version,
+            tokens_before=p.tokens_before, tokens_after=p.tokens_before, target_tokens=p.target_tokens,
+            retained_tail_tokens=p.tokens_before, status="noop",
+            violations=[str(v) for v in res.violations],
+            error="nothing left to compact: pinned events, the latest request and pending calls "
+                  "stay verbatim" if res.violations else None,
+            durations_ms={"plan": plan_ms, **res.durations_ms}, created_at=now,
+        )
+        return CompactResult(view=build_view(evs, prev), checkpoint=None, record=rec, artifacts={})
     hard = [v for v in res.violations if v.code != "over_budget"]
     status = "failed" if hard else "committed"
     error = None

@@ -14,7 +14,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from compactor.errors import CompactorError
 from compactor.policy import PRESETS, make_policy
 
 MIN_TARGET = 8_000
