@@ -10,7 +10,9 @@ target (``max(--min-target, ratio x tokens)``):
 - ``mask``: observation masking (every tool result but the newest ``--keep-results`` is
   replaced by a short placeholder), then truncated the same way if still over.
 
-A fact is recalled when its identifying string appears in the view's text. The report gives
+A fact is recalled when its identifying string appears in the view's text. A view over its
+target is graded on the part that fits (pinned + newest events, whole tool pairs), since a
+request at that budget could not carry more. The report gives
 per file: tokens before and after, the layers our compaction used, invariant violations, and
 recall per method; then the mean recall per method.
 """
@@ -133,10 +135,18 @@ def evaluate(events: Sequence[Event], *, ratio: float = DEFAULT_RATIO,
         if m not in views:
             continue
         view = views[m]
+        tokens = total_tokens(view)
+        raw, _ = recall(facts, view_haystack(view))
+        over = tokens > target
+        if over:
+            # A view over budget would not be sent as is: grade what fits, newest first.
+            view = truncate_view(view, target)
         r, per = recall(facts, view_haystack(view))
         row["methods"][m] = {
-            "tokens": total_tokens(view),
+            "tokens": tokens,
+            "over_budget": over,
             "recall": round(r, 4),
+            "recall_unbounded": round(raw, 4),
             "by_kind": {k: list(v) for k, v in sorted(per.items())},
             "missed": [f.model_dump() for f in _missed(facts, view)][:50],
         }
@@ -257,7 +267,8 @@ def render_table(rows: Sequence[dict[str, Any]], summary: dict[str, Any], table:
             ",".join(r.get("layers") or []) or ("fits" if r["fits"] else "-"),
             "ERROR" if r.get("error") else (",".join(r.get("violations") or []) or "0"),
             r["facts"],
-            *(f"{ms[m]['recall']:.2f}" if m in ms else "-" for m in METHODS),
+            *(f"{ms[m]['recall']:.2f}" + ("*" if ms[m].get("over_budget") else "") if m in ms else "-"
+              for m in METHODS),
         ])
     out = table(body, ["file", "tokens", "target", "after", "layers", "violations", "facts",
                        "ours", "truncate", "mask"])
@@ -275,6 +286,9 @@ def render_table(rows: Sequence[dict[str, Any]], summary: dict[str, Any], table:
                  for k, cells in summary["by_kind"].items()]
     lines.append(table(kind_rows, ["fact kind", "facts", *METHODS]))
     lines.append("")
+    if summary["over_budget"]:
+        lines.append("* view over its target: graded on what fits (pinned + newest events), as a "
+                     "request at that budget would carry")
     lines.append(f"invariant violations (ours): {summary['violations']}; views over budget: "
                  + (", ".join(summary["over_budget"]) or "none"))
     for r in rows:

@@ -128,24 +128,42 @@ def test_mask_replaces_old_results() -> None:
     assert total_tokens(view) < total_tokens(evs)
 
 
+class _Rec:
+    layers = ["stub"]
+
+
+class _Res:
+    def __init__(self, view):
+        self.view, self.checkpoint, self.record, self.artifacts = view, None, _Rec(), {}
+
+
 def test_evaluate_grades_each_method(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With a stand-in engine that keeps everything, ours recalls all; truncation does not."""
+    """A stand-in engine whose summary names every fact recalls all; truncation does not."""
     import compactor.engine as engine
 
-    class _Rec:
-        layers = ["stub"]
+    def stub(events, policy, target_tokens=None, **kw):
+        text = "\n".join(f.key for f in extract_facts(events))
+        summary = Event(seq=0, id="s", kind="compaction", role="user", blocks=[TextBlock(text=text)])
+        return _Res([e for e in events if e.kind == "pinned"] + [summary])
 
-    class _Res:
-        def __init__(self, view):
-            self.view, self.checkpoint, self.record, self.artifacts = view, None, _Rec(), {}
+    monkeypatch.setattr(engine, "compact", stub)
+    row = evaluate(padded(), ratio=0.01, min_target=600, name="t")
+    ours = row["methods"]["ours"]
+    assert ours["recall"] == 1.0 and not ours["over_budget"]
+    assert row["methods"]["truncate"]["recall"] < 1.0
+    assert row["layers"] == ["stub"]
+    assert summarize([row])["ours"]["mean_recall"] == 1.0
+
+
+def test_over_budget_view_is_graded_on_what_fits(monkeypatch: pytest.MonkeyPatch) -> None:
+    import compactor.engine as engine
 
     monkeypatch.setattr(engine, "compact", lambda events, policy, target_tokens=None, **kw: _Res(list(events)))
     row = evaluate(padded(), ratio=0.01, min_target=600, name="t")
-    assert row["methods"]["ours"]["recall"] == 1.0
-    assert row["methods"]["truncate"]["recall"] < 1.0
-    assert row["layers"] == ["stub"]
-    s = summarize([row])
-    assert s["ours"]["mean_recall"] == 1.0
+    ours = row["methods"]["ours"]
+    assert ours["over_budget"] and ours["recall_unbounded"] == 1.0
+    assert ours["recall"] == row["methods"]["truncate"]["recall"] < 1.0
+    assert "t (ours)" in summarize([row])["over_budget"]
 
 
 def test_failed_compaction_counts_as_zero(monkeypatch: pytest.MonkeyPatch) -> None:
