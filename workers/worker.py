@@ -144,10 +144,11 @@ async def connect(
 
 
 def store_activities(store: Any, executor: concurrent.futures.ThreadPoolExecutor | None = None) -> list[Any]:
+    from activities.breaker import BreakerActivities
     from activities.store_activities import StoreActivities
 
     acts = StoreActivities(store, executor=executor)
-    return acts.activities()
+    return acts.activities() + BreakerActivities(store).activities()
 
 
 def llm_activities(settings: Settings, store: Any) -> list[Any]:

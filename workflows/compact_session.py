@@ -54,6 +54,14 @@ with workflow.unsafe.imports_passed_through():
         params_hash,
         work_prefix,
     )
+    from activities.breaker import (
+        CHECK_BREAKER,
+        RECORD_BREAKER,
+        BreakerCheckInput,
+        BreakerCheckOutput,
+        BreakerRecordInput,
+        BreakerRecordOutput,
+    )
     from compactor.records import CompactionRecord, SeqRange
 
 M = TypeVar("M", bound=BaseModel)
@@ -108,6 +116,11 @@ STEP_TIMEOUT = {
 # Store activities heartbeat every second while they work: a killed worker is noticed fast.
 STORE_HEARTBEAT = timedelta(seconds=5)
 LLM_START_TO_CLOSE = timedelta(minutes=5)
+# Circuit breaker (compactor/breaker.py): 3 consecutive failed compactions of a session stop
+# automatic triggers until an operator clears it or a manual request comes in. Behind a patch
+# so recorded histories without it still replay.
+BREAKER_PATCH = "circuit-breaker"
+BREAKER_TIMEOUT = timedelta(seconds=30)
 LLM_HEARTBEAT = timedelta(seconds=30)
 
 # Steps that may run as local activities (cheap, store-bound, idempotent).
@@ -137,6 +150,7 @@ class CompactSessionWorkflow:
         self._steps_done: list[str] = []
         self._attempts: dict[str, int] = {}
         self._durations: dict[str, float] = {}
+        self._breaker_refused = False
 
     # --- operator interface --------------------------------------------------------------------
     @workflow.query(name="status")
@@ -182,6 +196,12 @@ class CompactSessionWorkflow:
             status="running",
             created_at=started,
         )
+        if workflow.patched(BREAKER_PATCH):
+            gate = await self._breaker_check(inp)
+            if not gate.allowed:
+                self._breaker_refused = True
+                refused = record.model_copy(update={"status": "noop", "error": gate.reason})
+                return await self._finish(refused, None, started)
 
         snap = await self._step(
             ActivityName.FREEZE_SNAPSHOT,
@@ -469,6 +489,8 @@ class CompactSessionWorkflow:
             RecordOutput,
             f"record {record.status} for {record.tenant}/{record.session}",
         )
+        if workflow.patched(BREAKER_PATCH) and not self._breaker_refused:
+            await self._breaker_record(record)
         self._set(step="done")
         status = record.status if record.status in ("committed", "noop", "failed") else "failed"
         return CompactSessionOutput(
@@ -477,6 +499,42 @@ class CompactSessionWorkflow:
             record_key=rec.key,
             record=record,
         )
+
+    async def _breaker_check(self, inp: CompactSessionInput) -> BreakerCheckOutput:
+        """May this trigger run? Fails open: a breaker that cannot be read never blocks."""
+        try:
+            return await workflow.execute_local_activity(
+                CHECK_BREAKER,
+                BreakerCheckInput(tenant=inp.tenant, session=inp.session, trigger=inp.trigger),
+                result_type=BreakerCheckOutput,
+                start_to_close_timeout=BREAKER_TIMEOUT,
+                retry_policy=STORE_RETRY,
+                summary=f"circuit breaker of {inp.tenant}/{inp.session} ({inp.trigger})",
+            )
+        except ActivityError as err:
+            workflow.logger.warning("circuit breaker unreadable, proceeding: %s", err.cause)
+            return BreakerCheckOutput()
+
+    async def _breaker_record(self, record: CompactionRecord) -> None:
+        """Count this run (committed/noop = ok, failed = one more failure)."""
+        try:
+            await workflow.execute_local_activity(
+                RECORD_BREAKER,
+                BreakerRecordInput(
+                    tenant=record.tenant,
+                    session=record.session,
+                    ok=record.status in ("committed", "noop"),
+                    trigger=record.trigger,
+                    run_id=record.id,
+                    error=record.error,
+                ),
+                result_type=BreakerRecordOutput,
+                start_to_close_timeout=BREAKER_TIMEOUT,
+                retry_policy=STORE_RETRY,
+                summary=f"circuit breaker: {record.status}",
+            )
+        except ActivityError as err:
+            workflow.logger.warning("circuit breaker not updated: %s", err.cause)
 
     def _set(self, **changes: Any) -> None:
         self._status = self._status.model_copy(update=changes)

@@ -16,17 +16,19 @@ from typing import Any
 
 import anthropic
 import pytest
-from temporalio import workflow
+from temporalio import activity, workflow
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import RetryPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.exceptions import TimeoutError, TimeoutType
+from temporalio.exceptions import ApplicationError, TimeoutError, TimeoutType
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from activities.contracts import (
     WORKFLOW_NAME,
     CompactSessionInput,
     CompactSessionOutput,
+    LiftInput,
+    LiftOutput,
     SummarizeInput,
     SummarizeOutput,
 )
@@ -323,3 +325,67 @@ async def test_long_streamed_call_heartbeats(temporal_address, tmp_path, task_qu
                 await handle.result()
             assert isinstance(ei.value.cause.cause, TimeoutError)
             assert ei.value.cause.cause.type == TimeoutType.HEARTBEAT
+
+
+# --- circuit breaker -------------------------------------------------------------------------------
+
+
+@activity.defn(name="lift_state")
+async def _broken_lift(inp: LiftInput) -> LiftOutput:
+    raise ApplicationError("lift exploded (test)", type="InvariantViolation", non_retryable=True)
+
+
+async def test_three_failed_compactions_open_the_breaker_until_cleared_or_manual(
+    temporal_address, tmp_path, task_queue
+):
+    from activities.breaker import clear_breaker, load_breaker
+    from workers.settings import Settings
+    from workers.worker import build_workers, connect
+
+    settings = Settings(store=f"file://{tmp_path}/store", task_queue=task_queue, llm_task_queue=f"{task_queue}-llm")
+    store = open_store(settings.store)
+    session = "s-" + uuid.uuid4().hex[:8]
+    SessionLog(store, TENANT, session).append(session_events())
+    client = await connect(settings, temporal_address)
+    workers = build_workers(client, settings, store, extra_activities=[_broken_lift], with_llm=False)
+
+    async def run(trigger: str) -> tuple[CompactSessionOutput | None, str]:
+        handle = await client.start_workflow(
+            WORKFLOW_NAME,
+            CompactSessionInput(tenant=TENANT, session=session, summarizer="structured",
+                                target_tokens=5000, trigger=trigger),
+            id=f"compact/{TENANT}/{session}",
+            task_queue=task_queue,
+            result_type=CompactSessionOutput,
+        )
+        try:
+            out = await handle.result()
+        except WorkflowFailureError:
+            out = None
+        return out, (await handle.fetch_history()).to_json()
+
+    async with contextlib.AsyncExitStack() as st:
+        for w in workers:
+            await st.enter_async_context(w)
+        for _ in range(3):
+            out, hist = await run("sweep")
+            assert out is None and "lift_state" in hist
+        state, _ = load_breaker(store, TENANT, session)
+        assert state is not None and state.open and state.consecutive_failures == 3
+
+        # automatic trigger: refused before any work, with the reason
+        out, hist = await run("budget:soft")
+        assert out is not None and out.status == "noop"
+        assert "automatic compaction paused" in (out.record.error or "")
+        assert "freeze_snapshot" not in hist and "lift_state" not in hist
+
+        # a manual request runs through the open breaker (and fails again here)
+        out, hist = await run("manual")
+        assert out is None and "lift_state" in hist
+
+        # operator clears it: automatic triggers run again
+        clear_breaker(store, TENANT, session, by="operator test")
+        out, hist = await run("sweep")
+        assert out is None and "lift_state" in hist
+        state, _ = load_breaker(store, TENANT, session)
+        assert state is not None and not state.open and state.consecutive_failures == 1
