@@ -74,3 +74,33 @@ def long_session(rounds: int = 30, out_lines: int = 150) -> Conv:
     c.call("Read", {"file_path": "docs/usage.md"}, "# Usage\n\nRun the parser.\n")
     c.say("I will add the flag to docs/usage.md next.")
     return c
+
+
+def random_session(rng) -> Conv:
+    """A random but well-formed session: calls, parallel batches (results split or together),
+    abandoned and pending calls, requests with constraints, pinned and injected events."""
+    c = Conv(system=None if rng.random() < 0.2 else "sys " * rng.randint(1, 300))
+    c.user("Start: fix src/a.py. Never delete data.")
+    for _ in range(rng.randint(5, 80)):
+        r = rng.random()
+        if r < 0.45:
+            c.call("Bash", {"command": f"cmd {rng.randint(0, 999)}"}, "out\n" * rng.randint(1, 3000),
+                   text=rng.choice(["", "doing it"]), is_error=rng.random() < 0.1)
+        elif r < 0.6:
+            n = rng.randint(2, 4)
+            c.batch([("Read", {"file_path": f"f{i}.py"}, "x " * rng.randint(1, 2000)) for i in range(n)],
+                    split_results=rng.random() < 0.5)
+        elif r < 0.7:
+            c.user(rng.choice(["please continue", "Do not touch prod. Always run tests.", "what now?",
+                               "see https://example.com/x"]))
+        elif r < 0.75:
+            c.use("Bash", {"command": "lost"})  # abandoned unless it ends the session
+        elif r < 0.78:
+            c.add("system", [TextBlock(text="pinned mid " * rng.randint(1, 50))], kind="pinned")
+        elif r < 0.82:
+            c.user("<system-reminder>injected</system-reminder>", injected=True)
+        else:
+            c.say("thinking out loud " * rng.randint(1, 100))
+    if rng.random() < 0.3:
+        c.use("Bash", {"command": "pending"})
+    return c

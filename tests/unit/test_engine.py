@@ -225,6 +225,32 @@ def test_render_request_closes_dangling_calls():
     assert view_tokens(c.events) > view_tokens(c.events[:-1])
 
 
+@pytest.mark.parametrize("seed", range(15))
+def test_random_sessions_keep_every_invariant(seed):
+    import random
+
+    from compactor.policy import PRESETS
+    from tests.unit.engine_fixtures import random_session
+
+    rng = random.Random(seed)
+    c = random_session(rng)
+    pol = make_policy(rng.choice(PRESETS))
+    target = max(500, int(view_tokens(c.events) * rng.choice([0.05, 0.15, 0.3, 0.6])))
+    res = compact(c.events, pol, target)
+    assert [v for v in res.record.violations if not v.startswith("over_budget")] == []
+    _api_valid(render_request(res.view)[1])
+    if res.checkpoint is None:
+        return
+    prev = res.checkpoint
+    for _ in range(rng.randint(1, 20)):
+        c.call("Bash", {"command": "more"}, "y\n" * rng.randint(1, 1000))
+    c.user("next step please")
+    new = [e for e in c.events if e.kind == "pinned" or e.seq > prev.covers.end]
+    again = compact(new, pol, target, prev=prev)
+    assert [v for v in again.record.violations if not v.startswith("over_budget")] == []
+    _api_valid(render_request(again.view)[1])
+
+
 # --- CLI --------------------------------------------------------------------------------------
 
 
