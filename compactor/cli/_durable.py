@@ -35,7 +35,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return asyncio.run(_run(args))
+    from compactor.cli.ops import run_and_exit
+
+    return run_and_exit(_run(args))
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -62,10 +64,12 @@ async def _run(args: argparse.Namespace) -> int:
     if target is None:
         target = default_target(view_tokens(imported.events))
 
-    async with _stack(settings, store, local_worker=args.local_worker) as client:
+    summarizer = args.summarizer or settings.summarizer
+    async with _stack(settings, store, local_worker=args.local_worker,
+                      with_llm=summarizer != "structured") as client:
         cc = CompactorClient(client, store, tenant=settings.tenant, task_queue=settings.task_queue,
                              llm_task_queue=settings.llm_task_queue, policy=args.policy,
-                             summarizer=args.summarizer or settings.summarizer, model=settings.model)
+                             summarizer=summarizer, model=settings.model)
         handle = await cc.start_compaction(session, window=args.window, max_output=args.max_output,
                                            target_tokens=target, trigger="cli")
         print(f"workflow   {handle.id} (run {handle.result_run_id})", file=sys.stderr)
@@ -97,8 +101,10 @@ async def _run(args: argparse.Namespace) -> int:
 class _stack:
     """Temporal client (+ worker) for one CLI run; embedded dev server without TEMPORAL_ADDRESS."""
 
-    def __init__(self, settings: Any, store: Any, *, local_worker: bool = False) -> None:
+    def __init__(self, settings: Any, store: Any, *, local_worker: bool = False,
+                 with_llm: bool = True) -> None:
         self.settings = settings
+        self.with_llm = with_llm
         self.store = store
         self.local_worker = local_worker or not settings.temporal_address
         self._server: Any = None
@@ -115,7 +121,8 @@ class _stack:
             address = self._server.address
         client = await connect(self.settings, address, s3_client=_store_s3_client(self.store))
         if self.local_worker:
-            self._workers = build_workers(client, self.settings, self.store)
+            # The LLM worker (and the anthropic SDK import) only when a run can use it.
+            self._workers = build_workers(client, self.settings, self.store, with_llm=self.with_llm)
             for w in self._workers:
                 await w.__aenter__()
         return client
