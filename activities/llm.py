@@ -53,8 +53,12 @@ from compactor.tokens import count_text
 NATIVE_BETA = "compact-2026-09-04"
 """Beta header of on-demand compaction (the top-level ``compaction`` parameter)."""
 DEFAULT_MODEL = "claude-sonnet-4-5"
-ACTIVITY_START_TO_CLOSE_S = 300.0
-"""The workflow's LLM start-to-close (workflows/compact_session.LLM_START_TO_CLOSE)."""
+
+def _activity_start_to_close_s() -> float:
+    """The workflow's start-to-close of the LLM activities: the client timeout stays below it."""
+    from workflows.compact_session import LLM_START_TO_CLOSE
+
+    return LLM_START_TO_CLOSE.total_seconds()
 
 
 class AnthropicSettings(BaseModel):
@@ -127,10 +131,11 @@ def make_anthropic_client(settings: Any | None = None) -> anthropic.AsyncAnthrop
     when no key is configured.
     """
     cfg = AnthropicSettings.from_settings(settings)
-    if cfg.timeout_s >= ACTIVITY_START_TO_CLOSE_S:
+    limit = _activity_start_to_close_s()
+    if cfg.timeout_s >= limit:
         raise InvalidInput(
             f"anthropic timeout {cfg.timeout_s}s must be below the activity start-to-close "
-            f"({ACTIVITY_START_TO_CLOSE_S:.0f}s) so a hung call is retried by Temporal"
+            f"({limit:.0f}s) so a hung call is retried by Temporal"
         )
     kwargs: dict[str, Any] = {
         "max_retries": 0,

@@ -210,3 +210,11 @@ def test_settings_from_env_and_worker_settings(monkeypatch):
     assert (cfg.timeout_s, cfg.max_input_tokens, cfg.model) == (33, 5000, "claude-x")
     cfg2 = AnthropicSettings.from_settings(SimpleNamespace(model="m", anthropic_timeout_s=12.0))
     assert cfg2.timeout_s == 12.0
+
+
+def test_defaults_fit_inside_the_workflows_llm_timeouts():
+    from workflows.compact_session import LLM_HEARTBEAT, LLM_START_TO_CLOSE
+
+    cfg = AnthropicSettings()
+    assert cfg.timeout_s < LLM_START_TO_CLOSE.total_seconds()
+    assert cfg.heartbeat_s < LLM_HEARTBEAT.total_seconds() / 2
