@@ -119,7 +119,10 @@ class StoreActivities:
         self.cache = cache or SegmentCache(max_bytes=256 << 20)
         self._logs: OrderedDict[tuple[str, str], SessionLog] = OrderedDict()
         self._artifacts: OrderedDict[str, bytes] = OrderedDict()
+        self._artifact_bytes = 0
         self._lock = threading.Lock()
+        # Separate pool for fan-out writes made from inside an executor thread.
+        self._io_pool = concurrent.futures.ThreadPoolExecutor(max_workers=8)
 
     def activities(self) -> list[Callable[..., Any]]:
         """Every activity of this class, for ``Worker(activities=...)``."""
@@ -217,10 +220,13 @@ class StoreActivities:
     def _remember_artifacts(self, arts: dict[str, bytes]) -> None:
         with self._lock:
             for k, v in arts.items():
+                if k not in self._artifacts:
+                    self._artifact_bytes += len(v)
                 self._artifacts[k] = v
                 self._artifacts.move_to_end(k)
-            while sum(len(v) for v in self._artifacts.values()) > (64 << 20) and len(self._artifacts) > 1:
-                self._artifacts.popitem(last=False)
+            while self._artifact_bytes > (64 << 20) and len(self._artifacts) > 1:
+                _, old = self._artifacts.popitem(last=False)
+                self._artifact_bytes -= len(old)
 
     def _artifact(self, log: SessionLog, sha: str) -> bytes:
         with self._lock:
@@ -347,8 +353,8 @@ class StoreActivities:
             )
             ckpt = res.checkpoint
             assert ckpt is not None
-            for data in res.artifacts.values():
-                log.put_artifact(data)
+            # Content-addressed, create-only: a retry re-finds them. Written concurrently.
+            list(self._io_pool.map(log.put_artifact, res.artifacts.values()))
             self._remember_artifacts(res.artifacts)
             end = 0 if ckpt.covers.empty else ckpt.covers.end
             covered_tokens = sum(e.tokens or 0 for e in evs if e.kind != "pinned" and snap.prev_covers_end < e.seq <= end)
@@ -366,6 +372,10 @@ class StoreActivities:
                 "summary_tokens": res.summary_tokens,
                 "retained_tail_tokens": res.retained_tail_tokens,
                 "violations": [str(v) for v in res.violations],
+                "validated": {
+                    "hard": [str(v) for v in res.violations if v.code not in SOFT_VIOLATIONS],
+                    "soft": [str(v) for v in res.violations if v.code in SOFT_VIOLATIONS],
+                },
                 "artifacts": sorted(res.artifacts),
                 "candidates": res.candidates,
                 "covered_tokens": covered_tokens,
@@ -511,20 +521,32 @@ class StoreActivities:
 
             evs = prepare(self.engine_events(log, snap), prev)
             ckpt = self.candidate(inp)
-            view = build_view(evs, ckpt)
-            arts = self._view_artifacts(log, evs, ckpt, view)
-            target = self._get_json(inp.plan_key)["target_tokens"]
-            vio = validate(
-                events=evs, checkpoint=ckpt, view=view, target_tokens=target, artifacts=arts,
-                prev_checkpoint=prev,
-            )
+            layer_doc = self._get_json(inp.layers_key)
+            base_doc = layer_doc["checkpoint"]
+            if ckpt.model_dump(mode="json") == base_doc and "validated" in layer_doc:
+                # The summary ladder validated exactly this candidate with the same function
+                # on the same events (engine.apply_layers); its verdict stands.
+                hard = list(layer_doc["validated"]["hard"])
+                soft = list(layer_doc["validated"]["soft"])
+                n_tokens = int(layer_doc["tokens_after"])
+            else:
+                view = build_view(evs, ckpt)
+                arts = self._view_artifacts(log, evs, ckpt, view)
+                target = self._get_json(inp.plan_key)["target_tokens"]
+                vio = validate(
+                    events=evs, checkpoint=ckpt, view=view, target_tokens=target, artifacts=arts,
+                    prev_checkpoint=prev,
+                )
+                hard = [str(v) for v in vio if v.code not in SOFT_VIOLATIONS]
+                soft = [str(v) for v in vio if v.code in SOFT_VIOLATIONS]
+                n_tokens = view_tokens(view)
             self._put_json(inp.candidate_key, ckpt.model_dump(mode="json"))
             return ValidateOutput(
                 candidate_key=inp.candidate_key,
                 checkpoint_id=ckpt.id,
-                violations=[str(v) for v in vio if v.code not in SOFT_VIOLATIONS],
-                warnings=[str(v) for v in vio if v.code in SOFT_VIOLATIONS],
-                view_tokens=view_tokens(view),
+                violations=hard,
+                warnings=soft,
+                view_tokens=n_tokens,
                 summary_tokens=ckpt.summary_tokens,
                 ms=(time.perf_counter() - t) * 1000,
                 **meta,
@@ -565,7 +587,9 @@ class StoreActivities:
             cas = 0
             new_events: list[Event] = []
             while True:
-                log.write_checkpoint(ckpt)
+                ckpt = self._write_or_adopt(log, ckpt)
+                if ckpt.id == base.id:
+                    base = ckpt
                 cas += 1
                 try:
                     head = log.set_checkpoint(ckpt.id, expected_etag=etag)
@@ -618,8 +642,10 @@ class StoreActivities:
                         non_retryable=True,
                     )
                 etag = head.etag
-            evs = prepare(self.engine_events(log, snap, head), prev) + list(new_events)
-            tokens_after = view_tokens(build_view(evs, ckpt))
+            tokens_after = 0  # unchanged view: the workflow keeps validate's count
+            if new_events:
+                evs = prepare(self.engine_events(log, snap, head), prev) + list(new_events)
+                tokens_after = view_tokens(build_view(evs, ckpt))
             return CommitOutput(
                 checkpoint_id=ckpt.id,
                 committed_version=head.version,
@@ -633,6 +659,24 @@ class StoreActivities:
 
         return await self._run(work)
 
+    @staticmethod
+    def _write_or_adopt(log: SessionLog, ckpt: Checkpoint) -> Checkpoint:
+        """Write the checkpoint (create-only); if an earlier execution of this compaction
+        already wrote one under the same deterministic id with other bytes (e.g. an LLM
+        summary or timestamps from before a lost worker), that one is adopted: it was made
+        from the same events and parameters, and immutable objects are never overwritten."""
+        try:
+            log.write_checkpoint(ckpt)
+            return ckpt
+        except errors.PreconditionFailed:
+            existing = log.read_checkpoint(ckpt.id)
+            if existing.covers != ckpt.covers or existing.snapshot_version != ckpt.snapshot_version:
+                raise
+            diff = sorted(k for k, v in ckpt.model_dump().items() if existing.model_dump().get(k) != v)
+            if activity.in_activity():
+                activity.logger.warning("adopting existing checkpoint %s (differs in %s)", ckpt.id, diff)
+            return existing
+
     # --- 8. record --------------------------------------------------------------------------
     @activity.defn(name=ActivityName.WRITE_RECORD)
     async def write_record(self, inp: RecordInput) -> RecordOutput:
@@ -642,7 +686,13 @@ class StoreActivities:
         def work() -> RecordOutput:
             t = time.perf_counter()
             rec = inp.record
-            key = self.log(rec.tenant, rec.session).write_record(rec)
+            log = self.log(rec.tenant, rec.session)
+            try:
+                key = log.write_record(rec)
+            except errors.PreconditionFailed:
+                # An earlier execution of this run (before a lost worker) recorded it already;
+                # records are per run and the first one stands.
+                key = f"{log.prefix}records/{rec.id}.json"
             return RecordOutput(key=key, ms=(time.perf_counter() - t) * 1000, **meta)
 
         return await self._run(work)

@@ -124,20 +124,34 @@ def _tls(settings: Settings) -> TLSConfig | bool:
 
 
 async def connect(
-    settings: Settings, address: str | None = None, *, s3_client: Any | None = None
+    settings: Settings,
+    address: str | None = None,
+    *,
+    s3_client: Any | None = None,
+    connect_timeout: float = 30.0,
 ) -> Client:
     """A Temporal client for the compactor (pydantic converter, TLS, telemetry)."""
     target = address or settings.temporal_address
     if not target:
         raise ValueError("no Temporal address: set TEMPORAL_ADDRESS or run `compactor dev`")
-    return await Client.connect(
-        target,
-        namespace=settings.temporal_namespace,
-        data_converter=build_data_converter(settings, s3_client),
-        tls=_tls(settings),
-        api_key=settings.temporal_api_key.get_secret_value() if settings.temporal_api_key else None,
-        plugins=telemetry_plugins(settings),
-    )
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + connect_timeout
+    while True:
+        try:
+            return await Client.connect(
+                target,
+                namespace=settings.temporal_namespace,
+                data_converter=build_data_converter(settings, s3_client),
+                tls=_tls(settings),
+                api_key=settings.temporal_api_key.get_secret_value() if settings.temporal_api_key else None,
+                plugins=telemetry_plugins(settings),
+            )
+        except RuntimeError as exc:
+            # A server that is still starting (dev server, rolling restart) answers
+            # "Unavailable / not healthy yet": wait for it rather than fail the command.
+            if "Unavailable" not in str(exc) or loop.time() > deadline:
+                raise
+            await asyncio.sleep(0.2)
 
 
 # --- workers -------------------------------------------------------------------------------------------

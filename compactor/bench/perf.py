@@ -1,0 +1,262 @@
+"""``compactor bench perf``: what durability costs, on the embedded stack.
+
+Three numbers (targets from the durable-compaction issue):
+
+* ``durable_inline_ratio`` (<= 1.5): a 100k-token session compacted by the workflow (client
+  start -> result, dev server + in-process worker + local store) vs ``engine.compact`` on the
+  same events in this process. Median of ``--runs`` runs, each on a fresh session id, so the
+  worker's segment cache starts cold for every durable run.
+* ``compactions_per_s`` (>= 20): 20 sessions compacted concurrently, several rounds (each
+  round appends a turn batch to every session, then compacts all 20 at once); completed
+  compactions / wall time.
+* ``kth_first_ratio`` (<= 1.3): a growing session (a batch of turns appended before each
+  compaction); the k-th compaction's latency over the first's (median of the last three over
+  the median of the first... the first is one number, so it is measured after a warm-up).
+
+The store is a local directory (the embedded default); ``--store s3://...`` with
+``AWS_ENDPOINT_URL`` measures an S3 endpoint instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import statistics
+import tempfile
+import time
+import uuid
+from typing import Any
+
+from compactor.events import Event, TextBlock, ToolResultBlock, ToolUseBlock
+
+_WORDS = (
+    "the build test file error module function return value config deploy server request "
+    "response cache index query table user session token retry timeout branch commit merge "
+    "parser schema handler worker queue client socket buffer stream payload header").split()
+
+
+def turns(n_rounds: int, *, result_tokens: int = 400, prefix: str = "r", start: int = 0,
+          request: bool = True) -> list[Event]:
+    """Agent turns: (user request), then rounds of assistant tool call + tool result."""
+    import random
+
+    rnd = random.Random(f"{prefix}{start}")
+    out: list[Event] = []
+    if request:
+        out.append(Event(id=f"{prefix}-req-{start}", role="user", blocks=[TextBlock(
+            text=f"Task {start}: fix the failing tests in src/app/core_{start}.py. Do not modify the tests.")]))
+    for i in range(start, start + n_rounds):
+        uid = f"toolu_{prefix}{i:06d}"
+        out.append(Event(id=f"{prefix}-a-{i}", role="assistant", blocks=[
+            TextBlock(text=f"Checking module {i}."),
+            ToolUseBlock(id=uid, name="Bash", input={"command": f"cat src/app/mod_{i}.py"}),
+        ]))
+        words = " ".join(rnd.choice(_WORDS) for _ in range(int(result_tokens * 0.9)))
+        out.append(Event(id=f"{prefix}-r-{i}", role="user", blocks=[
+            ToolResultBlock(tool_use_id=uid, content=[TextBlock(text=words)])]))
+    out.append(Event(id=f"{prefix}-u-{start}", role="user", blocks=[
+        TextBlock(text=f"Now summarize what you found in batch {start}.")]))
+    out.append(Event(id=f"{prefix}-s-{start}", role="assistant", blocks=[
+        TextBlock(text=f"Batch {start} reviewed; modules look consistent.")]))
+    return out
+
+
+def register(bench_sub: argparse._SubParsersAction) -> None:
+    p = bench_sub.add_parser("perf", help="durable vs inline latency, throughput, k-th compaction cost")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--runs", type=int, default=3, help="durable/inline runs (median; default %(default)s)")
+    p.add_argument("--tokens", type=int, default=100_000, help="session size for the ratio (default %(default)s)")
+    p.add_argument("--sessions", type=int, default=20, help="concurrent sessions (default %(default)s)")
+    p.add_argument("--rounds", type=int, default=3, help="throughput rounds (default %(default)s)")
+    p.add_argument("--k", type=int, default=8, help="compactions of the growing session (default %(default)s)")
+    p.add_argument("--store", default=None, help="store URL (default: a temporary local directory)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="extra `compactor worker` processes for the throughput run (default %(default)s)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from compactor.cli.ops import run_and_exit
+
+    return run_and_exit(_main(args))
+
+
+async def _main(args: argparse.Namespace) -> int:
+    res = await measure(runs=args.runs, tokens=args.tokens, sessions=args.sessions,
+                        rounds=args.rounds, k=args.k, store_url=args.store,
+                        extra_workers=args.workers)
+    if args.json:
+        print(json.dumps(res))
+    else:
+        print(report(res))
+    return 0
+
+
+def report(r: dict[str, Any]) -> str:
+    d = r["details"]
+    lines = [
+        f"durable / inline on a {d['ratio_tokens']:,}-token session: {r['durable_inline_ratio']:.2f} "
+        f"(durable {d['durable_ms']:.0f} ms, inline {d['inline_ms']:.0f} ms; target <= 1.5)",
+        f"throughput, {d['sessions']} concurrent sessions, {d['worker_processes']} worker processes: "
+        f"{r['compactions_per_s']:.1f} compactions/s "
+        f"({d['throughput_compactions']} in {d['throughput_s']:.2f} s; target >= 20)",
+        f"k-th / first compaction of a growing session: {r['kth_first_ratio']:.2f} "
+        f"(first {d['first_ms']:.0f} ms, k={d['k']}: {d['kth_ms']:.0f} ms; target <= 1.3); "
+        f"inline engine on the same inputs: {d['inline_kth_first_ratio']:.2f}",
+        f"(store {d['store']}, {d['cpus']} CPUs)",
+    ]
+    return "\n".join(lines)
+
+
+async def measure(*, runs: int = 3, tokens: int = 100_000, sessions: int = 20, rounds: int = 3,
+                  k: int = 8, store_url: str | None = None, extra_workers: int = 1) -> dict[str, Any]:
+    import os
+
+    from compactor.client import CompactorClient
+    from compactor.engine import compact
+    from compactor.policy import make_policy
+    from compactor.store import SessionLog, open_store
+    from compactor.tokens import with_tokens
+    from workers.devstack import start_temporal
+    from workers.settings import Settings
+    from workers.worker import _store_s3_client, build_workers, connect
+
+    tmp = None
+    if store_url is None:
+        tmp = tempfile.mkdtemp(prefix="compactor-perf-")
+        store_url = f"file://{tmp}"
+    store = open_store(store_url)
+    server = await asyncio.to_thread(start_temporal)
+    tq = f"perf-{uuid.uuid4().hex[:8]}"
+    settings = Settings(store=store_url, task_queue=tq, llm_task_queue=tq + "-llm")
+    tenant = f"perf{uuid.uuid4().hex[:6]}"
+    try:
+        client = await connect(settings, server.address, s3_client=_store_s3_client(store))
+        workers = build_workers(client, settings, store, with_llm=False)
+        for w in workers:
+            await w.__aenter__()
+        try:
+            cc = CompactorClient(client, store, tenant=tenant, task_queue=tq)
+            policy = make_policy("default")
+
+            # warm-up (tokenizer, imports, sandbox): not measured
+            await _compact_fresh(cc, store, tenant, "warm", turns(20), 3_000)
+
+            # 1. durable vs inline on ~tokens
+            rounds_n = max(1, tokens // 440)
+            big = with_tokens(turns(rounds_n, prefix="big"))
+            target = max(8_000, int(tokens * 0.15))
+            d_ms, i_ms = [], []
+            for n in range(runs):
+                d_ms.append(await _compact_fresh(cc, store, tenant, f"big{n}", big, target))
+                log = SessionLog(store, tenant, f"big{n}")
+                evs = log.read_events()
+                t = time.perf_counter()
+                compact(evs, policy, target, tenant=tenant, session=f"big{n}")
+                i_ms.append((time.perf_counter() - t) * 1000)
+            durable_ms, inline_ms = statistics.median(d_ms), statistics.median(i_ms)
+
+            # 2. throughput: `sessions` concurrent sessions, `rounds` rounds, served by this
+            #    process's worker plus `extra_workers` `compactor worker` processes.
+            procs = _start_workers(extra_workers, server.address, store_url, tq)
+            try:
+                await asyncio.sleep(3.0 if procs else 0.0)  # let them poll
+                names = [f"tp{n}" for n in range(sessions)]
+                done = 0
+                wall = 0.0
+                for r in range(rounds):
+                    for s in names:
+                        SessionLog(store, tenant, s).append(with_tokens(turns(12, prefix=s, start=r * 100)))
+                    t = time.perf_counter()
+                    outs = await asyncio.gather(*(cc.compact(s, target_tokens=2_500) for s in names))
+                    wall += time.perf_counter() - t
+                    done += sum(1 for o in outs if o.status in ("committed", "noop"))
+            finally:
+                _stop_workers(procs)
+
+            # 3. growing session: first vs k-th compaction (each one summarizes), and the
+            #    inline engine on the same inputs (prev checkpoint + events after it) for scale.
+            lat, ilat = [], []
+            gname = "grow"
+            glog = SessionLog(store, tenant, gname)
+            for i in range(k):
+                glog.append(with_tokens(turns(40, prefix="g", start=i * 100)))
+                head = glog.head()
+                prev = glog.current_checkpoint(head)
+                end = 0 if prev is None or prev.covers.empty else prev.covers.end
+                evs = [e for e in glog.read_events(head=head) if e.seq > end or e.kind == "pinned"]
+                t = time.perf_counter()
+                compact(evs, policy, 4_000, prev, tenant=tenant, session=gname)
+                ilat.append((time.perf_counter() - t) * 1000)
+                t = time.perf_counter()
+                out = await cc.compact(gname, target_tokens=4_000)
+                lat.append((time.perf_counter() - t) * 1000)
+                assert out.status in ("committed", "noop"), out.record.error
+            first = lat[0]
+            kth = statistics.median(lat[-3:]) if len(lat) >= 3 else lat[-1]
+            ikth = statistics.median(ilat[-3:]) if len(ilat) >= 3 else ilat[-1]
+        finally:
+            for w in reversed(workers):
+                await w.__aexit__(None, None, None)
+    finally:
+        await asyncio.to_thread(server.stop)
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return {
+        "durable_inline_ratio": round(durable_ms / inline_ms, 3),
+        "compactions_per_s": round(done / wall, 2),
+        "kth_first_ratio": round(kth / first, 3),
+        "details": {
+            "ratio_tokens": tokens, "durable_ms": round(durable_ms, 1), "inline_ms": round(inline_ms, 1),
+            "durable_runs_ms": [round(x, 1) for x in d_ms], "inline_runs_ms": [round(x, 1) for x in i_ms],
+            "sessions": sessions, "rounds": rounds, "throughput_compactions": done,
+            "throughput_s": round(wall, 3), "k": k, "first_ms": round(first, 1), "kth_ms": round(kth, 1),
+            "growing_ms": [round(x, 1) for x in lat], "growing_inline_ms": [round(x, 1) for x in ilat],
+            "inline_kth_first_ratio": round(ikth / ilat[0], 3), "worker_processes": 1 + extra_workers,
+            "store": store_url if not tmp else "local dir",
+            "cpus": os.cpu_count(),
+        },
+    }
+
+
+def _start_workers(n: int, address: str, store_url: str, task_queue: str) -> list[Any]:
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TEMPORAL_ADDRESS=address, COMPACTOR_STORE=store_url,
+               COMPACTOR_TASK_QUEUE=task_queue, COMPACTOR_LLM_TASK_QUEUE=task_queue + "-llm")
+    return [
+        subprocess.Popen([sys.executable, "-m", "compactor", "worker"], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        for _ in range(n)
+    ]
+
+
+def _stop_workers(procs: list[Any]) -> None:
+    import signal
+
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=20)
+        except Exception:
+            p.kill()
+            p.wait()
+
+
+async def _compact_fresh(cc: Any, store: Any, tenant: str, session: str, events: list[Event],
+                         target: int) -> float:
+    from compactor.store import SessionLog
+
+    SessionLog(store, tenant, session).append(events)
+    t = time.perf_counter()
+    out = await cc.compact(session, target_tokens=target)
+    ms = (time.perf_counter() - t) * 1000
+    if out.status != "committed":
+        raise RuntimeError(f"perf compaction of {session} ended {out.status}: {out.record.error}")
+    return ms
