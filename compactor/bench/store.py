@@ -30,7 +30,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-from compactor.events import Event, TextBlock, ToolResultBlock, ToolUseBlock
+from compactor.events import Event
 
 AGENT_EVENTS = 1_000
 CKPT_TAIL = 500
@@ -64,48 +64,52 @@ def register(sub: argparse._SubParsersAction) -> None:
 # --- synthetic sessions -----------------------------------------------------------------------
 
 
-def _text(rng: random.Random, lo: int, hi: int) -> str:
-    n = rng.randint(lo, hi)
-    out: list[str] = []
-    size = 0
-    while size < n:
-        line = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(4, 12)))
-        out.append(line)
-        size += len(line) + 1
-    return "\n".join(out)[:n]
+class _TextGen:
+    """Cheap varied text: random slices of a pool of random word lines."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        lines = [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(4, 12))) for _ in range(512)]
+        self.pool = "\n".join(lines) * 4
+        self.size = len(self.pool) // 4
+
+    def __call__(self, lo: int, hi: int) -> str:
+        n = self.rng.randint(lo, hi)
+        start = self.rng.randrange(self.size)
+        return self.pool[start : start + n]
 
 
 def synthetic_events(n: int, seed: int = 7, prefix: str = "e") -> list[Event]:
     """A coding-agent-like session: request, tool call, tool result (100-1,500 chars), reply."""
+    from pydantic import TypeAdapter
+
     rng = random.Random(seed)
-    out: list[Event] = []
-    i = 0
-    while len(out) < n:
-        k = len(out)
+    text = _TextGen(rng)
+    out: list[dict[str, Any]] = []
+    for k in range(n):
         phase = k % 4
+        i = k // 4
         if phase == 0:
-            e = Event(id=f"{prefix}{k}", role="user", blocks=[TextBlock(text=_text(rng, 40, 300))])
+            t = text(40, 300)
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": t}]
         elif phase == 1:
-            i += 1
-            e = Event(
-                id=f"{prefix}{k}",
-                role="assistant",
-                blocks=[
-                    TextBlock(text=_text(rng, 20, 200)),
-                    ToolUseBlock(id=f"toolu_{i}", name="bash", input={"command": _text(rng, 10, 80)}),
-                ],
-            )
+            t = text(20, 200)
+            cmd = text(10, 80)
+            blocks = [
+                {"type": "text", "text": t},
+                {"type": "tool_use", "id": f"toolu_{i}", "name": "bash", "input": {"command": cmd}},
+            ]
+            t += cmd
         elif phase == 2:
-            e = Event(
-                id=f"{prefix}{k}",
-                role="user",
-                blocks=[ToolResultBlock(tool_use_id=f"toolu_{i}", content=[TextBlock(text=_text(rng, 100, 1500))])],
-            )
+            t = text(100, 1500)
+            blocks = [{"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": [{"type": "text", "text": t}]}]
         else:
-            e = Event(id=f"{prefix}{k}", role="assistant", blocks=[TextBlock(text=_text(rng, 40, 400))])
+            t = text(40, 400)
+            blocks = [{"type": "text", "text": t}]
+        role = "user" if phase in (0, 2) else "assistant"
         # a rough count: the store benchmark is not a tokenizer benchmark
-        out.append(e.with_(tokens=max(1, len(e.model_dump_json()) // 4)))
-    return out
+        out.append({"id": f"{prefix}{k}", "role": role, "blocks": blocks, "tokens": len(t) // 4 + 8})
+    return TypeAdapter(list[Event]).validate_python(out)
 
 
 # --- backends ---------------------------------------------------------------------------------
@@ -208,8 +212,9 @@ def bench_backend(make_store: Callable[[], Any], n: int, agent_events: int, seed
     ck = Checkpoint(id="bench-ckpt", tenant="bench", session=session, covers=SeqRange(start=1, end=end), summary="summary of the earlier work")
     agent.write_checkpoint(ck)
     agent.set_checkpoint(ck.id, expected_etag=None)
+    reader2 = SessionLog(make_store(), "bench", session)
     t = time.perf_counter()
-    v2 = SessionLog(make_store(), "bench", session).read_view()
+    v2 = reader2.read_view()
     view_ckpt = time.perf_counter() - t
     assert len(view) == head.version and len(v2) == tail + 1
     return {

@@ -56,6 +56,7 @@ Ids (tenant, session, checkpoint, record) are validated before any I/O.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import random
@@ -164,6 +165,21 @@ class _Chunk:
     last: int
     data: bytes
     pinned: list[int]
+
+
+def _parse_events(data: bytes) -> list[Event]:
+    """Parse a JSON array of events with the cyclic GC paused.
+
+    Parsing allocates many small objects at once; with a large heap (a long session already in
+    memory) each allocation burst would trigger full collections that scan everything.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _EVENTS.validate_json(data)
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _now() -> datetime:
@@ -294,7 +310,7 @@ class SessionLog:
             data: bytes = entry[0]
             body = b",".join(line for line in data.split(b"\n") if line.strip())
             try:
-                events = _EVENTS.validate_json(b"[" + body + b"]")
+                events = _parse_events(b"[" + body + b"]")
             except ValidationError as exc:
                 raise IntegrityError(
                     f"segment {seg.key!r} holds events that do not parse: {exc}", key=seg.key
@@ -382,9 +398,6 @@ class SessionLog:
             first = head.version + 1
             chunks = self._chunks(first, [batch[i] for i in todo], [lines[i] for i in todo])
             segments, replaced = self._plan(head, chunks)
-            if segments is None:
-                self._backoff(attempt)
-                continue
             written: list[Segment] = []
             blocked = False
             for seg, data in segments:
@@ -470,9 +483,7 @@ class SessionLog:
         chunks.append(_Chunk(start, seq - 1, b"".join(buf), pinned))
         return chunks
 
-    def _plan(
-        self, head: Head, chunks: list[_Chunk]
-    ) -> tuple[list[tuple[Segment, bytes]] | None, int]:
+    def _plan(self, head: Head, chunks: list[_Chunk]) -> tuple[list[tuple[Segment, bytes]], int]:
         """Segments to write for ``chunks`` and how many tail entries of the head they replace."""
         if not (self.merge and len(chunks) == 1):
             return [self._seg(c.first, c.last, c.data, c.pinned) for c in chunks], 0
@@ -568,6 +579,10 @@ class SessionLog:
             ckpt = Checkpoint.model_validate_json(data)
         except ValidationError as exc:
             raise IntegrityError(f"checkpoint {key!r} does not parse: {exc}", key=key) from None
+        if (ckpt.id, ckpt.tenant, ckpt.session) != (ckpt_id, self.tenant, self.session):
+            raise IntegrityError(
+                f"checkpoint {key!r} names {ckpt.tenant}/{ckpt.session}/{ckpt.id}", key=key
+            )
         self._ckpts[ckpt_id] = ckpt
         return ckpt
 
