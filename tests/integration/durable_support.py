@@ -88,12 +88,14 @@ async def running_worker(
     *,
     extra_activities: Sequence[Any] = (),
     with_llm: bool = True,
+    **settings_kw: Any,
 ) -> AsyncIterator[Any]:
     """An in-process worker (workflow + store activities [+ LLM queue]) and its client."""
     from workers.settings import Settings
     from workers.worker import _store_s3_client, build_workers, connect
 
-    settings = Settings(store=store.url, task_queue=task_queue, llm_task_queue=task_queue + "-llm")
+    settings = Settings(store=store.url, task_queue=task_queue, llm_task_queue=task_queue + "-llm",
+                        **settings_kw)
     client = await connect(settings, address, s3_client=_store_s3_client(store))
     workers = build_workers(client, settings, store, extra_activities=extra_activities, with_llm=with_llm)
     async with contextlib.AsyncExitStack() as stack:

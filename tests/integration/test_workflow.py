@@ -260,3 +260,20 @@ async def test_ensure_budget_soft_returns_at_once_hard_waits(temporal_address, s
         assert r.need == "hard" and r.action == "waited"
         assert r.result.status == "committed" and r.result.checkpoint != first.checkpoint
         assert r.tokens < grown
+
+
+async def test_large_payloads_go_to_s3_external_storage(temporal_address, store, task_queue):
+    """With the S3 driver wired, payloads at or over the threshold live in the bucket and
+    history holds only a claim; threshold 0 offloads every payload."""
+    tenant, session = new_ids()
+    log = SessionLog(store, tenant, session)
+    log.append(coding_session())
+    async with running_worker(temporal_address, store, task_queue, payload_threshold=0) as client:
+        cc = CompactorClient(client, store, tenant=tenant, task_queue=task_queue)
+        out = await cc.compact(session, target_tokens=4_000)
+        history = await client.get_workflow_handle(workflow_id_for(tenant, session)).fetch_history()
+    assert out.status == "committed" and log.head().checkpoint == out.checkpoint
+    keys = store.client.list_objects_v2(Bucket=store.bucket, Prefix="v0/").get("Contents", [])
+    assert keys, "no payload was stored in S3"
+    started = history.events[0].workflow_execution_started_event_attributes.input.payloads[0]
+    assert b"tenant" not in started.data  # the input itself is a claim, not the payload
