@@ -1,0 +1,39 @@
+"""Worker settings from the environment and what they wire."""
+
+from __future__ import annotations
+
+from workers.settings import Settings, s3_bucket_of
+from workers.worker import build_data_converter
+
+
+def test_env_prefix_and_standard_temporal_variables(monkeypatch):
+    monkeypatch.setenv("COMPACTOR_TASK_QUEUE", "q1")
+    monkeypatch.setenv("COMPACTOR_LLM_RATE_LIMIT", "0.5")
+    monkeypatch.setenv("TEMPORAL_ADDRESS", "temporal.example:7233")
+    monkeypatch.setenv("TEMPORAL_NAMESPACE", "prod")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    s = Settings()
+    assert (s.task_queue, s.llm_rate_limit) == ("q1", 0.5)
+    assert (s.temporal_address, s.temporal_namespace) == ("temporal.example:7233", "prod")
+    assert s.anthropic_api_key.get_secret_value() == "sk-test"
+    assert "sk-test" not in repr(s)
+
+
+def test_tls_is_on_with_a_client_certificate_or_api_key(monkeypatch):
+    assert not Settings().tls_enabled
+    monkeypatch.setenv("TEMPORAL_TLS_CLIENT_CERT_PATH", "/c.pem")
+    assert Settings().tls_enabled
+
+
+def test_external_payload_storage_only_with_an_s3_bucket():
+    assert s3_bucket_of("s3://bkt/prefix/x") == "bkt" and s3_bucket_of("file:///tmp") is None
+    assert build_data_converter(Settings(store="file:///tmp/x")).external_storage is None
+
+    class FakeS3:
+        class meta:
+            region_name = "us-east-1"
+            endpoint_url = None
+
+    conv = build_data_converter(Settings(store="s3://bkt/p", payload_threshold=1024), FakeS3())
+    assert conv.external_storage is not None
+    assert conv.external_storage.payload_size_threshold == 1024
