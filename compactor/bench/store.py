@@ -4,8 +4,9 @@ What is measured, per backend and session length N:
 
 * **bulk import**: N events in one ``append`` (a transcript import; split into segments).
 * **agent appends**: 1,000 more events on top of the N-event session, appended like a live
-  agent in batches of 1-20 events, by a fresh SessionLog (its first append indexes the N
-  existing ids: reported apart as "cold 1st append"); events/s and per-append p50/p95.
+  agent in batches of 1-20 events, by a fresh SessionLog. Its first append indexes the N
+  existing ids and is reported apart ("cold 1st append"); events/s and per-append p50/p95
+  are over the following appends.
 * **view reads**: ``read_view`` by a fresh SessionLog (cold: every segment fetched, verified and
   parsed; with no checkpoint the view is the whole log), the same object again (warm: cached
   segments), and cold again after a checkpoint covering all but the last 500 events (reads
@@ -188,8 +189,10 @@ def bench_backend(make_store: Callable[[], Any], n: int, agent_events: int, seed
     lat: list[float] = []
     i = 0
     t_all = time.perf_counter()
+    first_batch = 0
     while i < len(extra):
         k = rng.randint(1, 20)
+        first_batch = first_batch or min(k, len(extra))
         t = time.perf_counter()
         agent.append(extra[i : i + k])
         lat.append(time.perf_counter() - t)
@@ -220,7 +223,8 @@ def bench_backend(make_store: Callable[[], Any], n: int, agent_events: int, seed
     return {
         "events": n,
         "bulk_events_per_s": n / bulk_s,
-        "agent_events_per_s": len(extra) / agent_s,
+        # warm throughput: the cold first append (id indexing) is reported on its own
+        "agent_events_per_s": (len(extra) - first_batch) / max(1e-9, agent_s - cold_first),
         "agent_appends": len(lat),
         "append_p50_ms": statistics.median(warm) * 1e3,
         "append_p95_ms": _pct(warm, 0.95) * 1e3,
