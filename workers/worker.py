@@ -89,6 +89,17 @@ def build_data_converter(settings: Settings, s3_client: Any | None = None) -> Da
 _TRACING_READY = False
 
 
+def flush_telemetry() -> None:
+    """Export buffered spans now (before a short-lived process exits)."""
+    if not _TRACING_READY:
+        return
+    import opentelemetry.trace
+
+    flush = getattr(opentelemetry.trace.get_tracer_provider(), "force_flush", None)
+    if flush is not None:
+        flush(5_000)
+
+
 def telemetry_plugins(settings: Settings) -> list[Any]:
     """OpenTelemetry plugin (+ OTLP exporter) when an endpoint is configured, else nothing."""
     global _TRACING_READY
@@ -108,7 +119,8 @@ def telemetry_plugins(settings: Settings) -> list[Any]:
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
         opentelemetry.trace.set_tracer_provider(provider)
         _TRACING_READY = True
-    return [OpenTelemetryPlugin()]
+    # Temporal's own spans (StartWorkflow, RunWorkflow, RunActivity...) so a trace shows every step.
+    return [OpenTelemetryPlugin(add_temporal_spans=True)]
 
 
 # --- client --------------------------------------------------------------------------------------------

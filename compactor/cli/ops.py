@@ -92,6 +92,12 @@ def run_and_exit(coro: Any) -> int:
     except Exception as exc:  # RPC errors (unknown workflow id, server down): say what failed
         print(f"compactor: error: {type(exc).__name__}: {exc}", file=sys.stderr)
         rc = 1
+    try:
+        from workers.worker import flush_telemetry
+
+        flush_telemetry()
+    except Exception as exc:  # noqa: BLE001 - telemetry must never change the exit status
+        print(f"compactor: could not export traces: {exc}", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(rc)
