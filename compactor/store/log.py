@@ -341,7 +341,9 @@ class SessionLog:
                 found += 1
                 seq = int(m.group(1))
                 if seq > upto:
-                    self._ids.setdefault(json.loads(m.group(2)), seq)
+                    raw = m.group(2)
+                    eid = json.loads(raw) if b"\\" in raw else raw[1:-1].decode()
+                    self._ids.setdefault(eid, seq)
             if found != seg.last - seg.first + 1:
                 raise IntegrityError(
                     f"segment {seg.key!r} holds {found} events, its manifest entry says "
