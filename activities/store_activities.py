@@ -122,7 +122,8 @@ class StoreActivities:
         self._artifact_bytes = 0
         self._lock = threading.Lock()
         # Separate pool for fan-out writes made from inside an executor thread.
-        self._io_pool = concurrent.futures.ThreadPoolExecutor(max_workers=8)
+        # (artifact writes are latency-bound: fsync locally, a round trip on S3)
+        self._io_pool = concurrent.futures.ThreadPoolExecutor(max_workers=32)
 
     def activities(self) -> list[Callable[..., Any]]:
         """Every activity of this class, for ``Worker(activities=...)``."""
@@ -478,18 +479,20 @@ class StoreActivities:
         return await self._run(work)
 
     # --- 6. validate ------------------------------------------------------------------------
-    def candidate(self, inp: ValidateInput) -> Checkpoint:
-        """The layer candidate with the chosen summarizer's summary swapped in."""
+    def candidate(self, inp: ValidateInput, layer_doc: dict[str, Any] | None = None) -> tuple[Checkpoint, bool]:
+        """The layer candidate with the chosen summarizer's summary swapped in, and whether it
+        is the layer candidate itself (unchanged)."""
         from compactor.tokens import count_text
 
-        base = Checkpoint.model_validate(self._get_json(inp.layers_key)["checkpoint"])
+        layer_doc = layer_doc if layer_doc is not None else self._get_json(inp.layers_key)
+        base = Checkpoint.model_validate(layer_doc["checkpoint"])
         if not inp.summary_key:
-            return base  # replacement layers only: no summary to swap in
+            return base, True  # replacement layers only: no summary to swap in
         summ = self._get_json(inp.summary_key)
         if summ.get("summary") == base.summary and summ.get("native") is None and (
             not inp.checkpoint_id or inp.checkpoint_id == base.id
         ):
-            return base
+            return base, True
         text = summ.get("summary") or ""
         return base.model_copy(
             update={
@@ -500,7 +503,7 @@ class StoreActivities:
                 "summary_tokens": count_text(text) if text else count_text(json.dumps(summ.get("native") or {})),
                 "summarizer": inp.summarizer,
             }
-        )
+        ), False
 
     @activity.defn(name=ActivityName.VALIDATE_CANDIDATE)
     async def validate_candidate(self, inp: ValidateInput) -> ValidateOutput:
@@ -520,10 +523,9 @@ class StoreActivities:
             from compactor.engine import prepare
 
             evs = prepare(self.engine_events(log, snap), prev)
-            ckpt = self.candidate(inp)
             layer_doc = self._get_json(inp.layers_key)
-            base_doc = layer_doc["checkpoint"]
-            if ckpt.model_dump(mode="json") == base_doc and "validated" in layer_doc:
+            ckpt, unchanged = self.candidate(inp, layer_doc)
+            if unchanged and "validated" in layer_doc:
                 # The summary ladder validated exactly this candidate with the same function
                 # on the same events (engine.apply_layers); its verdict stands.
                 hard = list(layer_doc["validated"]["hard"])
