@@ -8,6 +8,8 @@ what was stored (checkpoint and record). Needs no setup beyond ``make install``.
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 from importlib import resources
 
 from compactor.cli.common import add_store_args
@@ -28,9 +30,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from compactor.cli import main
+def _run(cmd: list[str]) -> int:
+    # Each step in its own process: the durable path leaves its process at once after use
+    # (see compactor.cli.ops.run_and_exit), and operators would run these commands one by one.
+    return subprocess.call([sys.executable, "-m", "compactor", *cmd])
 
+
+def run(args: argparse.Namespace) -> int:
     path = sample_path()
     print(f"== compacting the bundled sample {SAMPLE} (target {args.target_tokens:,} tokens)\n")
     cmd = ["compact", path, "--target-tokens", str(args.target_tokens), "--out", args.out]
@@ -38,8 +44,12 @@ def run(args: argparse.Namespace) -> int:
         cmd.append("--inline")
     else:
         cmd += ["--store", args.store, "--tenant", args.tenant, "--session", "demo"]
-    rc = main(cmd)
+    rc = _run(cmd)
     if rc != 0 or args.inline:
         return rc
+    print("\n== the view the agent's next model request is built from (compactor view demo)\n")
+    rc = _run(["view", "demo", "--store", args.store, "--tenant", args.tenant])
+    if rc != 0:
+        return rc
     print("\n== what the session log now holds (compactor inspect demo)\n")
-    return main(["inspect", "demo", "--store", args.store, "--tenant", args.tenant])
+    return _run(["inspect", "demo", "--store", args.store, "--tenant", args.tenant])
