@@ -37,6 +37,11 @@ class Head(BaseModel):
     version: int = 0
     checkpoint: str | None = Field(default=None, description="Current checkpoint id, or none.")
     segments: list[Segment] = Field(default_factory=list)
+    log_id: str | None = Field(
+        default=None,
+        description="Random id given when the log is created; process caches key on it, so a "
+        "session deleted and re-created under the same name never reuses stale cache entries.",
+    )
     etag: str | None = Field(default=None, description="Store etag it was read with (not stored).")
     updated_at: datetime | None = None
 

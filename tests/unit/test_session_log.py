@@ -18,6 +18,7 @@ from compactor.errors import (
 )
 from compactor.events import Event, TextBlock, ToolResultBlock, ToolUseBlock
 from compactor.records import Checkpoint, CompactionRecord, SeqRange
+import compactor.store.log as logmod
 from compactor.store import LocalStore, ObjectStore, SessionLog, list_sessions, validate_id
 from compactor.store.s3 import S3Store
 
@@ -131,6 +132,20 @@ def test_the_same_events_retried_are_stored_once(store):
     assert [e.id for e in log.read_events()] == ["a", "b", "c", "d"]
 
 
+def test_short_lived_clients_stay_warm_and_a_recreated_session_starts_cold(store, tmp_path):
+    SessionLog(store, T, "s").append([ev(f"e{i}") for i in range(50)])
+    spy = Hooked(store)
+    r = SessionLog(spy, T, "s").append([ev("e49"), ev("new")])  # a new object per call
+    assert (r.appended, r.duplicates) == (1, 1)
+    assert not [k for op, k in spy.calls if op == "get" and "/log/" in k]  # no segment reads
+    if isinstance(store, LocalStore):  # the same name, deleted and created again
+        import shutil
+
+        shutil.rmtree(store.root)
+        r = SessionLog(LocalStore(store.root), T, "s").append([ev("e1")])
+        assert (r.appended, r.first_seq) == (1, 1)
+
+
 def test_empty_append_and_missing_session(store):
     log = SessionLog(store, T, "nothing")
     assert log.head().version == 0 and log.head().etag is None
@@ -211,6 +226,7 @@ def test_tampered_segment_is_detected(store):
     assert exc.value.details["key"] == seg.key and seg.key in str(exc.value)
     with pytest.raises(IntegrityError):
         fresh.read_view()
+    logmod._INDEXES.clear()  # a writer in a fresh process: its id index is cold
     with pytest.raises(IntegrityError):
         SessionLog(store, T, "s").append([ev("d")])  # cannot dedup against damaged data
     assert snapshot(store) == before
