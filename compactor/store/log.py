@@ -620,23 +620,36 @@ class SessionLog:
                 out.extend(e for e in evs if start <= e.seq <= end)
         return out
 
+    def read_pinned_and_after(
+        self, after: int, upto: int | None = None, *, head: Head | None = None
+    ) -> list[Event]:
+        """Pinned events with seq <= ``after``, then every event in ``after+1..upto``, in order.
+
+        What a view or a compaction on top of a checkpoint covering ``1..after`` needs; reads
+        only the segments holding pinned events or events after ``after``.
+        """
+        head = head or self.head()
+        upto = head.version if upto is None else min(upto, head.version)
+        segs = [s for s in head.segments if s.first <= upto and (s.last > after or s.pinned)]
+        self._fetch_many(segs)
+        events: list[Event] = []
+        for s in segs:
+            evs = self._events(s)
+            if s.first > after and s.last <= upto:
+                events.extend(evs)
+            else:
+                events.extend(
+                    e for e in evs if e.seq <= upto and (e.seq > after or e.kind == "pinned")
+                )
+        return events
+
     def read_view(self, *, head: Head | None = None) -> list[Event]:
         """The view the next model request is built from (reads only the segments it needs)."""
         head = head or self.head()
         ckpt = self.current_checkpoint(head)
         if ckpt is None or ckpt.covers.empty:
             return build_view(self.read_events(head=head), ckpt)
-        end = ckpt.covers.end
-        segs = [s for s in head.segments if s.last > end or s.pinned]
-        self._fetch_many(segs)
-        events: list[Event] = []
-        for s in segs:
-            evs = self._events(s)
-            if s.first > end:
-                events.extend(evs)
-            else:
-                events.extend(e for e in evs if e.seq > end or (e.kind == "pinned" and e.seq <= end))
-        return build_view(events, ckpt)
+        return build_view(self.read_pinned_and_after(ckpt.covers.end, head=head), ckpt)
 
     # --- checkpoints ------------------------------------------------------------------------
     def _ckpt_key(self, ckpt_id: str) -> str:

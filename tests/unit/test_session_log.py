@@ -414,3 +414,13 @@ def test_tool_blocks_round_trip(store):
     log.append(events)
     back = SessionLog(store, T, "s").read_events()
     assert [e.with_(seq=0, tokens=None) for e in back] == events
+
+
+def test_read_pinned_and_after(store):
+    log = SessionLog(store, T, "s", merge=False)
+    log.append([ev("p1", role="system", kind="pinned"), ev("a"), ev("b")])
+    log.append([ev("c"), ev("p2", role="system", kind="pinned"), ev("d")])
+    log.append([ev("e")])
+    assert [e.id for e in log.read_pinned_and_after(3)] == ["p1", "c", "p2", "d", "e"]
+    assert [e.id for e in log.read_pinned_and_after(5, 6)] == ["p1", "p2", "d"]
+    assert [e.id for e in log.read_pinned_and_after(0, 2)] == ["p1", "a"]
