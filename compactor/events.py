@@ -291,9 +291,20 @@ def to_anthropic(events: Iterable[Event]) -> tuple[str, list[dict[str, Any]]]:
         if m["role"] == "user":
             # tool_result blocks must come first in a user message
             m["content"].sort(key=lambda blk: 0 if blk["type"] == "tool_result" else 1)
-    if messages and messages[0]["role"] != "user":
+    if messages and messages[0]["role"] != "user" and not is_native_compaction(messages[0]):
         messages.insert(0, {"role": "user", "content": [{"type": "text", "text": "(continued)"}]})
     return "\n\n".join(p for p in system_parts if p), messages
+
+
+def is_native_compaction(message: dict[str, Any]) -> bool:
+    """An assistant message that opens with a provider compaction block (replayed verbatim)."""
+    content = message.get("content")
+    return (
+        message.get("role") == "assistant"
+        and isinstance(content, list)
+        and bool(content)
+        and content[0].get("type") == "compaction"
+    )
 
 
 def to_openai(events: Iterable[Event]) -> list[dict[str, Any]]:

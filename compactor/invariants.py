@@ -204,10 +204,16 @@ def check_batches(events: Sequence[Event], end: int, prev_end: int) -> list[Viol
     return out
 
 
+def _is_native(e: Event) -> bool:
+    return bool(e.blocks) and isinstance(e.blocks[0], CompactionBlock) and e.blocks[0].raw is not None
+
+
 def check_first_user(view: Sequence[Event]) -> list[Violation]:
     for e in view:
         if e.kind == "pinned" or (e.role == "system" and e.injected):
             continue
+        if e.kind == "compaction" and e.role == "assistant" and _is_native(e):
+            return []  # a provider compaction block opens the conversation by design
         if e.role != "user":
             return [Violation(code="first_not_user",
                               message=f"first message of the view is {e.role}", seq=e.seq or None)]

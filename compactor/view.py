@@ -16,8 +16,12 @@ SUMMARY_PREFIX = (
 
 def summary_event(ckpt: Checkpoint) -> Event:
     """The synthetic user message that stands for the covered range in the view."""
+    role = "user"
     if ckpt.native is not None:
+        # The provider's compaction block is replayed verbatim as the first block of an
+        # assistant turn at the very start of the conversation, where the API expects it.
         block = CompactionBlock(content=ckpt.summary, raw=ckpt.native)
+        role = "assistant"
     else:
         text = SUMMARY_PREFIX.format(start=ckpt.covers.start, end=ckpt.covers.end) + ckpt.summary
         block = CompactionBlock(content=text)
@@ -25,7 +29,7 @@ def summary_event(ckpt: Checkpoint) -> Event:
         seq=0,
         id=f"checkpoint:{ckpt.id}",
         kind="compaction",
-        role="user",
+        role=role,
         blocks=[block],
         tokens=ckpt.summary_tokens or None,
         meta={"checkpoint": ckpt.id, "covers": [ckpt.covers.start, ckpt.covers.end]},

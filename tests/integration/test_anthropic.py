@@ -249,6 +249,8 @@ async def test_native_compaction_block_is_stored_and_replayed_verbatim(stack, fa
     _, messages = to_anthropic(view)
     replayed = [b for m in messages for b in m["content"] if b.get("type") == "compaction"]
     assert replayed == [ckpt.native]
+    # where the API expects it: the first block of the first (assistant) message
+    assert messages[0]["role"] == "assistant" and messages[0]["content"][0] == ckpt.native
 
 
 async def test_api_key_never_reaches_history_records_or_store(stack, fake, tmp_path):
