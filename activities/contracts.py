@@ -63,6 +63,8 @@ class ErrorType(StrEnum):
     """Stored bytes do not match their hash."""
     SNAPSHOT_CHANGED = "SnapshotChanged"
     """The checkpoint the snapshot was based on is no longer the head's (rollback meanwhile)."""
+    NOT_APPROVED = "NotApproved"
+    """A held compaction was rejected by an operator or not approved in time."""
 
 
 def _cfg() -> ConfigDict:
@@ -131,6 +133,11 @@ class CompactSessionInput(BaseModel):
         default=False,
         description="Hold between validate and commit_swap until the `resume` signal "
         "(operator approval of the swap).",
+    )
+    approval_timeout_s: int | None = Field(
+        default=3600,
+        description="With pause_before_commit: fail (session untouched) when neither `resume` "
+        "nor `reject` arrives within this many seconds; None waits forever.",
     )
     max_merges: int = Field(default=5, ge=0, description="Bound on merge-and-retry in commit_swap.")
     local_steps: bool = Field(

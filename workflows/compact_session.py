@@ -17,6 +17,7 @@ Why it is shaped this way:
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -137,6 +138,9 @@ _LOCAL_OK = {
 # so a retry after a lost worker is safe. Behind a patch: older histories ran them as
 # ordinary activities.
 LOCAL_COMMIT_PATCH = "local-commit-record"
+# A held compaction (pause_before_commit) gives up after approval_timeout_s, so a forgotten
+# approval cannot hold the session's workflow id (and every request attached to it) forever.
+APPROVAL_TIMEOUT_PATCH = "approval-timeout"
 _LOCAL_SINCE_PATCH = {ActivityName.COMMIT_SWAP, ActivityName.WRITE_RECORD}
 
 
@@ -153,6 +157,7 @@ class CompactSessionWorkflow:
     def __init__(self) -> None:
         self._status = CompactStatus()
         self._resume = False
+        self._rejected: str | None = None
         self._steps_done: list[str] = []
         self._attempts: dict[str, int] = {}
         self._durations: dict[str, float] = {}
@@ -169,6 +174,11 @@ class CompactSessionWorkflow:
     def resume(self) -> None:
         """Approve the swap of a compaction started with ``pause_before_commit``."""
         self._resume = True
+
+    @workflow.signal(name="reject")
+    def reject(self, reason: str = "rejected by an operator") -> None:
+        """Refuse the swap of a held compaction: it ends failed, the session untouched."""
+        self._rejected = reason or "rejected by an operator"
 
     # --- the transaction -------------------------------------------------------------------------
     @workflow.run
@@ -342,8 +352,21 @@ class CompactSessionWorkflow:
 
         if inp.pause_before_commit:
             self._set(step="waiting_for_resume", waiting_for_resume=True)
-            await workflow.wait_condition(lambda: self._resume)
+            decided = lambda: self._resume or self._rejected is not None  # noqa: E731
+            if workflow.patched(APPROVAL_TIMEOUT_PATCH) and inp.approval_timeout_s:
+                try:
+                    await workflow.wait_condition(decided, timeout=timedelta(seconds=inp.approval_timeout_s))
+                except asyncio.TimeoutError:
+                    self._rejected = f"no approval within {inp.approval_timeout_s}s"
+            else:
+                await workflow.wait_condition(decided)
             self._set(waiting_for_resume=False)
+            if self._rejected is not None:
+                raise ApplicationError(
+                    f"swap not approved: {self._rejected}; the session is unchanged",
+                    type=ErrorType.NOT_APPROVED,
+                    non_retryable=True,
+                )
 
         commit = await self._step(
             ActivityName.COMMIT_SWAP,

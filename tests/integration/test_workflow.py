@@ -277,3 +277,27 @@ async def test_large_payloads_go_to_s3_external_storage(temporal_address, store,
     assert keys, "no payload was stored in S3"
     started = history.events[0].workflow_execution_started_event_attributes.input.payloads[0]
     assert b"tenant" not in started.data  # the input itself is a claim, not the payload
+
+
+async def test_held_swap_rejected_or_timed_out_leaves_session_untouched(temporal_address, store, task_queue):
+    tenant, session = new_ids()
+    log = SessionLog(store, tenant, session)
+    log.append(coding_session())
+    before = log.head()
+    async with running_worker(temporal_address, store, task_queue) as client:
+        cc = CompactorClient(client, store, tenant=tenant, task_queue=task_queue)
+        handle = await cc.start_compaction(session, target_tokens=4_000, pause_before_commit=True)
+        await _wait_paused(client, handle.id)
+        await handle.signal("reject", "summary reviewed: too lossy")
+        with pytest.raises(WorkflowFailureError) as info:
+            await handle.result()
+        assert info.value.cause.type == ErrorType.NOT_APPROVED
+        assert "too lossy" in info.value.cause.message
+        await save_history(client, handle.id, "compact-held-rejected")
+        handle = await cc.start_compaction(session, target_tokens=4_000, pause_before_commit=True,
+                                           approval_timeout_s=1)
+        with pytest.raises(WorkflowFailureError) as info:
+            await handle.result()
+        assert info.value.cause.type == ErrorType.NOT_APPROVED
+    assert log.head().etag == before.etag and log.list_checkpoints() == []
+    assert [r.status for r in log.list_records()] == ["failed", "failed"]
