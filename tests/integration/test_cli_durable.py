@@ -55,3 +55,46 @@ def test_compact_file_embedded_stack_matches_inline_and_exports_traces(tmp_path)
     # spans reached the OTLP endpoint, Temporal's own among them
     traces = b"".join(b for b in _Collector.bodies if b.startswith(b"/v1/traces"))
     assert traces and b"CompactSessionWorkflow" in traces
+
+
+async def test_dev_keeps_stack_running_and_stops_on_ctrl_c(tmp_path):
+    import asyncio
+    import signal
+    import socket
+
+    from compactor.client import CompactorClient
+    from compactor.store import SessionLog, open_store
+    from tests.integration.durable_support import coding_session
+    from workers.devstack import free_port
+    from workers.settings import Settings
+    from workers.worker import connect
+
+    port, ui = free_port(), free_port()
+    url = f"file://{tmp_path}/store"
+    env = {k: v for k, v in os.environ.items() if k not in ("TEMPORAL_ADDRESS", "COMPACTOR_OTLP_ENDPOINT")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "compactor", "dev", "--port", str(port), "--ui-port", str(ui), "--store", url],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    try:
+        lines = []
+        loop = asyncio.get_running_loop()
+        while not any("worker running" in x for x in lines):
+            line = await asyncio.wait_for(loop.run_in_executor(None, proc.stdout.readline), 90)
+            assert line, f"compactor dev exited early: {lines}"
+            lines.append(line)
+        text = "".join(lines)
+        assert f"TEMPORAL_ADDRESS=127.0.0.1:{port}" in text and f"http://127.0.0.1:{ui}" in text
+        store = open_store(url)
+        SessionLog(store, "default", "dev1").append(coding_session())
+        client = await connect(Settings(store=url), f"127.0.0.1:{port}")
+        out = await CompactorClient(client, store).compact("dev1", target_tokens=4_000)
+        assert out.status == "committed"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
