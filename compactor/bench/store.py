@@ -176,6 +176,7 @@ def _pct(xs: list[float], q: float) -> float:
 def bench_backend(make_store: Callable[[], Any], n: int, agent_events: int, seed: int, base: list[Event]) -> dict[str, Any]:
     from compactor.records import Checkpoint, SeqRange
     from compactor.store import SessionLog
+    from compactor.store.log import _INDEXES
 
     session = f"bench-{n}"
     log = SessionLog(make_store(), "bench", session)
@@ -185,6 +186,7 @@ def bench_backend(make_store: Callable[[], Any], n: int, agent_events: int, seed
 
     extra = synthetic_events(agent_events, seed + 1, prefix="x")
     rng = random.Random(seed)
+    _INDEXES.clear()  # the agent is a fresh process: its id index starts cold
     agent = SessionLog(make_store(), "bench", session)
     lat: list[float] = []
     i = 0

@@ -249,7 +249,9 @@ class SessionLog:
         store: the object store.
         tenant, session: validated ids.
         max_attempts: CAS attempts per append / head update before ConcurrentModification.
-        backoff_base, backoff_max: full-jitter backoff between attempts, in seconds.
+        backoff_base, backoff_max: full-jitter backoff between attempts, in seconds. The cap
+            is low on purpose: a writer that lost many rounds must not wait much longer than a
+            newcomer, or it starves (seen with 16 writers on one session).
         cache: a SegmentCache to share between logs (default: a private one).
         merge: merge small segments on append (keeps the head small; off only for tests).
     """
@@ -260,9 +262,9 @@ class SessionLog:
         tenant: str,
         session: str,
         *,
-        max_attempts: int = 40,
+        max_attempts: int = 200,
         backoff_base: float = 0.004,
-        backoff_max: float = 0.25,
+        backoff_max: float = 0.1,
         cache: SegmentCache | None = None,
         merge: bool = True,
     ) -> None:
