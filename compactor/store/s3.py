@@ -13,7 +13,7 @@ increment; AWS S3 and MinIO evaluate conditions atomically.
 Error mapping (tests assert the type): 412 ``PreconditionFailed`` and 409
 ``ConditionalRequestConflict`` -> PreconditionFailed; ``NoSuchKey`` -> NotFound (and, on a
 conditional put, PreconditionFailed: the version we expected is gone); ``NoSuchBucket`` ->
-BucketNotFound; an unreachable endpoint -> StoreUnavailable.
+BucketNotFound; an unreachable endpoint, missing credentials or a 403 -> StoreUnavailable.
 
 One boto3 client per store, created up front (clients are thread-safe; sessions are not), with
 standard-mode retries for throttling and 5xx and bounded timeouts. A retried conditional PUT
@@ -113,8 +113,19 @@ class S3Store:
 
     # --- error mapping ----------------------------------------------------------------------
     def _map(self, exc: Exception, key: str, *, conditional: bool = False) -> Exception:
-        from botocore.exceptions import ClientError, EndpointConnectionError, ConnectionError
+        from botocore.exceptions import (
+            ClientError,
+            ConnectionError,
+            EndpointConnectionError,
+            NoCredentialsError,
+        )
 
+        if isinstance(exc, NoCredentialsError):
+            return StoreUnavailable(
+                f"no AWS credentials for {self.url}; set AWS_ACCESS_KEY_ID and "
+                f"AWS_SECRET_ACCESS_KEY (or a profile / instance role)",
+                key=key,
+            )
         if isinstance(exc, (EndpointConnectionError, ConnectionError)):
             return StoreUnavailable(
                 f"cannot reach the S3 endpoint {self.endpoint_url or '(AWS default)'} for "
@@ -128,6 +139,12 @@ class S3Store:
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         if code == "NoSuchBucket":
             return self._no_bucket()
+        if status == 403 or code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
+            return StoreUnavailable(
+                f"access to {key!r} in {self.url} denied ({code or status}); check the "
+                f"credentials and the bucket policy",
+                key=key,
+            )
         if code in _PRECONDITION_CODES or status in (409, 412):
             return PreconditionFailed(
                 f"conditional write to {key!r} in {self.url} lost ({code or status})", key=key

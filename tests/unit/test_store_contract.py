@@ -160,3 +160,15 @@ def test_open_store_urls(tmp_path, monkeypatch):
 
     with pytest.raises(InvalidInput):
         open_store("ftp://host/x")
+
+
+def test_unreachable_s3_endpoint_is_a_typed_error(monkeypatch):
+    from compactor.errors import StoreUnavailable
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "y")
+    store = S3Store("bucket", endpoint_url="http://127.0.0.1:9", max_attempts=1)
+    with pytest.raises(StoreUnavailable):
+        store.get("k")
+    with pytest.raises(StoreUnavailable):
+        store.put("k", b"x", if_none_match=True)
