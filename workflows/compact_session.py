@@ -221,12 +221,18 @@ class CompactSessionWorkflow:
                 refused = record.model_copy(update={"status": "noop", "error": gate.reason})
                 return await self._finish(refused, None, started)
 
-        snap = await self._step(
-            ActivityName.FREEZE_SNAPSHOT,
-            FreezeInput(tenant=inp.tenant, session=inp.session),
-            SnapshotRef,
-            f"freeze {inp.tenant}/{inp.session}",
-        )
+        self._record = record
+        try:
+            snap = await self._step(
+                ActivityName.FREEZE_SNAPSHOT,
+                FreezeInput(tenant=inp.tenant, session=inp.session),
+                SnapshotRef,
+                f"freeze {inp.tenant}/{inp.session}",
+            )
+        except (ActivityError, ApplicationError) as err:
+            # Local activities raise the activity's ApplicationError itself, others wrap it.
+            # No such session / bad ids: say so; nothing exists to record a compaction against.
+            raise self._failure(err) from err
         self._set(snapshot_version=snap.version)
         phash = params_hash(
             policy=policy.model_dump(),
@@ -237,12 +243,19 @@ class CompactSessionWorkflow:
         prefix = work_prefix(inp.tenant, inp.session, snap.version, phash)
         record = record.model_copy(update={"snapshot_version": snap.version})
 
-        plan = await self._step(
-            ActivityName.PLAN_COMPACTION,
-            PlanInput(snapshot=snap, policy=policy, plan_key=prefix + "plan.json"),
-            PlanOutput,
-            f"plan v{snap.version}: {snap.view_tokens} view tokens, policy {inp.policy}",
-        )
+        self._record = record
+        try:
+            plan = await self._step(
+                ActivityName.PLAN_COMPACTION,
+                PlanInput(snapshot=snap, policy=policy, plan_key=prefix + "plan.json"),
+                PlanOutput,
+                f"plan v{snap.version}: {snap.view_tokens} view tokens, policy {inp.policy}",
+            )
+        except (ActivityError, ApplicationError) as err:
+            failure = self._failure(err)
+            await self._finish(self._record.model_copy(
+                update={"status": "failed", "error": f"{failure.type}: {failure.message}"}), None, started)
+            raise failure from err
         record = record.model_copy(
             update={
                 "tokens_before": plan.tokens_before,
@@ -261,15 +274,20 @@ class CompactSessionWorkflow:
         try:
             return await self._compact(inp, snap, policy, plan, prefix, phash, record)
         except (ActivityError, ApplicationError) as err:
-            # Say why, in the workflow's own failure: the step, the error type, its message.
-            cause = err.cause if isinstance(err, ActivityError) else err
-            etype = getattr(cause, "type", None) or type(cause).__name__
-            step = self._status.step
-            message = f"compaction failed at {step}: {cause}; the session is unchanged"
-            failed = self._record.model_copy(update={"status": "failed", "error": f"{etype}: {message}"})
+            failure = self._failure(err)
+            failed = self._record.model_copy(
+                update={"status": "failed", "error": f"{failure.type}: {failure.message}"}
+            )
             await self._finish(failed, None, started)
-            details = list(getattr(cause, "details", ()) or ())
-            raise ApplicationError(message, *details, type=etype, non_retryable=True) from err
+            raise failure from err
+
+    def _failure(self, err: Exception) -> ApplicationError:
+        """The workflow's own failure: the step, the error type, its message."""
+        cause = err.cause if isinstance(err, ActivityError) else err
+        etype = getattr(cause, "type", None) or type(cause).__name__
+        message = f"compaction failed at {self._status.step}: {cause}; the session is unchanged"
+        details = list(getattr(cause, "details", ()) or ())
+        return ApplicationError(message, *details, type=etype, non_retryable=True)
 
     async def _compact(
         self,
@@ -542,8 +560,8 @@ class CompactSessionWorkflow:
                 retry_policy=STORE_RETRY,
                 summary=f"circuit breaker of {inp.tenant}/{inp.session} ({inp.trigger})",
             )
-        except ActivityError as err:
-            workflow.logger.warning("circuit breaker unreadable, proceeding: %s", err.cause)
+        except (ActivityError, ApplicationError) as err:  # local: raised unwrapped
+            workflow.logger.warning("circuit breaker unreadable, proceeding: %s", getattr(err, "cause", None) or err)
             return BreakerCheckOutput()
 
     async def _breaker_record(self, record: CompactionRecord) -> None:
@@ -564,8 +582,8 @@ class CompactSessionWorkflow:
                 retry_policy=STORE_RETRY,
                 summary=f"circuit breaker: {record.status}",
             )
-        except ActivityError as err:
-            workflow.logger.warning("circuit breaker not updated: %s", err.cause)
+        except (ActivityError, ApplicationError) as err:  # local: raised unwrapped
+            workflow.logger.warning("circuit breaker not updated: %s", getattr(err, "cause", None) or err)
 
     def _set(self, **changes: Any) -> None:
         self._status = self._status.model_copy(update=changes)

@@ -301,3 +301,14 @@ async def test_held_swap_rejected_or_timed_out_leaves_session_untouched(temporal
         assert info.value.cause.type == ErrorType.NOT_APPROVED
     assert log.head().etag == before.etag and log.list_checkpoints() == []
     assert [r.status for r in log.list_records()] == ["failed", "failed"]
+
+
+async def test_unknown_session_fails_with_not_found_and_writes_nothing(temporal_address, store, task_queue):
+    tenant, session = new_ids()
+    async with running_worker(temporal_address, store, task_queue) as client:
+        cc = CompactorClient(client, store, tenant=tenant, task_queue=task_queue)
+        with pytest.raises(WorkflowFailureError) as info:
+            await cc.compact(session)
+    assert info.value.cause.type == ErrorType.NOT_FOUND
+    assert "freeze_snapshot" in info.value.cause.message and "no events" in info.value.cause.message
+    assert store.list(f"t/{tenant}/") == []
