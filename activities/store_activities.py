@@ -29,7 +29,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from temporalio import activity
@@ -338,7 +337,6 @@ class StoreActivities:
 
         def work() -> ExternalizeOutput:
             from compactor.engine import MIN_SUMMARY_TOKENS, Plan, apply_layers
-            from compactor.measure import view_tokens  # noqa: F401 - used by the engine
             from compactor.tokens import count_text
             from compactor.view import SUMMARY_PREFIX
 
@@ -730,7 +728,3 @@ class StoreActivities:
             return DueSessions(sessions=due, scanned=len(sessions), ms=(time.perf_counter() - t) * 1000, **meta)
 
         return await self._run(work)
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
