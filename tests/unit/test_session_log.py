@@ -424,3 +424,27 @@ def test_read_pinned_and_after(store):
     assert [e.id for e in log.read_pinned_and_after(3)] == ["p1", "c", "p2", "d", "e"]
     assert [e.id for e in log.read_pinned_and_after(5, 6)] == ["p1", "p2", "d"]
     assert [e.id for e in log.read_pinned_and_after(0, 2)] == ["p1", "a"]
+
+
+def _proc_writer(root: str, w: int, per: int) -> None:
+    log = SessionLog(LocalStore(root), T, "procs", backoff_base=0.002)
+    events = [ev(f"p{w}-{i:03d}") for i in range(per)]
+    for i in range(0, per, 3):
+        log.append(events[i : i + 3])
+
+
+def test_writers_in_separate_processes_on_a_local_store(tmp_path):
+    import multiprocessing
+
+    root = str(tmp_path / "store")
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_proc_writer, args=(root, w, 30)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    events = SessionLog(LocalStore(root), T, "procs").read_events()
+    assert [e.seq for e in events] == list(range(1, 121))
+    for w in range(4):
+        assert [e.id for e in events if e.id.startswith(f"p{w}-")] == [f"p{w}-{i:03d}" for i in range(30)]
