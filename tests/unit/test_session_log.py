@@ -185,7 +185,8 @@ def test_large_append_is_split_into_segments(store, monkeypatch):
 
 @pytest.mark.parametrize(
     "tenant,session",
-    [("../x", "s"), (T, "../../etc"), (T, "a/b"), (T, ".."), (T, "."), (T, ""), (T, "x" * 129), ("t/u", "s")],
+    [("../x", "s"), (T, "../../etc"), (T, "a/b"), (T, ".."), (T, "."), (T, ""), (T, "x" * 129),
+     ("t/u", "s"), (T, "ok\n"), (T, "a\\b")],
 )
 def test_ids_that_escape_are_rejected_before_any_io(store, tenant, session):
     SessionLog(store, T, "ok").append([ev("a")])
