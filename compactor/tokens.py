@@ -39,7 +39,18 @@ def encoding() -> tiktoken.Encoding:
 def count_text(text: str) -> int:
     if not text:
         return 0
+    if len(text) < 64:
+        return _count(text)
+    return _count_cached(text)
+
+
+def _count(text: str) -> int:
     return len(encoding().encode(text, disallowed_special=()))
+
+
+# The engine counts the same block texts several times per compaction (plan, each summary
+# candidate, validation); a bounded memo makes the repeats free without changing any count.
+_count_cached = lru_cache(maxsize=32_768)(_count)
 
 
 def count_texts(texts: Sequence[str]) -> list[int]:
