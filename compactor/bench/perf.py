@@ -72,8 +72,9 @@ def register(bench_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rounds", type=int, default=3, help="throughput rounds (default %(default)s)")
     p.add_argument("--k", type=int, default=8, help="compactions of the growing session (default %(default)s)")
     p.add_argument("--store", default=None, help="store URL (default: a temporary local directory)")
-    p.add_argument("--workers", type=int, default=1,
-                   help="extra `compactor worker` processes for the throughput run (default %(default)s)")
+    p.add_argument("--workers", type=int, default=2,
+                   help="`compactor worker` processes serving the throughput run; 0 = the bench "
+                        "process's own worker (default %(default)s)")
     p.set_defaults(func=run)
 
 
@@ -112,7 +113,7 @@ def report(r: dict[str, Any]) -> str:
 
 
 async def measure(*, runs: int = 3, tokens: int = 100_000, sessions: int = 20, rounds: int = 3,
-                  k: int = 8, store_url: str | None = None, extra_workers: int = 1) -> dict[str, Any]:
+                  k: int = 8, store_url: str | None = None, extra_workers: int = 2) -> dict[str, Any]:
     import os
 
     from compactor.client import CompactorClient
@@ -166,9 +167,15 @@ async def measure(*, runs: int = 3, tokens: int = 100_000, sessions: int = 20, r
 
             # 2. throughput: `sessions` concurrent sessions, `rounds` rounds, served by this
             #    process's worker plus `extra_workers` `compactor worker` processes.
+            # The throughput run is served by `extra_workers` separate worker processes (the
+            # in-process worker steps aside so the bench's own client does not compete with it).
             procs = _start_workers(extra_workers, server.address, store_url, tq)
+            if procs:
+                for w in reversed(workers):
+                    await w.__aexit__(None, None, None)
+                workers = []
             try:
-                await asyncio.sleep(3.0 if procs else 0.0)  # let them poll
+                await asyncio.sleep(4.0 if procs else 0.0)  # let them poll
                 names = [f"tp{n}" for n in range(sessions)]
                 done = 0
                 wall = 0.0
@@ -181,6 +188,10 @@ async def measure(*, runs: int = 3, tokens: int = 100_000, sessions: int = 20, r
                     done += sum(1 for o in outs if o.status in ("committed", "noop"))
             finally:
                 _stop_workers(procs)
+                if not workers:
+                    workers = build_workers(client, settings, store, with_llm=False)
+                    for w in workers:
+                        await w.__aenter__()
 
             # 3. growing session: first vs k-th compaction (each one summarizes), and the
             #    inline engine on the same inputs (prev checkpoint + events after it) for scale.
@@ -221,7 +232,7 @@ async def measure(*, runs: int = 3, tokens: int = 100_000, sessions: int = 20, r
             "sessions": sessions, "rounds": rounds, "throughput_compactions": done,
             "throughput_s": round(wall, 3), "k": k, "first_ms": round(first, 1), "kth_ms": round(kth, 1),
             "growing_ms": [round(x, 1) for x in lat], "growing_inline_ms": [round(x, 1) for x in ilat],
-            "inline_kth_first_ratio": round(ikth / ilat[0], 3), "worker_processes": 1 + extra_workers,
+            "inline_kth_first_ratio": round(ikth / ilat[0], 3), "worker_processes": extra_workers or 1,
             "store": store_url if not tmp else "local dir",
             "cpus": os.cpu_count(), "load_before": round(load0, 2),
         },
