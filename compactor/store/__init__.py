@@ -11,6 +11,7 @@ import os
 from compactor.errors import InvalidInput
 from compactor.store.base import ObjectStore, check_key
 from compactor.store.local import LocalStore
+from compactor.store.s3 import S3Store  # boto3 is imported when a store is created
 from compactor.store.log import (
     AppendResult,
     SegmentCache,
@@ -27,8 +28,6 @@ def open_store(url: str, **kwargs: object) -> ObjectStore:
     usual AWS environment / config chain.
     """
     if url.startswith("s3://"):
-        from compactor.store.s3 import S3Store
-
         rest = url[len("s3://") :]
         bucket, _, prefix = rest.partition("/")
         if not bucket:
@@ -51,6 +50,7 @@ __all__ = [
     "AppendResult",
     "LocalStore",
     "ObjectStore",
+    "S3Store",
     "SegmentCache",
     "SessionLog",
     "check_key",
