@@ -73,6 +73,8 @@ async def _run(args: argparse.Namespace) -> int:
         handle = await cc.start_compaction(session, window=args.window, max_output=args.max_output,
                                            target_tokens=target, trigger="cli")
         print(f"workflow   {handle.id} (run {handle.result_run_id})", file=sys.stderr)
+        if not (args.local_worker or not settings.temporal_address):
+            await _warn_without_pollers(client, settings)
         try:
             out = await handle.result()
         except Exception as exc:  # WorkflowFailureError: say why, leave the session as it was
@@ -96,6 +98,26 @@ async def _run(args: argparse.Namespace) -> int:
     print(f"{'workflow'.ljust(10)}  {handle.id}")
     print(f"{'session'.ljust(10)}  {settings.tenant}/{session} in {store.url}")
     return 0 if rec.status in ("committed", "noop") else 1
+
+
+async def _warn_without_pollers(client: Any, settings: Any) -> None:
+    """Say so when no worker serves the queue (the run would otherwise just wait)."""
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    try:
+        resp = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
+            namespace=settings.temporal_namespace,
+            task_queue=TaskQueue(name=settings.task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        ))
+    except Exception:  # noqa: BLE001 - advisory only
+        return
+    if not resp.pollers:
+        print(f"note: no worker polls task queue {settings.task_queue!r} on "
+              f"{settings.temporal_address}; start `compactor worker` there or pass --local-worker "
+              f"(waiting)", file=sys.stderr)
 
 
 class _stack:
