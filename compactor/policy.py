@@ -193,7 +193,11 @@ def _claude_code(w: int, o: int, configured: int | None) -> Policy:
     effective = w - reserved
     buffer = claude_code_buffer(w)
     trigger = _cap(effective - buffer, configured)
-    predictive = min(trigger, effective - max(buffer, CC_WARNING_BUFFER) - CC_PREDICTIVE_TOOL_RESULT)
+    predictive: int | None = min(
+        trigger, effective - max(buffer, CC_WARNING_BUFFER) - CC_PREDICTIVE_TOOL_RESULT
+    )
+    if predictive is not None and predictive <= 0:
+        predictive = None  # small windows: no room to reserve a whole tool result; auto only
     return Policy(
         name="claude-code",
         window=w,
@@ -296,7 +300,9 @@ def _default(w: int, o: int, configured: int | None) -> Policy:
         max_output=o,
         trigger_tokens=cc.trigger_tokens,
         hard_tokens=cc.hard_tokens,
-        predictive_tokens=cc.predictive_tokens,
+        # Never predict so early that a small window compacts all the time: at least 3/4 of
+        # the auto threshold (W=200,000 keeps claude-code's 145,000).
+        predictive_tokens=max(cc.predictive_tokens or 0, cc.trigger_tokens * 3 // 4),
         tail_budget_tokens=20_000,
         tail_min_tokens=10_000,
         tail_max_tokens=40_000,

@@ -164,3 +164,14 @@ def test_cli_policy_list(capsys):
     assert main(["policy", "list"]) == 0
     out = capsys.readouterr().out
     assert all(name in out for name in PRESETS)
+
+
+def test_small_windows_do_not_make_the_soft_trigger_always_fire():
+    from compactor.policy import make_policy, should_compact
+
+    for preset in ("default", "claude-code"):
+        pol = make_policy(preset, window=32_000, max_output=8_000)
+        assert pol.predictive_tokens is None or pol.predictive_tokens > 0
+        assert should_compact(pol, 1_000) == "none"
+    assert make_policy("default", window=32_000, max_output=8_000).predictive_tokens == 8_250
+    assert make_policy("default", window=200_000, max_output=32_000).predictive_tokens == 145_000
