@@ -29,6 +29,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--session", default=None, help="session id (default: the file's name)")
     p.add_argument("--summarizer", default=None, choices=["structured", "anthropic", "anthropic-native"],
                    help="summarizer (default: COMPACTOR_SUMMARIZER or structured)")
+    p.add_argument("--model", default=None,
+                   help="model of the LLM summarizers (default: COMPACTOR_MODEL or claude-sonnet-4-5)")
     p.add_argument("--task-queue", default=None, help="task queue (default: COMPACTOR_TASK_QUEUE or compactor)")
     p.add_argument("--local-worker", action="store_true",
                    help="with TEMPORAL_ADDRESS: also run a worker in this process")
@@ -69,7 +71,7 @@ async def _run(args: argparse.Namespace) -> int:
                       with_llm=summarizer != "structured") as client:
         cc = CompactorClient(client, store, tenant=settings.tenant, task_queue=settings.task_queue,
                              llm_task_queue=settings.llm_task_queue, policy=args.policy,
-                             summarizer=summarizer, model=settings.model)
+                             summarizer=summarizer, model=args.model or settings.model)
         handle = await cc.start_compaction(session, window=args.window, max_output=args.max_output,
                                            target_tokens=target, trigger="cli")
         print(f"workflow   {handle.id} (run {handle.result_run_id})", file=sys.stderr)

@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-output", type=int, default=32_000, help="max output tokens O (default %(default)s)")
     p.add_argument(
         "--target-tokens", type=int, default=None,
-        help=f"budget for the view (default {TARGET_RATIO:.0%} of the transcript's tokens, at least {MIN_TARGET:,})",
+        help=f"budget for the view (default {TARGET_RATIO * 100:.0f}%% of the transcript's tokens, at least {MIN_TARGET:,})",
     )
     p.add_argument("--out", default=None, help="write {messages, system, checkpoint, record} JSON here")
     p.add_argument("--now", default=None, help="ISO timestamp recorded as created_at (default: now)")
