@@ -44,6 +44,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_store_args(p)
     p.set_defaults(func=cmd_rollback)
 
+    p = sub.add_parser("breaker", help="a session's circuit breaker for automatic compaction (show or --clear)")
+    p.add_argument("session")
+    p.add_argument("--clear", action="store_true", help="close it: automatic compaction resumes")
+    add_store_args(p)
+    p.set_defaults(func=cmd_breaker)
+
     p = sub.add_parser("history", help="step timeline of a compaction workflow")
     p.add_argument("workflow_id", metavar="WORKFLOW_ID")
     p.add_argument("--run-id", default=None)
@@ -268,6 +274,35 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     ))
     print(f"{args.tenant}/{args.session}: checkpoint {head.checkpoint or 'none'} -> {target or 'none'} "
           f"(version {new.version}; nothing deleted)")
+    return 0
+
+
+def cmd_breaker(args: argparse.Namespace) -> int:
+    import getpass
+
+    from activities.breaker import clear_breaker, load_breaker
+    from compactor.store import open_store
+
+    store = open_store(args.store)
+    name = f"{args.tenant}/{args.session}"
+    if args.clear:
+        st = clear_breaker(store, args.tenant, args.session, by=f"operator {getpass.getuser()}")
+        print(f"{name}: breaker closed (by {st.cleared_by}); automatic compaction resumes")
+        return 0
+    st, _ = load_breaker(store, args.tenant, args.session)
+    if st is None:
+        print(f"{name}: breaker closed (no failed compactions recorded)")
+        return 0
+    state = "OPEN: automatic compaction paused" if st.open else "closed"
+    print(f"{name}: breaker {state}; {st.consecutive_failures} consecutive failure(s)")
+    if st.last_error:
+        print(f"  last error: {st.last_error}")
+    if st.cleared_by:
+        print(f"  last cleared by {st.cleared_by} at {st.cleared_at}")
+    for o in st.history[-5:]:
+        print(f"  {o.at}  {'ok    ' if o.ok else 'FAILED'}  {o.trigger}  {o.error or ''}".rstrip())
+    if st.open:
+        print(f"  clear with: compactor breaker {args.session} --clear (or request a manual compaction)")
     return 0
 
 
