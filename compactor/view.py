@@ -9,8 +9,9 @@ from compactor.records import Checkpoint
 
 SUMMARY_PREFIX = (
     "This session is being continued from an earlier conversation that ran out of context. "
-    "The summary below covers the earlier part (events {start}-{end}); the full log is kept "
-    "and nothing was deleted.\n\n"
+    "The summary below covers the earlier part (events {start}-{end}); the messages after it "
+    "are verbatim and newer, so a later user request there supersedes the summary's. The full "
+    "log is kept and nothing was deleted.\n\n"
 )
 
 
