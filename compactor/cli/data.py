@@ -110,7 +110,9 @@ def _store_hint(args: argparse.Namespace) -> str:
 
 
 def cmd_view(args: argparse.Namespace) -> int:
-    from compactor.events import to_anthropic
+    # render_request, not bare to_anthropic: a call still waiting for its result gets an
+    # "outcome unknown" placeholder, so the JSON is always a request the API accepts.
+    from compactor.measure import render_request
     from compactor.view import view_text
 
     log = _open(args, args.session)
@@ -122,7 +124,7 @@ def cmd_view(args: argparse.Namespace) -> int:
         )
     view = log.read_view(head=head)
     if args.json:
-        system, messages = to_anthropic(view)
+        system, messages = render_request(view)
         json.dump({"system": system, "messages": messages}, sys.stdout, ensure_ascii=False, indent=1)
         sys.stdout.write("\n")
         return 0

@@ -140,3 +140,25 @@ def test_import_and_view_on_s3(capsys, s3_endpoint, s3_bucket, monkeypatch):
 )
 def test_session_id_from_path(name, expected):
     assert session_id_from_path(name) == expected
+
+
+def test_view_json_answers_a_call_still_waiting_for_its_result(tmp_path, capsys):
+    """The JSON is a request the Messages API accepts: every tool_use has a tool_result."""
+    import json as _json
+
+    from compactor.cli import main as _main
+    from compactor.events import Event, TextBlock, ToolUseBlock
+    from compactor.store import SessionLog, open_store
+
+    url = f"file://{tmp_path}"
+    SessionLog(open_store(url), "default", "pending").append([
+        Event(id="u", role="user", blocks=[TextBlock(text="run the load test")]),
+        Event(id="a", role="assistant", blocks=[ToolUseBlock(id="t9", name="Bash", input={"command": "lt"})]),
+    ])
+    capsys.readouterr()
+    assert _main(["view", "pending", "--json", "--store", url]) == 0
+    doc = _json.loads(capsys.readouterr().out)
+    msgs = doc["messages"]
+    assert [m["role"] for m in msgs] == ["user", "assistant", "user"]
+    result = msgs[2]["content"][0]
+    assert result["type"] == "tool_result" and result["tool_use_id"] == "t9" and result["is_error"]
