@@ -8,6 +8,7 @@ what was stored (checkpoint and record). Needs no setup beyond ``make install``.
 from __future__ import annotations
 
 import argparse
+from datetime import datetime, timezone
 import subprocess
 import sys
 from importlib import resources
@@ -26,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_store_args(p)
     p.add_argument("--target-tokens", type=int, default=3_000, help="view budget (default %(default)s)")
     p.add_argument("--out", default="demo-view.json", help="where to write the view (default %(default)s)")
+    p.add_argument("--session", default=None, help="session id (default: demo-<UTC time>)")
     p.add_argument("--inline", action="store_true", help="run the engine in-process instead of on Temporal")
     p.set_defaults(func=run)
 
@@ -38,18 +40,28 @@ def _run(cmd: list[str]) -> int:
 
 def run(args: argparse.Namespace) -> int:
     path = sample_path()
+    # A new session per run, so every run shows a whole compaction (the log is append-only:
+    # re-running on the same session would rightly find nothing left to do).
+    session = args.session or "demo-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     print(f"== compacting the bundled sample {SAMPLE} (target {args.target_tokens:,} tokens)\n")
     cmd = ["compact", path, "--target-tokens", str(args.target_tokens), "--out", args.out]
     if args.inline:
         cmd.append("--inline")
     else:
-        cmd += ["--store", args.store, "--tenant", args.tenant, "--session", "demo"]
+        cmd += ["--store", args.store, "--tenant", args.tenant, "--session", session]
     rc = _run(cmd)
     if rc != 0 or args.inline:
         return rc
-    print("\n== the view the agent's next model request is built from (compactor view demo)\n")
-    rc = _run(["view", "demo", "--store", args.store, "--tenant", args.tenant])
+    print(f"\n== the view the agent's next model request is built from (compactor view {session})\n")
+    rc = _run(["view", session, "--store", args.store, "--tenant", args.tenant])
     if rc != 0:
         return rc
-    print("\n== what the session log now holds (compactor inspect demo)\n")
-    return _run(["inspect", "demo", "--store", args.store, "--tenant", args.tenant])
+    print(f"\n== what the session log now holds (compactor inspect {session})\n")
+    rc = _run(["inspect", session, "--store", args.store, "--tenant", args.tenant])
+    print(
+        "\nnext: keep a stack running with `compactor dev` (UI on :8233), run "
+        "`TEMPORAL_ADDRESS=127.0.0.1:7233 compactor demo`, then read the steps with "
+        f"`compactor history compact/{args.tenant}/<session>`; roll back with "
+        f"`compactor rollback {session} --to none`."
+    )
+    return rc
