@@ -28,7 +28,7 @@ from temporalio.common import (
 
 from compactor.events import Event
 from compactor.policy import make_policy, should_compact
-from compactor.measure import view_tokens
+from compactor.tokens import estimate_context_tokens
 
 WORKFLOW_NAME = "CompactSessionWorkflow"  # = activities.contracts.WORKFLOW_NAME
 
@@ -183,7 +183,9 @@ class CompactorClient:
         """Keep a session within its window (see module docstring)."""
         pol = make_policy(policy or self.policy, window=window, max_output=max_output)
         view = await self.view(session, tenant=tenant)
-        tokens = view_tokens(view)
+        # Counted at append and cached on each event, calibrated by provider usage: no
+        # re-tokenizing on the hot path of every turn.
+        tokens = estimate_context_tokens(view)
         need = should_compact(pol, tokens, provider_usage)
         if need == "none":
             return BudgetResult(action="none", need=need, tokens=tokens, view=view)
@@ -205,7 +207,7 @@ class CompactorClient:
         return BudgetResult(
             action="waited",
             need=need,
-            tokens=view_tokens(view),
+            tokens=estimate_context_tokens(view),
             view=view,
             workflow_id=handle.id,
             result=result,

@@ -125,3 +125,12 @@ def calibration_ratio(events: Sequence[Event]) -> float:
     if not ratios:
         return 1.0
     return float(statistics.median(ratios))
+
+
+def estimate_context_tokens(events: Sequence[Event]) -> int:
+    """What the provider will count for these events (a view): our per-event cached counts,
+    scaled by the calibration learned from provider-reported usage (1.0 without usage).
+
+    Cheap on every turn: nothing is re-tokenized for events counted at append.
+    """
+    return round(total_tokens(events) * calibration_ratio(events))

@@ -26,6 +26,7 @@ from compactor.engine import compact
 from compactor.events import Event, TextBlock, ToolResultBlock
 from compactor.lift import LiftedState
 from compactor.measure import view_tokens
+from compactor.tokens import estimate_context_tokens
 from compactor.policy import make_policy
 from compactor.store import SessionLog
 from compactor.store.s3 import S3Store
@@ -240,7 +241,7 @@ async def test_ensure_budget_soft_returns_at_once_hard_waits(temporal_address, s
     tenant, session = new_ids()
     log = SessionLog(store, tenant, session)
     log.append(coding_session(rounds=30, pending_last=False))
-    tokens = view_tokens(log.read_view())
+    tokens = estimate_context_tokens(log.read_view())
     assert tokens > 13_000
     async with running_worker(temporal_address, store, task_queue) as client:
         cc = CompactorClient(client, store, tenant=tenant, task_queue=task_queue)
@@ -252,10 +253,10 @@ async def test_ensure_budget_soft_returns_at_once_hard_waits(temporal_address, s
         assert r.need == "soft" and r.action == "started" and r.tokens == tokens
         first = await client.get_workflow_handle(r.workflow_id, result_type=CompactSessionOutput).result()
         assert first.status == "committed"
-        assert view_tokens(log.read_view()) < tokens
+        assert estimate_context_tokens(log.read_view()) < tokens
         # The session grows past the hard limit: the next call waits for the compaction.
         log.append(coding_session(rounds=30, pending_last=False, prefix="g"))
-        grown = view_tokens(log.read_view())
+        grown = estimate_context_tokens(log.read_view())
         r = await cc.ensure_budget(session, window=20_000, max_output=4_000)
         assert r.need == "hard" and r.action == "waited"
         assert r.result.status == "committed" and r.result.checkpoint != first.checkpoint

@@ -47,3 +47,23 @@ def test_openai_shape_has_tool_messages():
     assert msgs[0] == {"role": "system", "content": "be careful"}
     assert msgs[2]["tool_calls"][0]["id"] == "t1"
     assert msgs[3] == {"role": "tool", "tool_call_id": "t1", "content": "a.py"}
+
+
+def test_calibration_learns_the_providers_ratio_from_reported_usage():
+    from compactor.events import Usage
+    from compactor.tokens import calibration_ratio, estimate_context_tokens, total_tokens, with_tokens
+
+    events, running = [], 0
+    for i in range(40):
+        u = Event(seq=2 * i + 1, id=f"u{i}", role="user", blocks=[TextBlock(text="word " * 200)])
+        events.append(with_tokens([u])[0])
+        running += events[-1].tokens
+        # the provider counted 1.25x what we count for everything before this reply
+        a = Event(seq=2 * i + 2, id=f"a{i}", role="assistant", blocks=[TextBlock(text="ok")],
+                  usage=Usage(input_tokens=int(running * 1.25)))
+        events.append(with_tokens([a])[0])
+        running += events[-1].tokens
+    assert abs(calibration_ratio(events) - 1.25) < 0.01
+    assert abs(estimate_context_tokens(events) - 1.25 * total_tokens(events)) <= 1
+    plain = [e.with_(usage=None) for e in events]
+    assert calibration_ratio(plain) == 1.0 and estimate_context_tokens(plain) == total_tokens(plain)
