@@ -100,6 +100,14 @@ class Settings(BaseSettings):
         default=64, description="Max concurrent store activities on one worker."
     )
     io_threads: int = Field(default=16, description="Threads for blocking store I/O.")
+    workflow_sandbox: bool = Field(
+        default=False,
+        description="Run workflow code in Temporal's sandbox on this worker. Off by default: the "
+        "sandbox re-creates the workflow module per run and proxies every payload's serialization "
+        "context through exec(), ~60 ms of CPU per compaction (a quarter of the worker's CPU; "
+        "docs/bench-perf.md). Determinism is still checked under the sandbox by every replay "
+        "(`compactor replay`, tests/histories).",
+    )
 
     @property
     def tls_enabled(self) -> bool:

@@ -232,6 +232,7 @@ def build_workers(
         activities=acts,
         max_concurrent_activities=settings.max_concurrent_activities,
         max_concurrent_local_activities=settings.max_concurrent_activities,
+        **_runner_options(settings),
     )
     workers = [main]
     if with_llm:
@@ -247,6 +248,22 @@ def build_workers(
                 )
             )
     return workers
+
+
+def _runner_options(settings: Settings) -> dict[str, Any]:
+    """Workflow runner of the main worker: Temporal's sandbox only when asked for.
+
+    The workflow code is deterministic by construction (only references, ``workflow.now()``,
+    patches) and every replay - ``compactor replay`` and tests/histories - runs it under the
+    sandbox, which is where a restricted call would be caught. On a live worker the sandbox
+    costs ~60 ms of CPU per compaction (measured, docs/bench-perf.md): each run re-creates the
+    workflow module and every payload's serialization context goes through an exec() into it.
+    """
+    if settings.workflow_sandbox:
+        return {}
+    from temporalio.worker import UnsandboxedWorkflowRunner
+
+    return {"workflow_runner": UnsandboxedWorkflowRunner()}
 
 
 def _activity_name(fn: Any) -> str:

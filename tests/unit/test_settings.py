@@ -37,3 +37,13 @@ def test_external_payload_storage_only_with_an_s3_bucket():
     conv = build_data_converter(Settings(store="s3://bkt/p", payload_threshold=1024), FakeS3())
     assert conv.external_storage is not None
     assert conv.external_storage.payload_size_threshold == 1024
+
+
+def test_workflow_runner_is_unsandboxed_unless_asked(monkeypatch):
+    from temporalio.worker import UnsandboxedWorkflowRunner
+
+    from workers.worker import _runner_options
+
+    assert isinstance(_runner_options(Settings())["workflow_runner"], UnsandboxedWorkflowRunner)
+    monkeypatch.setenv("COMPACTOR_WORKFLOW_SANDBOX", "1")
+    assert Settings().workflow_sandbox and _runner_options(Settings()) == {}
