@@ -485,29 +485,32 @@ def _strings(obj: Any) -> Iterable[str]:
             yield from _strings(v)
 
 
-def _event_texts(e: Event) -> Iterable[str]:
-    for b in e.blocks:
-        if isinstance(b, TextBlock):
-            yield b.text
-        elif isinstance(b, ThinkingBlock):
-            yield b.thinking
-        elif isinstance(b, CompactionBlock):
-            yield b.content
-        elif isinstance(b, ToolUseBlock):
-            yield b.name
-            yield from _strings(b.input)
-            yield json.dumps(b.input, ensure_ascii=False)
-        elif isinstance(b, ToolResultBlock):
-            yield b.tool_use_id
-            for c in b.content:
-                if isinstance(c, TextBlock):
-                    yield c.text
-                elif isinstance(c, ArtifactRefBlock):
-                    yield c.uri + " " + c.preview_head + " " + c.preview_tail
-        elif isinstance(b, ArtifactRefBlock):
-            yield b.uri + " " + b.preview_head + " " + b.preview_tail
-        if isinstance(b, ToolUseBlock):
-            yield b.id
+def _block_texts(b: Any) -> Iterable[str]:
+    """Strings of one block an identifier may be quoted from (tool results: their id only;
+    their bodies come from ``_result_texts``)."""
+    if isinstance(b, TextBlock):
+        yield b.text
+    elif isinstance(b, ThinkingBlock):
+        yield b.thinking
+    elif isinstance(b, CompactionBlock):
+        yield b.content
+    elif isinstance(b, ToolUseBlock):
+        yield b.name
+        yield from _strings(b.input)
+        yield json.dumps(b.input, ensure_ascii=False)
+        yield b.id
+    elif isinstance(b, ToolResultBlock):
+        yield b.tool_use_id
+    elif isinstance(b, ArtifactRefBlock):
+        yield b.uri + " " + b.preview_head + " " + b.preview_tail
+
+
+def _result_texts(b: ToolResultBlock) -> Iterable[str]:
+    for c in b.content:
+        if isinstance(c, TextBlock):
+            yield c.text
+        elif isinstance(c, ArtifactRefBlock):
+            yield c.uri + " " + c.preview_head + " " + c.preview_tail
 
 
 def check_identifiers(
@@ -515,19 +518,33 @@ def check_identifiers(
 ) -> list[Violation]:
     if ckpt.covers.empty or not ckpt.summary:
         return []
+    # Where an identifier may come from: the covered events, the previous summary and state.
+    # Tool-result bodies are kept apart and searched last: they are most of the text (a
+    # session's whole output) while identifiers are nearly always found in the calls, requests
+    # and the previous state. Identifiers hold no whitespace, so none can span two parts and
+    # searching the parts one after the other finds exactly what one joined haystack would.
     parts: list[str] = []
+    bodies: list[str] = []
     for e in events:
         if e.seq <= ckpt.covers.end or e.kind == "pinned":
-            parts.extend(_event_texts(e))
+            for b in e.blocks:
+                parts.extend(_block_texts(b))
+                if isinstance(b, ToolResultBlock):
+                    bodies.extend(_result_texts(b))
     if prev is not None:
         parts.append(prev.summary)
         parts.extend(_strings(prev.state))
     parts.extend(_strings(ckpt.state.get("artifacts", [])))
     hay = "\n".join(parts)
-    hay_flat = " ".join(hay.split())
+    bulk = "\n".join(bodies)
+    flat: str | None = None  # whitespace-normalized haystack, built only when needed
     out = []
     for ident in sorted(identifiers(ckpt.summary)):
-        if ident in hay or " ".join(ident.split()) in hay_flat:
+        if ident in hay or ident in bulk:
+            continue
+        if flat is None:
+            flat = " ".join(hay.split()) + "\n" + " ".join(bulk.split())
+        if " ".join(ident.split()) in flat:
             continue
         out.append(Violation(code="unknown_identifier",
                              message=f"summary states {ident!r}, which is not in the covered range"))
