@@ -23,6 +23,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
+from collections import OrderedDict
 from typing import Any, Iterable, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict
@@ -513,6 +515,31 @@ def _result_texts(b: ToolResultBlock) -> Iterable[str]:
             yield c.uri + " " + c.preview_head + " " + c.preview_tail
 
 
+_PREV_TEXT: OrderedDict[int, tuple[Checkpoint, str]] = OrderedDict()
+_PREV_TEXT_LOCK = threading.Lock()
+
+
+def _prev_text(prev: Checkpoint) -> str:
+    """The previous checkpoint's summary and every string of its lifted state, joined.
+
+    The state grows with the session (every command and file so far) and each summary
+    candidate of a compaction is checked against the same previous checkpoint object, so the
+    walk is memoized per object: keyed by identity, with the object held so that the key
+    cannot be reused (checkpoints are frozen models).
+    """
+    with _PREV_TEXT_LOCK:
+        hit = _PREV_TEXT.get(id(prev))
+        if hit is not None and hit[0] is prev:
+            _PREV_TEXT.move_to_end(id(prev))
+            return hit[1]
+    text = "\n".join([prev.summary, *_strings(prev.state)])
+    with _PREV_TEXT_LOCK:
+        _PREV_TEXT[id(prev)] = (prev, text)
+        while len(_PREV_TEXT) > 16:
+            _PREV_TEXT.popitem(last=False)
+    return text
+
+
 def check_identifiers(
     events: Sequence[Event], ckpt: Checkpoint, prev: Checkpoint | None
 ) -> list[Violation]:
@@ -532,8 +559,7 @@ def check_identifiers(
                 if isinstance(b, ToolResultBlock):
                     bodies.extend(_result_texts(b))
     if prev is not None:
-        parts.append(prev.summary)
-        parts.extend(_strings(prev.state))
+        parts.append(_prev_text(prev))
     parts.extend(_strings(ckpt.state.get("artifacts", [])))
     hay = "\n".join(parts)
     bulk = "\n".join(bodies)
