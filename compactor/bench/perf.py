@@ -103,7 +103,9 @@ def report(r: dict[str, Any]) -> str:
         f"inline {d['inline_ms']:.0f} ms; target <= 1.5)",
         f"throughput, {d['sessions']} concurrent sessions, {d['worker_processes']} worker processes: "
         f"{r['compactions_per_s']:.1f} compactions/s "
-        f"({d['throughput_compactions']} in {d['throughput_s']:.2f} s; target >= 20)",
+        f"({d['throughput_compactions']} in {d['throughput_s']:.2f} s; target >= 20; CPU per "
+        f"compaction: workers {d.get('worker_cpu_ms_per_compaction')} ms, "
+        f"dev server {d.get('server_cpu_ms_per_compaction')} ms)",
         f"k-th / first compaction of a growing session: {r['kth_first_ratio']:.2f} "
         f"(first {d['first_ms']:.0f} ms, k={d['k']}: {d['kth_ms']:.0f} ms; target <= 1.3); "
         f"inline engine on the same inputs: {d['inline_kth_first_ratio']:.2f}",
@@ -179,6 +181,10 @@ async def measure(*, runs: int = 3, tokens: int = 100_000, sessions: int = 20, r
                 names = [f"tp{n}" for n in range(sessions)]
                 done = 0
                 wall = 0.0
+                # CPU per compaction (Linux /proc), steadier than wall time on a shared box.
+                cpu_pids = {"worker": [p.pid for p in procs] or [os.getpid()],
+                            "server": [server.proc.pid]}
+                cpu0 = {k: _cpu_ms(v) for k, v in cpu_pids.items()}
                 for r in range(rounds):
                     for s in names:
                         SessionLog(store, tenant, s).append(with_tokens(turns(12, prefix=s, start=r * 100)))
@@ -186,6 +192,9 @@ async def measure(*, runs: int = 3, tokens: int = 100_000, sessions: int = 20, r
                     outs = await asyncio.gather(*(cc.compact(s, target_tokens=2_500) for s in names))
                     wall += time.perf_counter() - t
                     done += sum(1 for o in outs if o.status in ("committed", "noop"))
+                cpu_per = {k: round((_cpu_ms(v) - cpu0[k]) / max(done, 1), 1)
+                           if cpu0[k] is not None and _cpu_ms(v) is not None else None
+                           for k, v in cpu_pids.items()}
             finally:
                 _stop_workers(procs)
                 if not workers:
@@ -233,10 +242,28 @@ async def measure(*, runs: int = 3, tokens: int = 100_000, sessions: int = 20, r
             "throughput_s": round(wall, 3), "k": k, "first_ms": round(first, 1), "kth_ms": round(kth, 1),
             "growing_ms": [round(x, 1) for x in lat], "growing_inline_ms": [round(x, 1) for x in ilat],
             "inline_kth_first_ratio": round(ikth / ilat[0], 3), "worker_processes": extra_workers or 1,
+            "worker_cpu_ms_per_compaction": cpu_per["worker"],
+            "server_cpu_ms_per_compaction": cpu_per["server"],
             "store": store_url if not tmp else "local dir",
             "cpus": os.cpu_count(), "load_before": round(load0, 2),
         },
     }
+
+
+def _cpu_ms(pids: list[int]) -> float | None:
+    """User + system CPU of processes, in ms (None where /proc is not available)."""
+    import os
+
+    total = 0.0
+    try:
+        tick = os.sysconf("SC_CLK_TCK")
+        for pid in pids:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) * 1000.0 / tick
+    except (OSError, ValueError, IndexError):
+        return None
+    return total
 
 
 def _start_workers(n: int, address: str, store_url: str, task_queue: str) -> list[Any]:
