@@ -348,6 +348,12 @@ def apply_layers(
         durations[LAYER_SUMMARY] = (time.perf_counter() - t_sum) * 1000
     if candidates:
         chosen = _pick(candidates)
+        if best is None and not chosen.valid:
+            # Keep the invariant and say so: the view as it is (over budget) beats one that
+            # breaks an invariant (e.g. a giant latest request the summary cannot quote).
+            unchanged = candidate(checkpoint(end0))
+            if unchanged.valid:
+                best = unchanged
         if chosen.tokens < current and (
             best is None or not best.valid or (chosen.valid and chosen.tokens < best.tokens)
         ):

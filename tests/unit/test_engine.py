@@ -160,6 +160,22 @@ def test_unreachable_target_is_reported_not_forced():
     assert any(e.text == huge for e in res.view)  # the latest request kept verbatim
 
 
+def test_one_giant_request_over_the_target_is_kept_not_dropped():
+    # Nothing before the request can be summarized smaller and the summary cannot quote it in
+    # full: the view stays as it is (over budget), never a view without the request.
+    for before in ([], ["hi", "hello"]):
+        c = Conv()
+        for i, text in enumerate(before):
+            c.user(text) if i % 2 == 0 else c.say(text)
+        huge = "Please do this: " + "details " * 3_000
+        c.user(huge)
+        res = compact(c.events, POLICY, 1_000)
+        rec = res.record
+        assert [v.split(":")[0] for v in rec.violations] == ["over_budget"], rec.violations
+        assert rec.status == "noop" and rec.error
+        assert any(e.text == huge for e in res.view)
+
+
 def test_cut_passes_the_only_request_as_a_last_resort():
     c = Conv()
     c.user("Only request: make the tests pass in src/app.py")
