@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from compactor.events import CompactionBlock, Event, TextBlock
+from compactor.events import CompactionBlock, Event, TextBlock, ToolResultBlock
 from compactor.records import Checkpoint
 
 SUMMARY_PREFIX = (
@@ -51,7 +51,35 @@ def build_view(events: Sequence[Event], ckpt: Checkpoint | None) -> list[Event]:
     end = ckpt.covers.end
     pinned = [e for e in events if e.kind == "pinned" and e.seq <= end]
     tail = [_replace(e, ckpt) for e in events if e.seq > end]
-    return pinned + [summary_event(ckpt)] + tail
+    return pinned + [summary_event(ckpt)] + _covered_results_as_text(tail, ckpt)
+
+
+def _covered_results_as_text(tail: list[Event], ckpt: Checkpoint) -> list[Event]:
+    """A tool_result whose call the summary covers (a late result of an abandoned call,
+    appended after the checkpoint was committed) is shown as text naming the call, as
+    ``engine.reconcile_checkpoint`` does during a merge: the Messages API rejects a
+    tool_result without its tool_use. The log is untouched."""
+    uses = {u.id for e in tail for u in e.tool_uses}
+    if all(r.tool_use_id in uses for e in tail for r in e.tool_results):
+        return tail
+    names = {u.get("tool_use_id"): u.get("name") for u in (ckpt.state or {}).get("unknown_actions", []) or []}
+    out: list[Event] = []
+    for e in tail:
+        if all(r.tool_use_id in uses for r in e.tool_results):
+            out.append(e)
+            continue
+        blocks: list = []
+        for b in e.blocks:
+            if isinstance(b, ToolResultBlock) and b.tool_use_id not in uses:
+                err = " (error)" if b.is_error else ""
+                name = f" ({names[b.tool_use_id]})" if names.get(b.tool_use_id) else ""
+                head = f"[result{err} of the earlier call {b.tool_use_id}{name}, which the summary covers]\n"
+                blocks.append(TextBlock(text=head + b.text))
+                blocks.extend(c for c in b.content if not isinstance(c, TextBlock))  # images, refs
+            else:
+                blocks.append(b)
+        out.append(e.with_(blocks=blocks, tokens=None))
+    return out
 
 
 def _replace(e: Event, ckpt: Checkpoint) -> Event:

@@ -217,6 +217,28 @@ def test_reconcile_resolves_a_late_result():
     assert not shown.tool_results and "deployed" in shown.text
 
 
+def test_a_late_result_appended_after_the_commit_keeps_the_view_valid():
+    # The merge in commit_swap shows a late result of a covered call as text; a result that
+    # arrives after the swap must not reach the request as an orphan tool_result either (the
+    # Messages API rejects it), nor block the next compaction with a tool_pairing violation.
+    c, lost = _abandoned_session()
+    res = compact(c.events, POLICY, 2_500)
+    ck = res.checkpoint
+    assert ck.covers.end >= c.seq_of(lost)
+    late = c.result(lost, "deployed: https://example.com (exit 0)")
+    c.say("The deploy finished.")
+    view = build_view(c.events, ck)
+    _, messages = render_request(view)
+    for prev_m, m in zip(messages, messages[1:]):
+        asked = {b["id"] for b in prev_m["content"] if b["type"] == "tool_use"}
+        assert {b["tool_use_id"] for b in m["content"] if b["type"] == "tool_result"} <= asked
+    shown = next(e for e in view if e.seq == late.seq)
+    assert not shown.tool_results and "deployed" in shown.text and lost in shown.text
+    new = [e for e in c.events if e.seq > ck.covers.end or e.kind == "pinned"]
+    again = compact(new, POLICY, 4_000, prev=ck)
+    assert [v for v in again.record.violations if not v.startswith("over_budget")] == []
+
+
 def test_reconcile_without_matching_results_is_a_noop():
     c, lost = _abandoned_session()
     ck = compact(c.events, POLICY, 2_500).checkpoint
