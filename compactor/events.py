@@ -211,7 +211,8 @@ def content_hash(events: Iterable[Event]) -> str:
 
 def _block_to_anthropic(b: Any) -> dict[str, Any] | None:
     if isinstance(b, TextBlock):
-        return {"type": "text", "text": b.text}
+        # The API rejects empty and whitespace-only text blocks (models do return "\n\n").
+        return {"type": "text", "text": b.text} if b.text.strip() else None
     if isinstance(b, ThinkingBlock):
         # Thinking without a valid signature is rejected by the API; send it as text instead.
         return None
@@ -221,7 +222,8 @@ def _block_to_anthropic(b: Any) -> dict[str, Any] | None:
         content: list[dict[str, Any]] = []
         for c in b.content:
             if isinstance(c, TextBlock):
-                content.append({"type": "text", "text": c.text})
+                if c.text.strip():
+                    content.append({"type": "text", "text": c.text})
             elif isinstance(c, ArtifactRefBlock):
                 content.append({"type": "text", "text": render_artifact_ref(c)})
             elif isinstance(c, ImageBlock):
@@ -250,7 +252,7 @@ def _block_to_anthropic(b: Any) -> dict[str, Any] | None:
     if isinstance(b, CompactionBlock):
         if b.raw is not None:
             return dict(b.raw)
-        return {"type": "text", "text": b.content}
+        return {"type": "text", "text": b.content} if b.content.strip() else None
     raise TypeError(f"unknown block {b!r}")
 
 

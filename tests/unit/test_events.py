@@ -42,6 +42,26 @@ def test_anthropic_shape_pairs_tool_calls_and_alternates_roles():
     assert msgs[2]["content"][0]["tool_use_id"] == "t1"
 
 
+def test_anthropic_shape_has_no_empty_or_whitespace_text_blocks():
+    # The Messages API rejects them ("text content blocks must be non-empty" / "must contain
+    # non-whitespace text"); models do return "\n\n" text before a tool_use, and transcripts
+    # keep it.
+    events = [
+        Event(seq=1, id="u1", role="user", blocks=[TextBlock(text="list files")]),
+        Event(seq=2, id="a1", role="assistant", blocks=[
+            TextBlock(text="\n\n"), ToolUseBlock(id="t1", name="bash", input={"cmd": "ls"})]),
+        Event(seq=3, id="r1", role="user", blocks=[
+            ToolResultBlock(tool_use_id="t1", content=[TextBlock(text="")]), TextBlock(text="")]),
+        Event(seq=4, id="a2", role="assistant", blocks=[TextBlock(text=" ")]),
+        Event(seq=5, id="a3", role="assistant", blocks=[TextBlock(text="no files")]),
+    ]
+    _, msgs = to_anthropic(events)
+    assert [m["role"] for m in msgs] == ["user", "assistant", "user", "assistant"]
+    assert msgs[1]["content"] == [{"type": "tool_use", "id": "t1", "name": "bash", "input": {"cmd": "ls"}}]
+    assert msgs[2]["content"] == [{"type": "tool_result", "tool_use_id": "t1", "content": []}]
+    assert msgs[3]["content"] == [{"type": "text", "text": "no files"}]
+
+
 def test_openai_shape_has_tool_messages():
     msgs = to_openai(_conv())
     assert msgs[0] == {"role": "system", "content": "be careful"}
