@@ -97,6 +97,8 @@ def record(
 ) -> BreakerState:
     """The state after one compaction finished (ok = committed or nothing to do)."""
     st = state or BreakerState(tenant=tenant, session=session)
+    if run_id is not None and any(o.run_id == run_id for o in st.history):
+        return st  # this run was counted already (a retried write that had landed)
     hist = [*st.history, Outcome(ok=ok, at=at, trigger=trigger, run_id=run_id, error=error)][-MAX_HISTORY:]
     if ok:
         was_open = st.open

@@ -60,3 +60,14 @@ def test_history_is_bounded_and_key_layout():
     assert len(st.history) == breaker.MAX_HISTORY
     assert breaker.breaker_key("t", "s") == "t/t/s/s/breaker.json"
     assert breaker.is_manual("manual:cli") and not breaker.is_manual("sweep")
+
+
+def test_recording_the_same_run_twice_counts_it_once():
+    # record_breaker is retried when its write landed but the reply was lost (a lost worker, or
+    # S3 answering a retried conditional PUT with 412): one failed run must not count twice.
+    st = None
+    for run in ("r1", "r2"):
+        for _ in range(2):
+            st = breaker.record(st, tenant="t", session="s", ok=False, at=T0, trigger="threshold",
+                                run_id=run, error="boom")
+    assert st.consecutive_failures == 2 and not st.open and len(st.history) == 2
