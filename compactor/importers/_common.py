@@ -239,6 +239,28 @@ def source_key(data: str) -> str:
     return hashlib.sha256(data[:1024].encode("utf-8", "replace")).hexdigest()[:10]
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _loads(text: str, **kw: Any) -> Any:
+    """``json.loads``, with lone surrogate escapes (a JavaScript agent cut a string between the
+    halves of a pair) replaced by U+FFFD: such strings cannot be encoded as UTF-8, so the log
+    could not store them nor the Messages API accept them. Valid pairs are joined by json."""
+    obj = json.loads(text, **kw)
+    return _fix_surrogates(obj) if _SURROGATE_ESCAPE.search(text) else obj
+
+
+def _fix_surrogates(obj: Any) -> Any:
+    if isinstance(obj, str):
+        return _LONE_SURROGATE.sub("\ufffd", obj)
+    if isinstance(obj, list):
+        return [_fix_surrogates(v) for v in obj]
+    if isinstance(obj, dict):
+        return {_fix_surrogates(k): _fix_surrogates(v) for k, v in obj.items()}
+    return obj
+
+
 def iter_jsonl(text: str, builder: Builder) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield (1-based line number, object) per JSONL line; report unusable lines.
 
@@ -249,10 +271,10 @@ def iter_jsonl(text: str, builder: Builder) -> Iterator[tuple[int, dict[str, Any
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = _loads(line)
         except json.JSONDecodeError as e:
             try:
-                obj = json.loads(_BAD_ESCAPE.sub(r"\\\\", line), strict=False)
+                obj = _loads(_BAD_ESCAPE.sub(r"\\\\", line), strict=False)
                 builder.repaired += 1
             except json.JSONDecodeError:
                 builder.skip(no, f"invalid JSON: {e.msg} (column {e.colno})")
@@ -266,7 +288,7 @@ def iter_jsonl(text: str, builder: Builder) -> Iterator[tuple[int, dict[str, Any
 def load_json(text: str, name: str, fmt: str) -> Any:
     """Parse a single-document JSON source; a broken one is a ParseError naming the file."""
     try:
-        return json.loads(text)
+        return _loads(text)
     except json.JSONDecodeError as e:
         at_end = e.pos >= len(text.rstrip()) - 1
         what = "ends before the JSON document is complete (truncated?)" if at_end else e.msg

@@ -551,3 +551,22 @@ def test_truncated_last_line_of_jsonl_is_skipped_not_fatal():
     res = import_bytes(cut, name="cut.jsonl")
     assert res.format == "claude-code"
     assert res.skipped[-1].line == data.count(b"\n")
+
+
+def test_lone_surrogate_escapes_are_replaced_not_fatal():
+    # JavaScript agents cut strings between the halves of a surrogate pair and JSON.stringify
+    # writes the lone half as an escape ("\ud83d"): valid JSON that Python loads, but such a
+    # string cannot be encoded as UTF-8 (the log could not store it, nor could the Messages API
+    # accept it). Valid pairs stay intact.
+    doc = ('{"messages":[{"role":"user","content":"fix it \\ud83d"},'
+           '{"role":"assistant","content":"ok \\ud83d\\ude00"}]}')
+    res = import_bytes(doc.encode(), "anthropic-messages")
+    assert [e.text for e in res.events] == ["fix it \ufffd", "ok \U0001F600"]
+    for e in res.events:
+        e.to_json_line().encode("utf-8")
+    line = (FIXTURES / "claude-code/session.jsonl").read_text().splitlines()
+    line[1] = line[1].replace("Add a --dry-run flag", "Add a \\udc00 --dry-run flag", 1)
+    res = import_bytes("\n".join(line).encode(), "claude-code")
+    assert "Add a \ufffd --dry-run flag" in res.events[0].text
+    for e in res.events:
+        e.to_json_line().encode("utf-8")
