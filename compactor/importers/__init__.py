@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from compactor.errors import EmptyInput, UnknownFormat
+from compactor.errors import EmptyInput, ParseError, UnknownFormat
 from compactor.importers import (
     _aider,
     _anthropic_messages,
@@ -79,7 +79,22 @@ def import_bytes(data: bytes, format: str = "auto", name: str = "<bytes>") -> Im
             name=name,
             known=list(FORMATS),
         )
-    return parser(text, name)
+    from compactor.importers._common import CURRENT_LINE
+
+    CURRENT_LINE.set(None)
+    try:
+        return parser(text, name)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        # Valid JSON of the wrong shape (a corrupted or hand-edited file): say where, store nothing.
+        line = CURRENT_LINE.get()
+        where = f" at line {line}" if line else ""
+        raise ParseError(
+            f"{name}: a {format} entry{where} has an unexpected shape "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); the file may be corrupted "
+            "or edited by hand. Nothing was imported.",
+            name=name,
+            line=line,
+        ) from exc
 
 
 def import_file(path: str | Path, format: str = "auto") -> ImportResult:

@@ -17,6 +17,7 @@ from compactor.importers._common import (
     ImportResult,
     as_text,
     image,
+    CURRENT_LINE,
     iter_jsonl,
     parse_arguments,
     parse_time,
@@ -58,6 +59,7 @@ def parse(text: str, name: str) -> ImportResult:
     )
     st = _State(b, f"codex-{sid}" if sid else f"codex-{b.key}")
     for no, line in lines:
+        CURRENT_LINE.set(no)
         st.line(no, line)
     return b.finish()
 

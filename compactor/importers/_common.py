@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import contextvars
 import json
 import re
 from collections.abc import Iterator
@@ -261,6 +262,11 @@ def _fix_surrogates(obj: Any) -> Any:
     return obj
 
 
+# The JSONL line an importer is working on, so a malformed entry that breaks it (valid JSON
+# of the wrong shape) can be reported with its line number.
+CURRENT_LINE: contextvars.ContextVar[int | None] = contextvars.ContextVar("CURRENT_LINE", default=None)
+
+
 def iter_jsonl(text: str, builder: Builder) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield (1-based line number, object) per JSONL line; report unusable lines.
 
@@ -282,7 +288,9 @@ def iter_jsonl(text: str, builder: Builder) -> Iterator[tuple[int, dict[str, Any
         if not isinstance(obj, dict):
             builder.skip(no, "not a JSON object")
             continue
+        CURRENT_LINE.set(no)
         yield no, obj
+    CURRENT_LINE.set(None)
 
 
 def load_json(text: str, name: str, fmt: str) -> Any:

@@ -18,6 +18,7 @@ from compactor.importers._common import (
     ImportResult,
     as_text,
     image,
+    CURRENT_LINE,
     iter_jsonl,
     parse_time,
     result_block,
@@ -35,6 +36,7 @@ def parse(text: str, name: str) -> ImportResult:
     prefix = f"pi-{sid or b.key}"
     model: str | None = None
     for no, e in lines:
+        CURRENT_LINE.set(no)
         typ = e.get("type")
         at = parse_time(e.get("timestamp"))
         eid = f"{prefix}-{e['id']}" if e.get("id") else f"{prefix}-L{no}"

@@ -570,3 +570,43 @@ def test_lone_surrogate_escapes_are_replaced_not_fatal():
     assert "Add a \ufffd --dry-run flag" in res.events[0].text
     for e in res.events:
         e.to_json_line().encode("utf-8")
+
+
+def test_valid_json_of_the_wrong_shape_is_a_parse_error_naming_the_line(tmp_path):
+    """A corrupted entry (valid JSON, wrong types) is a clear ParseError with its line, not a crash."""
+    import json as _json
+
+    from compactor.errors import ParseError
+    from compactor.importers import import_file
+
+    cc = tmp_path / "cc.jsonl"
+    cc.write_text(
+        _json.dumps({"type": "user", "uuid": "u1", "message": {"role": "user", "content": "hi"}}) + "\n"
+        + _json.dumps({"type": [], "uuid": "u2", "message": {"role": "user", "content": "x"}}) + "\n"
+    )
+    with pytest.raises(ParseError) as info:
+        import_file(cc, "claude-code")
+    assert info.value.details["line"] == 2 and "line 2" in str(info.value)
+
+    cx = tmp_path / "cx.jsonl"
+    cx.write_text(
+        _json.dumps({"timestamp": "2026-01-01T00:00:00Z", "type": "session_meta", "payload": {"id": "s"}}) + "\n"
+        + _json.dumps({"timestamp": "2026-01-01T00:00:01Z", "type": "response_item",
+                       "payload": {"type": "message", "role": "user", "content": 7}}) + "\n"
+    )
+    with pytest.raises(ParseError) as info:
+        import_file(cx, "codex")
+    assert info.value.details["line"] == 2
+
+    pi = tmp_path / "pi.jsonl"
+    pi.write_text(
+        _json.dumps({"type": "session", "id": "s1", "timestamp": "2026-01-01T00:00:00Z"}) + "\n"
+        + _json.dumps({"type": "message", "id": "m1", "parentId": "s1", "timestamp": "2026-01-01T00:00:01Z",
+                       "message": {"role": "user", "content": 5}}) + "\n"
+    )
+    try:
+        res = import_file(pi, "pi")
+    except ParseError as exc:
+        assert exc.details["line"] == 2
+    else:  # tolerated: the entry must not have produced a malformed event
+        assert all(e.seq == i for i, e in enumerate(res.events, 1))
