@@ -24,7 +24,7 @@ import hashlib
 import json
 import time
 from datetime import datetime
-from typing import Sequence
+from typing import Any, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -439,10 +439,10 @@ def compact(
     plan_ms = (time.perf_counter() - t0) * 1000
     tenant = tenant or (prev.tenant if prev is not None else "inline")
     session = session or (prev.session if prev is not None else "inline")
-    if p.noop:
-        view = build_view(evs, prev)
-        vio = validate(events=evs, checkpoint=None, view=view, target_tokens=p.target_tokens,
-                       prev_checkpoint=prev)
+
+    def noop(violations: Sequence[Any], error: str | None, durations: dict[str, float],
+             view: list[Event] | None = None) -> CompactResult:
+        """The view stays as it is; the record says why."""
         rec = CompactionRecord(
             id=record_id or "inline-noop-" + hashlib.sha256(content_hash(evs).encode()).hexdigest()[:16],
             tenant=tenant, session=session, trigger=trigger, policy=policy.name,
@@ -451,29 +451,29 @@ def compact(
             snapshot_version=p.snapshot_version, committed_version=p.snapshot_version,
             tokens_before=p.tokens_before, tokens_after=p.tokens_before, target_tokens=p.target_tokens,
             retained_tail_tokens=p.tokens_before, status="noop",
-            violations=[str(v) for v in vio], durations_ms={"plan": plan_ms}, created_at=now,
+            violations=[str(v) for v in violations], error=error, durations_ms=durations,
+            created_at=now,
         )
+        view = view if view is not None else build_view(evs, prev)
         return CompactResult(view=view, checkpoint=None, record=rec, artifacts={})
+
+    if p.noop:
+        view = build_view(evs, prev)
+        vio = validate(events=evs, checkpoint=None, view=view, target_tokens=p.target_tokens,
+                       prev_checkpoint=prev)
+        return noop(vio, None, {"plan": plan_ms}, view)
     res = apply_layers(evs, p, policy, prev=prev, checkpoint_id=checkpoint_id, now=now,
                        tenant=tenant, session=session)
     ckpt = res.checkpoint
     assert ckpt is not None
     if not res.layers:
         # nothing to externalize, clear or cover: the view stays as it is
-        rec = CompactionRecord(
-            id=record_id or "inline-noop-" + hashlib.sha256(content_hash(evs).encode()).hexdigest()[:16],
-            tenant=tenant, session=session, trigger=trigger, policy=policy.name,
-            checkpoint=prev.id if prev is not None else None,
-            covers=prev.covers if prev is not None else None,
-            snapshot_version=p.snapshot_version, committed_version=p.snapshot_version,
-            tokens_before=p.tokens_before, tokens_after=p.tokens_before, target_tokens=p.target_tokens,
-            retained_tail_tokens=p.tokens_before, status="noop",
-            violations=[str(v) for v in res.violations],
-            error="nothing left to compact: pinned events, the latest request and pending calls "
-                  "stay verbatim" if res.violations else None,
-            durations_ms={"plan": plan_ms, **res.durations_ms}, created_at=now,
+        return noop(
+            res.violations,
+            "nothing left to compact: pinned events, the latest request and pending calls "
+            "stay verbatim" if res.violations else None,
+            {"plan": plan_ms, **res.durations_ms},
         )
-        return CompactResult(view=build_view(evs, prev), checkpoint=None, record=rec, artifacts={})
     hard = [v for v in res.violations if v.code != "over_budget"]
     status = "failed" if hard else "committed"
     error = None
