@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from typing import Iterable, Sequence
 
-from compactor.events import CompactionBlock, Event, TextBlock, ToolResultBlock
+from compactor.events import (
+    ArtifactRefBlock,
+    CompactionBlock,
+    Event,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    render_artifact_ref,
+)
 from compactor.records import Checkpoint
 
 SUMMARY_PREFIX = (
@@ -91,10 +101,6 @@ def _replace(e: Event, ckpt: Checkpoint) -> Event:
 
 def view_text(events: Iterable[Event]) -> str:
     """Readable plain-text rendering of a view, for the CLI."""
-    from compactor.events import ThinkingBlock, ToolResultBlock, ToolUseBlock, render_artifact_ref
-    from compactor.events import ArtifactRefBlock
-    import json
-
     lines: list[str] = []
     for e in events:
         tag = f"#{e.seq}" if e.seq else "#-"
