@@ -44,6 +44,7 @@ from compactor.layers import (
 from compactor.measure import view_tokens
 from compactor.policy import CompactionNeed, Policy, should_compact
 from compactor.records import Checkpoint, CompactionRecord, SeqRange
+from compactor.repair import drop_identifier_items, drop_identifier_lines
 from compactor.tokens import count_event, count_text, with_tokens
 from compactor.view import SUMMARY_PREFIX, build_view
 
@@ -93,6 +94,9 @@ class LayerResult(BaseModel):
     violations: list[Violation] = Field(default_factory=list)
     candidates: int = Field(default=0, description="Summary candidates tried.")
     fallback_reason: str | None = Field(default=None, description="Why a last-resort mode was used.")
+    mid_turn: bool = Field(default=False, description="The cut passes the latest request.")
+    left_out: dict[str, int] = Field(default_factory=dict, description="Section -> items left out for space.")
+    repaired: int = Field(default=0, description="Summary items dropped by the identifier repair.")
     durations_ms: dict[str, float] = Field(default_factory=dict)
 
 
@@ -201,6 +205,9 @@ class _Candidate(BaseModel):
     tokens: int
     violations: list[Violation]
     past_request: bool = False
+    left_out: dict[str, int] = Field(default_factory=dict)
+    left_out_weight: int = 0
+    repaired: int = 0
 
     @property
     def fits(self) -> bool:
@@ -269,8 +276,9 @@ def apply_layers(
         n = view_tokens(view)
         vio = validate(events=evs, checkpoint=ckpt, view=view, target_tokens=target,
                        artifacts=artifacts, prev_checkpoint=prev)
+        ckpt, view, n, vio, repaired = repair_candidate(evs, ckpt, view, n, vio, target, artifacts, prev)
         durations["validate"] = durations.get("validate", 0.0) + (time.perf_counter() - t) * 1000
-        return _Candidate(checkpoint=ckpt, view=view, tokens=n, violations=vio)
+        return _Candidate(checkpoint=ckpt, view=view, tokens=n, violations=vio, repaired=repaired)
 
     current = plan.tokens_before
     best: _Candidate | None = None
@@ -307,7 +315,12 @@ def apply_layers(
         # Normal mode keeps the latest request as an event (the cut is before it). Only when no
         # such cut meets the target may the cut pass it: the summary then quotes it in full,
         # which the validator checks (a truncated quote makes the candidate invalid).
+        # The split between the summary and the verbatim tail follows what keeps the most: down
+        # the ladder (longest tail first) the first candidate that fits and leaves no essential
+        # state item out wins; otherwise the fitting candidate that leaves out the least (ties:
+        # the longer tail). A long tail never starves the summary into a list of counts.
         for keep_request in (True, False):
+            fitting = False
             for factor in [*policy.shrink_ladder, 0.0]:
                 budget = int(plan.tail_budget * factor)
                 cut = choose_cut(
@@ -330,7 +343,7 @@ def apply_layers(
                     continue  # the tail leaves no room for a summary: try a smaller tail
                 tried.add(cut)
                 limit = max(limit, MIN_SUMMARY_TOKENS)
-                out = summarize_range(covered, state0, limit)
+                out = summarize_range(covered, state0, limit, latest_full=not keep_request)
                 src_hash = content_hash(covered)
                 if prev is not None and prev.source_hash:
                     src_hash = hashlib.sha256((prev.source_hash + src_hash).encode()).hexdigest()
@@ -340,11 +353,15 @@ def apply_layers(
                 )
                 cand = candidate(ckpt)
                 cand.past_request = not keep_request
+                cand.left_out = dict(out.dropped)
+                cand.left_out_weight = out.left_out_weight
                 candidates.append(cand)
                 if cand.fits:
-                    break
-            if candidates and _pick(candidates).fits:
-                break
+                    fitting = True
+                    if not cand.left_out_weight:
+                        break
+            if fitting and min(c.left_out_weight for c in candidates if c.fits) == 0:
+                break  # a cut before the latest request keeps everything: no mid-turn cut
         durations[LAYER_SUMMARY] = (time.perf_counter() - t_sum) * 1000
     if candidates:
         chosen = _pick(candidates)
@@ -365,10 +382,40 @@ def apply_layers(
     return _result(best, artifacts, layers, freed, durations, evs, len(candidates))
 
 
+def repair_candidate(
+    evs: Sequence[Event],
+    ckpt: Checkpoint,
+    view: list[Event],
+    tokens: int,
+    violations: list[Violation],
+    target: int | None,
+    artifacts: dict[str, bytes] | None,
+    prev: Checkpoint | None,
+) -> tuple[Checkpoint, list[Event], int, list[Violation], int]:
+    """Drop the summary items that state identifiers the covered range lacks, and validate
+    again (``repair.drop_identifier_lines``). Returns the (possibly) repaired checkpoint, its
+    view, tokens, violations and the number of items dropped (0: unchanged)."""
+    idents = {v.detail for v in violations if v.code == "unknown_identifier" and v.detail}
+    if not idents or not ckpt.summary or ckpt.native is not None:
+        return ckpt, view, tokens, violations, 0
+    text, dropped = drop_identifier_lines(ckpt.summary, idents)
+    if not dropped:
+        return ckpt, view, tokens, violations, 0
+    fixed = ckpt.model_copy(update={
+        "summary": text, "sections": drop_identifier_items(dict(ckpt.sections), idents),
+        "summary_tokens": count_text(text),
+    })
+    view2 = build_view(evs, fixed)
+    vio2 = validate(events=evs, checkpoint=fixed, view=view2, target_tokens=target,
+                    artifacts=artifacts, prev_checkpoint=prev)
+    return fixed, view2, view_tokens(view2), vio2, dropped
+
+
 def _pick(cands: list[_Candidate]) -> _Candidate:
-    for c in cands:
-        if c.fits:
-            return c
+    fitting = [c for c in cands if c.fits]
+    if fitting:
+        # least essential state left out; on a tie the first, i.e. the longest tail
+        return min(fitting, key=lambda c: c.left_out_weight)
     valid = [c for c in cands if c.valid]
     if valid:
         return min(valid, key=lambda c: c.tokens)
@@ -403,6 +450,9 @@ def _result(
             "quotes the request in full" if cand.past_request else None
         ),
         candidates=n_candidates,
+        mid_turn=cand.past_request,
+        left_out=dict(cand.left_out),
+        repaired=cand.repaired,
         durations_ms=durations,
     )
 
@@ -477,12 +527,13 @@ def compact(
     hard = [v for v in res.violations if v.code != "over_budget"]
     status = "failed" if hard else "committed"
     error = None
+    floor: dict[str, int] = {}
     if hard:
         error = "no candidate kept every invariant; do not commit: " + "; ".join(str(v) for v in hard[:3])
     elif res.violations:
-        error = (f"target {p.target_tokens:,} cannot be met without breaking an invariant "
-                 f"(pinned events, the latest request or a pending call); best view is "
-                 f"{res.tokens_after:,} tokens")
+        floor = irreducible_tokens(evs, policy, p)
+        error = over_budget_reason(p.target_tokens, res.tokens_after, floor)
+    repairs = ([f"unknown_identifier: {res.repaired} summary item(s) dropped"] if res.repaired else [])
     durations = {"plan": plan_ms, **res.durations_ms, "total": (time.perf_counter() - t0) * 1000}
     rec = CompactionRecord(
         id=record_id or "inline-" + ckpt.id.removeprefix("ck-")[:16],
@@ -493,10 +544,52 @@ def compact(
         summary_tokens=res.summary_tokens, retained_tail_tokens=res.retained_tail_tokens,
         layers=res.layers, freed_by_layer=res.freed_by_layer, artifacts_written=len(res.artifacts),
         summarizer=ckpt.summarizer, fallback_reason=res.fallback_reason,
+        mid_turn=res.mid_turn, left_out=res.left_out, repairs=repairs, irreducible_tokens=floor,
         violations=[str(v) for v in res.violations], status=status,
         error=error, durations_ms=durations, created_at=now,
     )
     return CompactResult(view=res.view, checkpoint=ckpt, record=rec, artifacts=res.artifacts)
+
+
+_FLOOR_NAMES = {
+    "pinned": "pinned events",
+    "latest_request": "the latest request",
+    "pending": "pending calls and the turn around them",
+    "frame": "the summary frame",
+}
+
+
+def irreducible_tokens(events: Sequence[Event], policy: Policy, p: Plan) -> dict[str, int]:
+    """What no compaction may remove from the view, in tokens: the pinned events, the latest
+    request (verbatim, as an event or quoted by the summary) and the events a cut may never
+    pass (pending calls with the turn around them)."""
+    from compactor.boundary import latest_request
+
+    evs = prepare(events, None) if not events or events[0].tokens is None else list(events)
+    end0 = p.prev_end
+    last = choose_cut(evs, policy, 0, tail_min=0, tail_max=0, min_text_messages=0, prev_end=end0,
+                      keep_latest_request=False)
+    tail = [e for e in body(evs, end0) if e.seq > max(last, end0)]
+    req = latest_request(evs, end0)
+    out = {"pinned": p.pinned_tokens}
+    if req is not None:
+        out["latest_request"] = count_text(req.text)
+    pending = [e for e in tail if req is None or e.seq != req.seq]
+    if pending:
+        out["pending"] = view_tokens(pending)
+    out["frame"] = _frame_tokens(p.snapshot_version)
+    return out
+
+
+def over_budget_reason(target: int, best: int, floor: dict[str, int]) -> str:
+    """The record's error for a view over its target: what alone exceeds it, by name."""
+    total = sum(floor.values())
+    parts = ", ".join(f"{_FLOOR_NAMES.get(k, k)} {v:,}" for k, v in floor.items() if v and k != "frame")
+    if total > target:
+        return (f"target {target:,} cannot be met: what no compaction may remove is {total:,} "
+                f"tokens ({parts}); best view is {best:,} tokens")
+    return (f"target {target:,} not met: best view is {best:,} tokens although what no "
+            f"compaction may remove is only {total:,} ({parts})")
 
 
 # --- merge after the snapshot -------------------------------------------------------------------

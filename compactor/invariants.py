@@ -27,7 +27,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Iterable, Mapping, Sequence
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from compactor.boundary import body, latest_request
 from compactor.events import (
@@ -74,6 +74,12 @@ class Violation(BaseModel):
     code: str
     message: str
     seq: int | None = None
+    detail: str | None = Field(
+        default=None, exclude=True, repr=False,
+        description="The offending text (an identifier, a constraint), for in-process repair "
+        "only: never serialized and never in ``str()``, so no conversation text reaches a "
+        "payload, a record or Temporal history.",
+    )
 
     def __str__(self) -> str:
         where = f" (seq {self.seq})" if self.seq is not None else ""
@@ -337,7 +343,8 @@ def check_constraints(events: Sequence[Event], ckpt: Checkpoint, prev_end: int) 
             for s in constraint_sentences(e.text):
                 wanted.setdefault(s, e.seq)
     return [
-        Violation(code="constraint_dropped", message=f"constraint not in the summary: {text[:120]!r}", seq=seq)
+        Violation(code="constraint_dropped", message="a constraint from the covered range is not "
+                  "verbatim in the summary", seq=seq, detail=text)
         for text, seq in wanted.items()
         if _norm(text) not in summary
     ]
@@ -361,7 +368,7 @@ def check_unknown(
         uid = u["tool_use_id"]
         if uid not in unknown and uid not in answered:
             out.append(Violation(code="unknown_reported_done",
-                                 message=f"action {uid} ({u.get('summary', '')[:60]}) was unknown and no result "
+                                 message=f"action {uid} ({u.get('name', 'tool')}) was unknown and no result "
                                  "arrived, but the state no longer lists it as unknown", seq=u.get("seq")))
     # covered calls without a result anywhere are unknown
     if not ckpt.covers.empty:
@@ -457,6 +464,26 @@ _FILE_RE = re.compile(
 _TRUNC = ("…", "...")
 
 
+_EXT_RE = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,7}$")
+
+
+def _actionable_path(tok: str) -> bool:
+    """A slash-joined token a reader could act on as a path, not prose.
+
+    Absolute, home- and dot-relative paths count (``/usr/bin/x``, ``~/x``, ``./x``); a bare
+    relative token counts only when its last part has a file extension (``src/app.py``).
+    Dates (``4/18``), slash-joined words (``analyze/filters``, ``author/state/comments``,
+    ``NONE/FIRST_TIME``) and ``read/write``-style prose are not identifiers: a summary that
+    writes them invents nothing.
+    """
+    core = tok.strip("/")
+    if "/" not in core:
+        return False
+    if tok.startswith(("/", "~/", "./", "../")):
+        return any(c.isalpha() for c in core)
+    return bool(_EXT_RE.search(core.rsplit("/", 1)[-1]))
+
+
 def identifiers(text: str) -> set[str]:
     """Paths, URLs and tool ids stated in ``text``."""
     found: set[str] = set()
@@ -468,7 +495,7 @@ def identifiers(text: str) -> set[str]:
                 continue  # cut short by the renderer: only a prefix is stated
             if len(tok) < 3 or any(t in tok for t in _TRUNC):
                 continue
-            if rx is _PATH_RE and "/" not in tok.strip("/"):
+            if rx is _PATH_RE and not _actionable_path(tok):
                 continue
             if rx is _PATH_RE and "://" in text[max(0, m.start() - 12):m.start() + 3]:
                 continue  # part of a URL, checked as one
@@ -573,5 +600,6 @@ def check_identifiers(
         if " ".join(ident.split()) in flat:
             continue
         out.append(Violation(code="unknown_identifier",
-                             message=f"summary states {ident!r}, which is not in the covered range"))
+                             message="the summary states an identifier (path, URL or id) that is "
+                             "not in the covered range", detail=ident))
     return out

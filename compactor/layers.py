@@ -227,10 +227,12 @@ class SummaryOutcome(BaseModel):
     sections: dict = Field(default_factory=dict)
     tokens: int = Field(description="Tokens of the rendered summary text.")
     covered_tokens: int = Field(description="Tokens of the newly covered events.")
+    dropped: dict = Field(default_factory=dict, description="Section -> items left out for budget.")
+    left_out_weight: int = Field(default=0, description="summary.RenderedSummary.left_out_weight.")
 
 
 def summarize_range(
-    covered: Sequence[Event], prev_state: dict | None, budget_tokens: int
+    covered: Sequence[Event], prev_state: dict | None, budget_tokens: int, *, latest_full: bool = False
 ) -> SummaryOutcome:
     """Lift ``covered`` on top of ``prev_state`` and render it within ``budget_tokens``."""
     from compactor.lift import LiftedState, lift_state
@@ -238,11 +240,13 @@ def summarize_range(
 
     prev = LiftedState.model_validate(prev_state) if prev_state else None
     state = lift_state(list(covered), prev)
-    rendered = render_summary(state, budget_tokens)
+    rendered = render_summary(state, budget_tokens, latest_full=latest_full)
     return SummaryOutcome(
         state=state.model_dump(mode="json"),
         text=rendered.text,
         sections=dict(rendered.sections),
         tokens=rendered.tokens,
         covered_tokens=sum(count_event(e) for e in covered),
+        dropped=dict(rendered.dropped),
+        left_out_weight=rendered.left_out_weight,
     )

@@ -130,6 +130,24 @@ class CompactionRecord(BaseModel):
     reconciled: list[str] = Field(default_factory=list)
     summarizer: str = "structured"
     fallback_reason: str | None = None
+    mid_turn: bool = Field(
+        default=False,
+        description="The cut falls inside the current turn (past the latest request), which the "
+        "summary quotes in full (DESIGN §5, mid-turn compaction).",
+    )
+    left_out: dict[str, int] = Field(
+        default_factory=dict, description="Summary section -> state items left out for space."
+    )
+    repairs: list[str] = Field(
+        default_factory=list,
+        description="What was repaired in the candidate instead of abandoning it (e.g. items "
+        "dropped for naming an identifier the covered range lacks); counts, never text.",
+    )
+    irreducible_tokens: dict[str, int] = Field(
+        default_factory=dict,
+        description="When over budget: tokens of what no compaction may remove (pinned events, "
+        "the latest request, pending calls and their turn).",
+    )
     llm_calls: list[dict[str, Any]] = Field(default_factory=list)
     violations: list[str] = Field(default_factory=list)
     status: CompactionStatus = "committed"

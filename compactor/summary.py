@@ -77,6 +77,11 @@ _TIER_FILE_CHANGED = 85
 _TIER_TODO_OPEN = 90
 _TIER_LAST_TEST = 95
 
+ESSENTIAL_TIER = _TIER_MIDDLE_REQUEST
+"""Items at or above this tier are what the budget split protects: the engine prefers a shorter
+verbatim tail over leaving one of them out (ok command listings, files only read and duplicate
+constraint quotes are cheap to lose: the log has them and they rarely decide the next step)."""
+
 
 class RenderedSummary(BaseModel):
     text: str = Field(description="The summary text, sections in SECTION_NAMES order.")
@@ -86,6 +91,11 @@ class RenderedSummary(BaseModel):
     tokens: int = Field(default=0, description="count_text(text).")
     dropped: dict[str, int] = Field(
         default_factory=dict, description="Section name -> items left out for budget."
+    )
+    left_out_weight: int = Field(
+        default=0,
+        description="Sum of the keep-tiers of the essential items (tier >= ESSENTIAL_TIER) left "
+        "out for budget: what a larger summary would have kept. 0 = every essential item shown.",
     )
 
 
@@ -130,14 +140,17 @@ def _request_body(r: Request, short: bool = False) -> str:
     return text
 
 
-def _build(state: LiftedState, short_requests: bool = False) -> _Doc:
+def _build(state: LiftedState, short_requests: bool = False, latest_full: bool = False) -> _Doc:
     doc = _Doc()
     requests = list(state.requests)
     goal = state.goal or (requests[0] if requests else None)
     latest = requests[-1] if requests else None
 
     if goal is not None:
-        doc.add(GOAL, f"(from the user, #{goal.seq})\n" + _request_body(goal, short_requests), None, goal.seq)
+        goal_is_latest = latest is not None and goal.seq == latest.seq
+        doc.add(GOAL, f"(from the user, #{goal.seq})\n"
+                + _request_body(goal, short_requests and not (latest_full and goal_is_latest)),
+                None, goal.seq)
 
     for r in requests:
         if (goal is not None and r.seq == goal.seq) or (latest is not None and r.seq == latest.seq):
@@ -145,7 +158,8 @@ def _build(state: LiftedState, short_requests: bool = False) -> _Doc:
         body = _request_body(r, short=True)
         doc.add(REQUESTS, f"- #{r.seq}: " + body.replace("\n", "\n  "), _TIER_MIDDLE_REQUEST, r.seq)
 
-    shown_in_full = [_request_body(r, short_requests) for r in (goal, latest) if r is not None]
+    shown_in_full = [_request_body(r, short_requests and not (latest_full and r.seq == latest.seq))
+                     for r in (goal, latest) if r is not None and latest is not None]
     for c in state.constraints:
         # A rule quoted verbatim inside a request shown in full may go when space runs out:
         # it is still in the summary. Otherwise it is never dropped.
@@ -227,7 +241,8 @@ def _build(state: LiftedState, short_requests: bool = False) -> _Doc:
         if goal is not None and latest.seq == goal.seq:
             doc.add(LATEST, f"(#{latest.seq}, the same as the goal above)", None, latest.seq)
         else:
-            doc.add(LATEST, f"(from the user, #{latest.seq})\n" + _request_body(latest, short_requests),
+            doc.add(LATEST, f"(from the user, #{latest.seq})\n"
+                    + _request_body(latest, short_requests and not latest_full),
                     None, latest.seq)
     return doc
 
@@ -283,12 +298,18 @@ def _fit(doc: _Doc, budget: int, tokens: int) -> tuple[str, dict[str, list[str]]
     return text, sections, dropped, tokens
 
 
-def render_summary(state: LiftedState, budget_tokens: int) -> RenderedSummary:
+def _left_out_weight(doc: _Doc) -> int:
+    return sum(ln.tier for ln in doc.lines
+               if ln.dropped and ln.tier is not None and ln.tier >= ESSENTIAL_TIER)
+
+
+def render_summary(state: LiftedState, budget_tokens: int, *, latest_full: bool = False) -> RenderedSummary:
     """Render ``state`` into the fixed sections, dropping the least valuable items to fit.
 
     The goal, constraints, unknown outcomes and latest request are never dropped; if they
     alone exceed the budget the goal and latest request shrink to head quotes pointing at the
-    log, and if that is still too much the result is returned over budget (``tokens`` says
+    log (the latest request stays whole with ``latest_full``: a mid-turn cut passed it, so
+    the summary is the only place it is verbatim), and if that is still too much the result is returned over budget (``tokens`` says
     so) for the caller to handle.
     """
     doc = _build(state)
@@ -298,11 +319,14 @@ def render_summary(state: LiftedState, budget_tokens: int) -> RenderedSummary:
         return RenderedSummary(text=text, sections=sections, tokens=tokens, dropped=dropped)
 
     text, sections, dropped, tokens = _fit(doc, budget_tokens, tokens)
+    weight = _left_out_weight(doc)
     if tokens > budget_tokens:
         # Last resort: the goal and latest request shrink to head quotes pointing at the log.
-        short = _build(state, short_requests=True)
+        short = _build(state, short_requests=True, latest_full=latest_full)
         short_text = _render(short)[0]
         out2 = _fit(short, budget_tokens, count_text(short_text))
         if out2[3] < tokens:
             text, sections, dropped, tokens = out2
-    return RenderedSummary(text=text, sections=sections, tokens=tokens, dropped=dropped)
+            weight = _left_out_weight(short)
+    return RenderedSummary(text=text, sections=sections, tokens=tokens, dropped=dropped,
+                           left_out_weight=weight)
