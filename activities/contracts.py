@@ -257,6 +257,9 @@ class ExternalizeOutput(_Out):
     summary_budget: int = Field(default=0, description="Tokens a summary may take.")
     tokens_after: int = 0
     retained_tail_tokens: int = 0
+    mid_turn: bool = Field(default=False, description="The cut passes the latest request.")
+    left_out: dict[str, int] = Field(default_factory=dict, description="Section -> items left out for space.")
+    repaired: int = Field(default=0, description="Structured summary items dropped by the identifier repair.")
 
 
 class LiftInput(BaseModel):
@@ -340,6 +343,10 @@ class ValidateOutput(_Out):
     warnings: list[str] = Field(default_factory=list, description="Non-blocking (over_budget).")
     view_tokens: int = 0
     summary_tokens: int = 0
+    repaired: int = Field(default=0, description="Summary items dropped by the identifier repair.")
+    completed: list[str] = Field(
+        default_factory=list, description="Sections a model summary was completed with from the state."
+    )
 
 
 class CommitInput(BaseModel):

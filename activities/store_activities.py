@@ -379,6 +379,7 @@ class StoreActivities:
                 "candidates": res.candidates,
                 "covered_tokens": covered_tokens,
                 "summary_budget": budget,
+                "mid_turn": res.mid_turn,
             }
             self._put_json(inp.layers_key, doc)
             return ExternalizeOutput(
@@ -393,6 +394,9 @@ class StoreActivities:
                 summary_budget=budget,
                 tokens_after=res.tokens_after,
                 retained_tail_tokens=res.retained_tail_tokens,
+                mid_turn=res.mid_turn,
+                left_out=dict(res.left_out),
+                repaired=res.repaired,
                 ms=(time.perf_counter() - t) * 1000,
                 **meta,
             )
@@ -477,21 +481,35 @@ class StoreActivities:
         return await self._run(work)
 
     # --- 6. validate ------------------------------------------------------------------------
-    def candidate(self, inp: ValidateInput, layer_doc: dict[str, Any] | None = None) -> tuple[Checkpoint, bool]:
-        """The layer candidate with the chosen summarizer's summary swapped in, and whether it
-        is the layer candidate itself (unchanged)."""
+    def candidate(
+        self, inp: ValidateInput, layer_doc: dict[str, Any] | None = None
+    ) -> tuple[Checkpoint, bool, list[str]]:
+        """The layer candidate with the chosen summarizer's summary swapped in (a model summary
+        completed from the lifted state), whether it is the layer candidate itself
+        (unchanged), and the sections the completion added."""
         from compactor.tokens import count_text
 
         layer_doc = layer_doc if layer_doc is not None else self._get_json(inp.layers_key)
         base = Checkpoint.model_validate(layer_doc["checkpoint"])
         if not inp.summary_key:
-            return base, True  # replacement layers only: no summary to swap in
+            return base, True, []  # replacement layers only: no summary to swap in
         summ = self._get_json(inp.summary_key)
         if summ.get("summary") == base.summary and summ.get("native") is None and (
             not inp.checkpoint_id or inp.checkpoint_id == base.id
         ):
-            return base, True
+            return base, True, []
         text = summ.get("summary") or ""
+        completed: list[str] = []
+        if text and inp.summarizer != "structured" and summ.get("native") is None and base.state:
+            # A model summary is completed from the lifted state before it is judged: the
+            # names the next turn needs are appended when the model left them out.
+            from compactor.completion import complete_from_state
+            from compactor.lift import LiftedState
+
+            text, completed = complete_from_state(
+                text, LiftedState.model_validate(base.state), int(layer_doc.get("summary_budget") or 0),
+                latest_full=bool(layer_doc.get("mid_turn")),
+            )
         return base.model_copy(
             update={
                 "id": inp.checkpoint_id or base.id,
@@ -501,7 +519,7 @@ class StoreActivities:
                 "summary_tokens": count_text(text) if text else count_text(json.dumps(summ.get("native") or {})),
                 "summarizer": inp.summarizer,
             }
-        ), False
+        ), False, completed
 
     @activity.defn(name=ActivityName.VALIDATE_CANDIDATE)
     async def validate_candidate(self, inp: ValidateInput) -> ValidateOutput:
@@ -522,7 +540,8 @@ class StoreActivities:
 
             evs = prepare(self.engine_events(log, snap), prev)
             layer_doc = self._get_json(inp.layers_key)
-            ckpt, unchanged = self.candidate(inp, layer_doc)
+            ckpt, unchanged, completed = self.candidate(inp, layer_doc)
+            repaired = 0
             if unchanged and "validated" in layer_doc:
                 # The summary ladder validated exactly this candidate with the same function
                 # on the same events (engine.apply_layers); its verdict stands.
@@ -537,9 +556,13 @@ class StoreActivities:
                     events=evs, checkpoint=ckpt, view=view, target_tokens=target, artifacts=arts,
                     prev_checkpoint=prev,
                 )
+                n_tokens = view_tokens(view)
+                from compactor.engine import repair_candidate
+
+                ckpt, view, n_tokens, vio, repaired = repair_candidate(
+                    evs, ckpt, view, n_tokens, vio, target, arts, prev)
                 hard = [str(v) for v in vio if v.code not in SOFT_VIOLATIONS]
                 soft = [str(v) for v in vio if v.code in SOFT_VIOLATIONS]
-                n_tokens = view_tokens(view)
             self._put_json(inp.candidate_key, ckpt.model_dump(mode="json"))
             return ValidateOutput(
                 candidate_key=inp.candidate_key,
@@ -548,6 +571,8 @@ class StoreActivities:
                 warnings=soft,
                 view_tokens=n_tokens,
                 summary_tokens=ckpt.summary_tokens,
+                repaired=repaired,
+                completed=completed,
                 ms=(time.perf_counter() - t) * 1000,
                 **meta,
             )

@@ -59,6 +59,7 @@ CODES = [
     "summary_not_smaller",
     "over_budget",
     "unknown_identifier",
+    "summary_incomplete",
     "range_not_contiguous",
     "event_duplicated",
     "event_missing",
@@ -120,6 +121,7 @@ def validate(
         out += check_artifacts(events, checkpoint, view, artifacts)
         out += check_summary_size(events, checkpoint, prev_checkpoint)
         out += check_identifiers(events, checkpoint, prev_checkpoint)
+        out += check_model_summary(checkpoint)
     if target_tokens is not None:
         n = view_tokens(view)
         if n > target_tokens:
@@ -603,3 +605,22 @@ def check_identifiers(
                              message="the summary states an identifier (path, URL or id) that is "
                              "not in the covered range", detail=ident))
     return out
+
+
+# --- model summaries carry what the state says the next turn needs ------------------------------
+
+
+def check_model_summary(ckpt: Checkpoint) -> list[Violation]:
+    """A model-written summary names something of each section the lifted state has content
+    for (goal, requests, files changed, open errors, unknown outcomes); the structured one is
+    rendered from the state itself and a native block is opaque."""
+    if ckpt.covers.empty or ckpt.summarizer == "structured" or ckpt.native is not None or not ckpt.state:
+        return []
+    from compactor.completion import missing_sections
+    from compactor.lift import LiftedState
+
+    missing = missing_sections(ckpt.summary, LiftedState.model_validate(ckpt.state))
+    if not missing:
+        return []
+    return [Violation(code="summary_incomplete",
+                      message="the model summary names nothing of: " + ", ".join(m.lower() for m in missing))]

@@ -144,6 +144,17 @@ APPROVAL_TIMEOUT_PATCH = "approval-timeout"
 _LOCAL_SINCE_PATCH = {ActivityName.COMMIT_SWAP, ActivityName.WRITE_RECORD}
 
 
+def _repairs(ext: ExternalizeOutput, val: ValidateOutput, summarizer: str) -> list[str]:
+    """What the candidate needed instead of being abandoned: counts and section names only."""
+    out: list[str] = []
+    dropped = val.repaired or (ext.repaired if summarizer == "structured" else 0)
+    if dropped:
+        out.append(f"unknown_identifier: {dropped} summary item(s) dropped")
+    if val.completed:
+        out.append("completed from the lifted state: " + ", ".join(s.lower() for s in val.completed))
+    return out
+
+
 def _short(summarizer: str) -> str:
     return {"anthropic": "llm", "anthropic-native": "native"}.get(summarizer, summarizer)
 
@@ -320,6 +331,8 @@ class CompactSessionWorkflow:
                 "artifacts_written": ext.artifacts_written,
                 "covers": SeqRange(start=1, end=ext.covers_end),
                 "retained_tail_tokens": ext.retained_tail_tokens,
+                "mid_turn": ext.mid_turn,
+                "left_out": dict(ext.left_out),
             }
         )
         summarizer = "structured"
@@ -355,6 +368,7 @@ class CompactSessionWorkflow:
                 "summarizer": summarizer,
                 "summary_tokens": val.summary_tokens,
                 "violations": [*val.violations, *val.warnings],
+                "repairs": _repairs(ext, val, summarizer),
                 "checkpoint": val.checkpoint_id,
                 "tokens_after": val.view_tokens,
             }

@@ -206,18 +206,19 @@ async def test_prompt_too_long_drops_oldest_rounds_and_succeeds(stack, fake):
     assert CONSTRAINT in ckpt.summary  # said in a dropped round, kept by the lifted state
 
 
-async def test_summary_dropping_a_constraint_is_rejected_and_replaced_by_structured(stack, fake):
+async def test_summary_dropping_a_constraint_is_completed_from_the_lifted_state(stack, fake):
     fake.push(Fault.drop_constraints())
     out, ckpt, history = await compact(stack, session_events())
     assert out.status == "committed"
     rec = out.record
-    assert rec.summarizer == "structured"
-    assert rec.fallback_reason and rec.fallback_reason.startswith("validation")
-    assert ckpt is not None and ckpt.summarizer == "structured" and CONSTRAINT in ckpt.summary
+    # one missing item does not cost the model's summary: the state's constraint is appended
+    assert rec.summarizer == "anthropic" and rec.fallback_reason is None
+    assert ckpt is not None and CONSTRAINT in ckpt.summary
+    assert any(r.startswith("completed from the lifted state") and "constraints" in r for r in rec.repairs)
     # the model's candidate really did lack it
     assert fake.calls()[-1].fault == "drop_constraints"
     records = SessionLog(stack["store"], TENANT, rec.session).list_records()
-    assert records and records[-1].fallback_reason == rec.fallback_reason
+    assert records and records[-1].repairs == rec.repairs
 
 
 async def test_injected_instructions_in_tool_output_change_nothing(stack, fake):

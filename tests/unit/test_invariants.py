@@ -297,3 +297,22 @@ def test_every_code_is_tested():
 
     src = inspect.getsource(sys.modules[__name__])
     assert all(f'"{code}"' in src for code in CODES if code != "event_unexpected")
+
+
+def test_validator_rejects_a_model_summary_that_names_nothing_of_a_section():
+    from tests.unit.test_completion import _session
+    from compactor.engine import compact
+    from compactor.policy import make_policy
+    from compactor.view import build_view
+
+    c = _session()
+    res = compact(c.events, make_policy("default"), target_tokens=1_500)
+    ckpt = res.checkpoint
+    assert ckpt is not None and not ckpt.covers.empty
+    stub = ckpt.model_copy(update={"summary": "## Goal\n- stub", "summarizer": "anthropic"})
+    codes = [v.code for v in validate(events=c.events, checkpoint=stub, view=build_view(c.events, stub),
+                                      target_tokens=None)]
+    assert "summary_incomplete" in codes
+    # the structured summary is rendered from the state: the check does not apply to it
+    codes = [v.code for v in validate(events=c.events, checkpoint=ckpt, view=res.view, target_tokens=None)]
+    assert "summary_incomplete" not in codes
