@@ -434,3 +434,6 @@ def test_a_question_or_pasted_error_is_not_a_constraint() -> None:
     assert constraint_sentences(text) == ["Never edit the generated files."]
     assert constraint_sentences("Do not push. Only run the unit tests!") == ["Do not push.",
                                                                           "Only run the unit tests!"]
+    # a conditional rule is still a rule; "Do this" is an order, not a question
+    assert constraint_sentences("When you edit, always run black.\nDo it only once.") == [
+        "When you edit, always run black.", "Do it only once."]
