@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from bisect import bisect_right
 from typing import Any, Iterable, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -32,6 +33,10 @@ from compactor.events import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from compactor import digests as _digests
+from compactor import failures as _failures
+from compactor.constraints import is_question, own_lines
+from compactor.shell import plausible_path, scripts_of, shell_files
 from compactor.tokens import count_text
 
 LONG_REQUEST_TOKENS = 2_000
@@ -74,6 +79,7 @@ class FileRef(_Item):
     ops: list[str] = Field(default_factory=list, description="Operations, deduplicated, in order.")
     count: int = 1
     tool_use_id: str | None = None
+    digest: str = Field(default="", description="What the latest change put in the file, short.")
 
 
 CommandStatus = Literal["ok", "failed", "unknown"]
@@ -116,6 +122,12 @@ class FailedApproach(_Item):
     what: str = Field(description="The action that failed (command, tool + target) or a statement.")
     error: str = ""
     tool_use_id: str | None = None
+    cause: str = Field(default="", description="The most telling line(s) of the output.")
+    next: str = Field(default="", description="The agent's next move after the failure, with its seq.")
+    resolved_at: int | None = Field(
+        default=None, description="Seq of a later successful run of the same action; None = open.")
+    result_seq: int | None = Field(default=None, description="Seq of the failed result.")
+    key: str = Field(default="", description="The action normalized, to match a later run.")
 
 
 ActionKind = Literal["command", "read", "change", "todo", "other"]
@@ -133,6 +145,7 @@ class UnknownAction(_Item):
     paths: list[str] = Field(default_factory=list, description="Files it would change (or read).")
     reads: list[str] = Field(default_factory=list, description="Files a shell command would read.")
     is_test: bool = False
+    digests: dict[str, str] = Field(default_factory=dict, description="File -> what it would put there.")
 
 
 class Todo(_Item):
@@ -263,15 +276,11 @@ _WRITE_TOOLS = {
 }
 _PATH_KEYS = ("file_path", "filePath", "path", "filename", "file", "target_file",
               "notebook_path", "absolute_path", "relative_path", "file_name")
-_PATCH_FILE_RE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$",
-                            re.MULTILINE)
 _APPLIED_EDIT_RE = re.compile(r"^(?:>\s*)?Applied edit to (.+?)\s*$", re.MULTILINE)
 _AIDER_RUNNING_RE = re.compile(r"^>\s*Running (.+?)\s*$", re.MULTILINE)
 _SWE_FILE_HEADER_RE = re.compile(r"^\[File: (.+?) \(\d+ lines total\)\]", re.MULTILINE)
 _SWE_OPEN_FILE_RE = re.compile(r"\(Open file: (.+?)\)")
 _SWE_EDIT_FAILED = "Your proposed edit has introduced new syntax error"
-_READ_PROGRAMS = {"cat", "nl", "head", "tail", "less", "more", "bat", "sed", "wc", "open"}
-_CHANGE_PROGRAMS = {"rm", "touch", "mv", "cp", "tee", "truncate", "unlink"}
 _SWE_READ = {"open", "goto"}
 _SWE_CHANGE = {"create", "edit", "insert", "append"}
 
@@ -318,11 +327,15 @@ def split_sentences(text: str) -> list[str]:
 
 
 def constraint_sentences(text: str) -> list[str]:
-    """Sentences of a user request that state a rule: negations, 'only', 'always', 'must'..."""
+    """Sentences of a user request that state a rule: negations, 'only', 'always', 'must'...
+
+    Questions and pasted output (logs, errors, code, fenced blocks) state no rule and are
+    skipped. The validator recomputes constraints with this same function.
+    """
     out: list[str] = []
-    for s in split_sentences(text):
+    for s in split_sentences("\n".join(own_lines(text))):
         probe = s.replace("\u2019", "'").replace("\u2018", "'")
-        if _CONSTRAINT_RE.search(probe) and len(s) <= MAX_CONSTRAINT_CHARS:
+        if _CONSTRAINT_RE.search(probe) and len(s) <= MAX_CONSTRAINT_CHARS and not is_question(probe):
             out.append(s)
     return out
 
@@ -394,6 +407,7 @@ class _Action(BaseModel):
     reads: list[str] = Field(default_factory=list)  # files a shell command reads
     shell_ops: dict[str, str] = Field(default_factory=dict)  # file -> how a shell command changed it
     swe_edit: bool = False  # SWE-agent `edit`: the file is the one open, named by the result
+    digests: dict[str, str] = Field(default_factory=dict)  # file -> what this call put there
     todos: list[Todo] | None = None
     summary: str = ""
 
@@ -441,65 +455,21 @@ def _path_of(inp: dict[str, Any]) -> list[str]:
     return []
 
 
-def _looks_like_path(tok: str) -> bool:
-    if not tok or tok.startswith("-") or tok in (".", ".."):
-        return False
-    if any(c in tok for c in "|&;<>$`*{}()=\n"):
-        return False
-    if tok.startswith(("http://", "https://")):
-        return False
-    return "/" in tok or bool(re.search(r"\.[A-Za-z0-9]{1,6}$", tok))
+def _patch_files(inp: dict[str, Any]) -> list[_digests.PatchFile]:
+    """Files named by Codex patch envelopes anywhere in a tool input (apply_patch, heredocs).
 
-
-def _shell_files(command: str) -> tuple[list[str], dict[str, str]]:
-    """(files read, {file changed: how}) a shell command names, by simple rules."""
-    read: list[str] = []
-    changed: dict[str, str] = {}
-    for m in re.finditer(r"(?<![0-9&>])>>?\s*([^\s;&|<>]+)", command):
-        target = m.group(1).strip("'\"")
-        if not target.startswith(("/dev/", "&")) and _looks_like_path(target):
-            changed.setdefault(target, "shell redirect")
-    for part in re.split(r"&&|\|\||;|\||\n", command):
-        try:
-            toks = shlex.split(part)
-        except ValueError:
-            toks = part.split()
-        while toks and re.match(r"^\w+=", toks[0]):
-            toks = toks[1:]
-        if not toks:
+    Strings stored with literal ``\\n`` separators are decoded first; a path is kept only
+    when it occurs verbatim in the input and reads as a path.
+    """
+    out: list[_digests.PatchFile] = []
+    for s in _str_values(inp):
+        if "*** " not in s:
             continue
-        prog = toks[0].rsplit("/", 1)[-1]
-        args = toks[1:]
-        if prog == "sed":
-            inplace = any(a.startswith("-i") for a in args)
-            rest: list[str] = []
-            skipped_script = False
-            for a in args:
-                if a.startswith("-"):
-                    continue
-                if not skipped_script:
-                    skipped_script = True
-                    continue
-                rest.append(a)
-            files = [a for a in rest if _looks_like_path(a)]
-            if inplace:
-                for f in files:
-                    changed.setdefault(f, "sed -i")
-            else:
-                read.extend(files)
-        elif prog in _READ_PROGRAMS:
-            read.extend(a for a in args if _looks_like_path(a))
-        elif prog in _CHANGE_PROGRAMS:
-            files = [a for a in args if _looks_like_path(a)]
-            if prog == "cp":
-                files = files[-1:]
-            for f in files:
-                changed.setdefault(f, {"rm": "deleted", "unlink": "deleted", "mv": "moved"}.get(prog, prog))
-        elif prog == "git" and args[:1] in (["mv"], ["rm"]):
-            for f in args[1:]:
-                if _looks_like_path(f):
-                    changed.setdefault(f, "git " + args[0])
-    return _dedupe(read), changed
+        for script in scripts_of(s):
+            for pf in _digests.parse_patch(script):
+                if plausible_path(pf.path) and pf.path in s:
+                    out.append(pf)
+    return out
 
 
 def _dedupe(xs: Iterable[str]) -> list[str]:
@@ -555,6 +525,20 @@ def _swe_command(command: str) -> tuple[str, list[str]] | None:
     return None
 
 
+def _input_digests(paths: list[str], op: str, inp: dict[str, Any]) -> dict[str, str]:
+    """{path: digest} for a one-file tool call; key "" when the file is named by the result."""
+    if len(paths) > 1:
+        return {}
+    path = paths[0] if paths else ""
+    digest = _digests.input_digest(path, op, inp)
+    return {path: digest} if digest else {}
+
+
+def first_line_args(command: str) -> str:
+    """SWE-agent ``edit 10:12``: the arguments on the command's first line."""
+    return " ".join(command.split("\n", 1)[0].split()[1:])
+
+
 def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
     """What a tool_use does: run a command, read files, change files, set todos."""
     name = use.name
@@ -570,12 +554,8 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
         return act
 
     # Patches anywhere in the input (Codex apply_patch, shell heredocs) name changed files.
-    patch_files: list[str] = []
-    for s in _str_values(inp):
-        if "*** " in s:
-            for m in _PATCH_FILE_RE.finditer(s):
-                patch_files.append((m.group(1) or m.group(2)).strip())
-    patch_files = _dedupe(patch_files)
+    patches = _patch_files(inp)
+    patch_files = _dedupe(pf.path for pf in patches)
 
     if low == "str_replace_editor" or low == "str_replace_based_edit_tool" or low == "text_editor":
         sub = str(inp.get("command", ""))
@@ -584,11 +564,13 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
             act.kind, act.paths = "read", paths
         else:
             act.kind, act.paths, act.change_op = "change", paths, sub or "edit"
+            act.digests = _input_digests(paths, act.change_op, inp)
         act.summary = f"{name} {sub} {' '.join(paths)}".strip()
         return act
 
     if patch_files and (low in _WRITE_TOOLS or low in _SHELL_TOOLS or "patch" in low):
         act.kind, act.paths, act.change_op = "change", patch_files, "patch"
+        act.digests = {pf.path: pf.digest() for pf in patches}  # the last hunk for a file wins
         command = _command_of(inp) if low in _SHELL_TOOLS else None
         act.command = _clip(command) if command else None
         act.summary = f"{name} {', '.join(patch_files)}"
@@ -606,6 +588,7 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
         act.change_op = {"write": "write", "create": "create", "create_file": "create",
                          "write_file": "write", "delete_file": "delete", "remove_file": "delete",
                          "multiedit": "edit"}.get(low, "edit" if "patch" not in low else "patch")
+        act.digests = _input_digests(paths, act.change_op if low not in ("insert", "append") else low, inp)
         act.summary = f"{name} {' '.join(paths)}".strip()
         return act
 
@@ -626,6 +609,12 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
                 act.kind, act.change_op = "change", "create" if verb == "create" else "edit"
                 act.paths = paths or ([open_file] if open_file else [])
                 act.swe_edit = verb != "create"
+                body = command.split("\n", 1)[1] if "\n" in command else ""
+                body = body.split("end_of_edit", 1)[0]
+                if body.strip():
+                    act.digests = {(act.paths[0] if act.paths else ""): _digests.lines_digest(
+                        act.paths[0] if act.paths else "", [], [x for x in body.splitlines() if x.strip()],
+                        f"{verb} {first_line_args(command)}: ")}
             else:
                 act.kind = "command"
             act.command = _clip(command.split("\n", 1)[0])
@@ -634,9 +623,12 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
         act.kind = "command"
         act.command = _clip(command)
         act.is_test = is_test_command(command)
-        reads, changes = _shell_files(command)
+        files = shell_files(command)
+        reads, changes = files.reads, files.changes
         act.paths = list(changes)
         act.shell_ops = changes
+        act.digests = {p: _digests.write_digest(p, text, append=changes[p].endswith(("append", "-a")))
+                       for p, text in files.writes.items()}
         act.change_op = "shell"
         act.reads = reads
         act.summary = f"{name}: {_one_line(command, 160)}"
@@ -755,6 +747,13 @@ class _Acc:
         self._command_ids = {c.tool_use_id for c in self.commands if c.tool_use_id}
         self._test_ids = {t.tool_use_id for t in self.tests if t.tool_use_id}
         self._failed_keys = {(f.tool_use_id, f.what) for f in self.failed}
+        # action key -> seqs of successful runs, and the agent's moves (seq, text, is_call):
+        # what resolves a failure and what came next, looked up when the state is built
+        self._ok_runs: dict[str, list[int]] = {}
+        for c in p.commands:
+            if c.status == "ok":
+                self._ok_runs.setdefault(_failures.action_key("", c.command, ()), []).append(c.seq)
+        self._moves: list[tuple[int, str, bool]] = []
 
     # requests ---------------------------------------------------------------------------
     def add_request(self, e: Event) -> None:
@@ -810,17 +809,49 @@ class _Acc:
 
     # files ------------------------------------------------------------------------------
     def _touch(self, table: dict[str, FileRef], path: str, seq: int, op: str,
-               tool_use_id: str | None) -> None:
+               tool_use_id: str | None, digest: str = "") -> None:
         path = path.strip().strip("`'\"")
         if not path:
             return
         old = table.get(path)
         if old is None:
-            table[path] = FileRef(path=path, seq=seq, ops=[op] if op else [], tool_use_id=tool_use_id)
+            table[path] = FileRef(path=path, seq=seq, ops=[op] if op else [], tool_use_id=tool_use_id,
+                                  digest=digest)
         else:
             ops = old.ops if (not op or op in old.ops) else [*old.ops, op]
+            # the last state wins; a change with no digest (rm, mv, sed -i) makes the old one stale
+            latest = seq >= old.seq
             table[path] = FileRef(path=path, seq=max(seq, old.seq), ops=ops, count=old.count + 1,
-                                  tool_use_id=tool_use_id or old.tool_use_id)
+                                  tool_use_id=tool_use_id or old.tool_use_id,
+                                  digest=(digest if latest else old.digest))
+
+    # moves / resolution -----------------------------------------------------------------
+    def note_move(self, seq: int, text: str, is_call: bool) -> None:
+        """Remember the agent's first move at ``seq`` (for a failure's 'next')."""
+        text = text.strip()
+        if text and (not self._moves or self._moves[-1][0] < seq):
+            self._moves.append((seq, _one_line(text, 200), is_call))
+
+    def _note_ok(self, key: str, seq: int) -> None:
+        if key:
+            self._ok_runs.setdefault(key, []).append(seq)
+
+    def _annotated_failures(self) -> list[FailedApproach]:
+        out: list[FailedApproach] = []
+        move_seqs = [m[0] for m in self._moves]
+        for f in self.failed:
+            after = f.result_seq or f.seq
+            upd: dict[str, Any] = {}
+            if not f.next:
+                i = bisect_right(move_seqs, after)
+                if i < len(self._moves):
+                    mseq, text, is_call = self._moves[i]
+                    upd["next"] = f"{_failures.move_text(text, is_call)} (#{mseq})"
+            if f.resolved_at is None and f.key:
+                runs = sorted(self._ok_runs.get(f.key, ()))
+                upd["resolved_at"] = _failures.first_after(runs, f.seq)
+            out.append(f.model_copy(update=upd) if upd else f)
+        return out
 
     # errors / failures ------------------------------------------------------------------
     def _add_error(self, item: ErrorItem) -> None:
@@ -859,7 +890,8 @@ class _Acc:
                 self._touch(self.files_read, p, use_seq, "read", use.id)
         elif act.kind == "change" and not out.failed:
             for p in paths:
-                self._touch(self.files_changed, p, use_seq, act.change_op, use.id)
+                self._touch(self.files_changed, p, use_seq, act.change_op, use.id,
+                            act.digests.get(p) or act.digests.get("", ""))
 
         if act.kind == "command" and act.command is not None:
             if use.id not in self._command_ids:
@@ -870,7 +902,8 @@ class _Acc:
                                              status=status, result_seq=result_seq))
             if not out.failed:
                 for p in act.paths:
-                    self._touch(self.files_changed, p, use_seq, act.shell_ops.get(p, "shell"), use.id)
+                    self._touch(self.files_changed, p, use_seq, act.shell_ops.get(p, "shell"), use.id,
+                                act.digests.get(p, ""))
                 for p in act.reads:
                     self._touch(self.files_read, p, use_seq, "read", use.id)
             if act.is_test and use.id not in self._test_ids:
@@ -881,12 +914,17 @@ class _Acc:
                                           status=tstatus, exit_code=out.exit_code, summary=summary,
                                           result_seq=result_seq))
 
+        key = _failures.action_key(use.name, act.command, paths, act.kind)
         if out.failed:
             what = act.command or act.summary or use.name
             if act.kind == "change" and paths:
                 what = f"{act.command or use.name} ({', '.join(paths)})"
             self._add_failed(FailedApproach(seq=use_seq, what=_clip(what, 200),
-                                            error=out.error_line, tool_use_id=use.id))
+                                            error=out.error_line, tool_use_id=use.id,
+                                            cause=_failures.failure_cause(text) if text else "",
+                                            result_seq=result_seq, key=key))
+        elif not (act.is_test and _FAIL_SUMMARY_RE.search(_test_summary(text) or "")):
+            self._note_ok(key, use_seq)
         for name, line in error_names(text, out.failed) if text else []:
             self._add_error(ErrorItem(seq=result_seq, name=name, message=line, tool_use_id=use.id))
         if out.failed and result.is_error and not error_names(text, True):
@@ -898,7 +936,7 @@ class _Acc:
         self.unknown[use.id] = UnknownAction(
             seq=use_seq, tool_use_id=use.id, name=use.name, kind=act.kind,
             summary=act.summary or use.name, command=act.command, paths=list(act.paths),
-            reads=list(act.reads), is_test=act.is_test,
+            reads=list(act.reads), is_test=act.is_test, digests=dict(act.digests),
         )
 
     def resolve(self, u: UnknownAction, result: ToolResultBlock, result_seq: int) -> None:
@@ -906,7 +944,7 @@ class _Acc:
         use = ToolUseBlock(id=u.tool_use_id, name=u.name, input={})
         act = _Action(kind=u.kind, tool=u.name, command=u.command, paths=list(u.paths),
                       reads=list(u.reads), change_op="edit" if u.kind == "change" else "",
-                      is_test=u.is_test, summary=u.summary)
+                      is_test=u.is_test, summary=u.summary, digests=dict(u.digests))
         if u.kind == "todo":
             act.kind = "other"  # the todo items were not kept for unknown actions
         self.add_pair(use, u.seq, act, result, result_seq)
@@ -927,7 +965,7 @@ class _Acc:
             commands=self.commands,
             tests=self.tests,
             errors=self.errors,
-            failed_approaches=self.failed,
+            failed_approaches=self._annotated_failures(),
             unknown_actions=sorted(self.unknown.values(), key=lambda u: (u.seq, u.tool_use_id)),
             todos=self.todos,
             todos_seq=self.todos_seq,
@@ -981,6 +1019,7 @@ def lift_state(events: Sequence[Event], prev: LiftedState | None = None) -> Lift
             acc.add_request(e)
         elif e.role == "assistant" and e.text:
             acc.add_assistant_text(e)
+            acc.note_move(e.seq, next((s for s in split_sentences(e.text) if len(s) >= 12), ""), False)
         elif e.role in ("user", "system") and e.text and not e.tool_results:
             acc._text_actions(e)  # aider's '>' lines may be attributed to the user or system
 
@@ -989,6 +1028,8 @@ def lift_state(events: Sequence[Event], prev: LiftedState | None = None) -> Lift
                 continue
             act = classify(use, acc.open_file)
             uses[use.id] = (use, e.seq, act)
+            if e.role == "assistant":
+                acc.note_move(e.seq, act.command or act.summary or use.name, True)
             if use.id in results:
                 r, rseq = results[use.id]
                 acc.add_pair(use, e.seq, act, r, rseq)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
-from compactor.lift import LiftedState, Request
+from compactor.lift import FailedApproach, LiftedState, Request
 from compactor.tokens import count_text
 
 GOAL = "Goal"
@@ -68,7 +68,9 @@ _TIER_DECISION = 30
 _TIER_MIDDLE_REQUEST = 40
 _TIER_COMMAND_FAILED = 50
 _TIER_ARTIFACT = 55
+_TIER_FAILED_RESOLVED = 48  # a failure a later run fixed: history, not a problem
 _TIER_FAILED_APPROACH = 60
+_TIER_FAILED_OPEN = 70  # a failure nothing fixed yet: the next agent meets it again
 _TIER_OLD_TEST = 65
 _TIER_ERROR = 88  # one short line per distinct error name: cheap and telling
 _TIER_TODO_DONE = 75
@@ -140,6 +142,23 @@ def _request_body(r: Request, short: bool = False) -> str:
     return text
 
 
+def _failure_line(fa: FailedApproach) -> tuple[str, int]:
+    """``#57 `anchor build` → failed: "cause"; next: …; resolved at #63`` and its keep-tier."""
+    if not fa.tool_use_id:  # the agent's own words ("that didn't work")
+        return f"- #{fa.seq} failed: {_one_line(fa.what)}", _TIER_FAILED_APPROACH
+    cause = fa.cause or fa.error
+    parts = [f"- #{fa.seq} {_code(fa.what, 120)} → failed" + (f": {_one_line(cause, 200)}" if cause else "")]
+    if fa.next:
+        parts.append(f"next: {_one_line(fa.next, 110)}")
+    if fa.resolved_at is not None:
+        parts.append(f"resolved at #{fa.resolved_at}")
+        return "; ".join(parts), _TIER_FAILED_RESOLVED
+    if not fa.key:  # nothing to compare a later run with
+        return "; ".join(parts), _TIER_FAILED_APPROACH
+    parts.append("still open")
+    return "; ".join(parts), _TIER_FAILED_OPEN
+
+
 def _build(state: LiftedState, short_requests: bool = False, latest_full: bool = False) -> _Doc:
     doc = _Doc()
     requests = list(state.requests)
@@ -175,7 +194,9 @@ def _build(state: LiftedState, short_requests: bool = False, latest_full: bool =
     for f in state.files_changed:
         ops = ", ".join(f.ops) if f.ops else "changed"
         times = f" ×{f.count}" if f.count > 1 else ""
-        doc.add(FILES_CHANGED, f"- {f.path} ({ops}{times}, last #{f.seq})", _TIER_FILE_CHANGED, f.seq)
+        digest = f": {_one_line(f.digest, 160)}" if f.digest else ""
+        doc.add(FILES_CHANGED, f"- {f.path} ({ops}{times}, last #{f.seq}){digest}", _TIER_FILE_CHANGED,
+                f.seq)
 
     changed = {f.path for f in state.files_changed}
     for f in state.files_read:
@@ -212,17 +233,20 @@ def _build(state: LiftedState, short_requests: bool = False, latest_full: bool =
         doc.add(TESTS, f"- #{t.seq} {_code(t.command)} → {t.status.upper()}{extra}, at log "
                 f"version {at}{since}", tier, t.seq)
 
+    resolved_at = {fa.tool_use_id: fa.resolved_at for fa in state.failed_approaches
+                   if fa.tool_use_id and fa.resolved_at is not None}
     by_name: dict[str, list] = {}
     for e in state.errors:
         by_name.setdefault(e.name, []).append(e)
     for name, items in by_name.items():
         seqs = ", ".join(f"#{e.seq}" for e in items[:4]) + (", …" if len(items) > 4 else "")
-        doc.add(ERRORS, f"- {name} ({seqs}): {_one_line(items[-1].message, 200)}", _TIER_ERROR,
-                items[-1].seq)
+        fixed = [resolved_at.get(e.tool_use_id) for e in items]
+        done = f" (resolved at #{max(fixed)})" if all(fixed) else ""  # type: ignore[type-var]
+        doc.add(ERRORS, f"- {name} ({seqs}): {_one_line(items[-1].message, 200)}{done}",
+                _TIER_FAILED_RESOLVED if done else _TIER_ERROR, items[-1].seq)
     for fa in state.failed_approaches:
-        err = f" → {_one_line(fa.error, 160)}" if fa.error else ""
-        what = _code(fa.what) if fa.tool_use_id else _one_line(fa.what)
-        doc.add(ERRORS, f"- #{fa.seq} failed: {what}{err}", _TIER_FAILED_APPROACH, fa.seq)
+        line, tier = _failure_line(fa)
+        doc.add(ERRORS, line, tier, fa.seq)
 
     for d in state.decisions:
         doc.add(DECISIONS, f"- #{d.seq} {_one_line(d.text, 300)}", _TIER_DECISION, d.seq)

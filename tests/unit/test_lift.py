@@ -357,3 +357,83 @@ def test_split_between_call_and_result_merges_to_the_same_facts() -> None:
     assert merged.unknown_actions == whole.unknown_actions
     for key in ("commands", "tests", "errors", "failed_approaches", "files_changed", "files_read"):
         assert getattr(merged, key) == getattr(whole, key), key
+
+
+# --- meaning: failure cause/next/resolution, file digests, constraints ------------------------
+
+
+def test_failure_keeps_cause_next_and_later_pass_resolves_it() -> None:
+    evs = [
+        user(1, "Build the program."),
+        assistant(2, "", (("b1", "Bash", {"command": "cd /w && anchor build"}),)),
+        results(3, ("b1", "Exit code: 127\nOutput:\nbash: anchor: command not found", True)),
+        assistant(4, "The anchor CLI is missing, so I will install it with cargo.",
+                  (("i1", "Bash", {"command": "cargo install anchor-cli"}),)),
+        results(5, ("i1", "Exit code: 0\ninstalled", False)),
+        assistant(6, "", (("b2", "Bash", {"command": "anchor build 2>&1 | tail -5"}),)),
+        results(7, ("b2", "Exit code: 0\nFinished release", False)),
+        assistant(8, "", (("t1", "Bash", {"command": "pytest -q tests/test_x.py"}),)),
+        results(9, ("t1", "Exit code: 1\nE   assert 1 == 2\n=== 1 failed in 0.1s ===", True)),
+    ]
+    st = lift_state(evs)
+    build, test = st.failed_approaches
+    assert build.cause == "bash: anchor: command not found"
+    assert build.next.startswith('"The anchor CLI is missing') and build.next.endswith("(#4)")
+    assert build.resolved_at == 6
+    assert test.resolved_at is None and "assert 1 == 2" in test.cause
+
+
+def test_open_failure_outranks_resolved_one_in_the_summary() -> None:
+    from compactor.summary import render_summary
+
+    evs = [
+        user(1, "Build it."),
+        assistant(2, "", (("a", "Bash", {"command": "make all"}),)),
+        results(3, ("a", "Exit code: 2\nmake: *** [all] Error 2", True)),
+        assistant(4, "", (("b", "Bash", {"command": "make all"}),)),
+        results(5, ("b", "Exit code: 0", False)),
+        assistant(6, "", (("c", "Bash", {"command": "make deploy"}),)),
+        results(7, ("c", "Exit code: 1\ndeploy: permission denied", True)),
+    ]
+    st = lift_state(evs)
+    full = render_summary(st, 100_000).sections["Errors and failed approaches"]
+    assert any("`make all` → failed" in ln and "resolved at #4" in ln for ln in full)
+    assert any("`make deploy` → failed: deploy: permission denied" in ln and "still open" in ln for ln in full)
+    # squeezed: the resolved failure leaves before the open one
+    kept = []
+    for b in range(40, 400, 5):
+        lines = render_summary(st, b).sections.get("Errors and failed approaches", [])
+        kept.append((any("make all" in ln for ln in lines), any("make deploy" in ln for ln in lines)))
+    assert (True, False) not in kept and (False, True) in kept
+
+
+def test_changed_files_carry_a_digest_the_last_change_winning() -> None:
+    evs = [
+        user(1, "Add the vault."),
+        assistant(2, "", (("w", "Write", {"file_path": "/r/vault.py", "content": "class Vault:\n    pass\n"}),)),
+        results(3, ("w", "ok", False)),
+        assistant(4, "", (("e", "Edit", {"file_path": "/r/vault.py", "old_string": "SEED = 'a'",
+                                           "new_string": "SEED = 'b'"}),)),
+        results(5, ("e", "ok", False)),
+        assistant(6, "", (("h", "Bash", {"command": "cat > /r/cfg.toml <<'EOF'\\n[tool]\\nname = 'x'\\nEOF"}),)),
+        results(7, ("h", "", False)),
+    ]
+    st = lift_state(evs)
+    digests = {f.path: f.digest for f in st.files_changed}
+    assert digests["/r/vault.py"] == "\"SEED = 'a'\" → \"SEED = 'b'\""
+    assert digests["/r/cfg.toml"].startswith("wrote 2 lines") and "tool" in digests["/r/cfg.toml"]
+
+
+def test_a_question_or_pasted_error_is_not_a_constraint() -> None:
+    text = ("What must I fix before submitting?\n"
+            "Do you think we should always use tabs\n\n"
+            "Error: Transaction simulation failed\n"
+            "This transaction couldn't be simulated, only signers can call it\n\n"
+            "```\nnever = True  # must not change\n```\n"
+            "Never edit the generated files.")
+    assert constraint_sentences(text) == ["Never edit the generated files."]
+    assert constraint_sentences("Do not push. Only run the unit tests!") == ["Do not push.",
+                                                                          "Only run the unit tests!"]
+    # a conditional rule is still a rule; "Do this" is an order, not a question
+    assert constraint_sentences("When you edit, always run black.\nDo it only once.") == [
+        "When you edit, always run black.", "Do it only once."]

@@ -1,0 +1,138 @@
+"""Why a tool call failed, what the agent did next, and whether a later run fixed it.
+
+``exit 1`` or ``TypeError (#140)`` does not tell a continuing agent whether the problem is
+still there. Per failure the lifter keeps:
+
+- ``cause``: the one or two most telling lines of the output (``anchor: command not found``,
+  a traceback's last line, a compiler error with its location), picked by fixed weights;
+- ``next``: the agent's next move (its next sentence or call), clipped;
+- ``resolved_at``: the seq of a later successful run of the same action (the command or test
+  normalized: ``cd x &&`` prefixes, env assignments, flags, ``2>&1`` and ``| tail`` dropped),
+  or ``None`` while it is still open.
+
+Plain rules, no model: the same events always give the same annotations.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from bisect import bisect_right
+from typing import Sequence
+
+CAUSE_LINES = 2
+CAUSE_LINE_CHARS = 120
+NEXT_CHARS = 80
+
+_NOISE_PREFIXES = ("Chunk ID", "Wall time", "Process exited", "Exit code", "Original token count",
+                   "Output:", "Command exited", "Process running", "Total output lines")
+
+_WEIGHTS: tuple[tuple[int, re.Pattern[str]], ...] = (
+    (6, re.compile(r"command not found|No such file or directory|Permission denied|"
+                   r"ModuleNotFoundError|ImportError|not recognized as|"
+                   r"no default toolchain|could not find|Could not find|not installed")),
+    (5, re.compile(r"^\s*(?:E\s+)?(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\b[:\s]|"
+                   r"\b[A-Z]\w*(?:Error|Exception): \S|\bE\d{3} \w+Error\b|"
+                   r"\berror\[E\d{4}\]|\berror TS\d+|^\s*panic(?:ked)?\b|^\s*fatal:|^FAILED \S+::|"
+                   r"thread '.*' panicked")),
+    (4, re.compile(r"(?i)^\s*error\b|\bError:|\bERR!|\bnot found\b|\bcannot\b|can't|\bunable to\b|"
+                   r"couldn'?t|\bdenied\b|\bblocked\b|\brefused\b|\btimed? ?out\b|\bAssertionError\b|^\s*E\s+assert")),
+    (3, re.compile(r"\bfailed\b|\bFAILED\b|\bFAIL\b|\bassert\b")),
+)
+_LISTING_RE = re.compile(r"^\s*\d+\s*[:|│]\s")  # a numbered source listing, not output
+_SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z`'\"])")
+_LOCATION_RE = re.compile(r"^\s*--> (\S+:\d+(?::\d+)?)")
+_WARNING_RE = re.compile(r"^\s*warning\b", re.I)
+
+
+def _clip(text: str, n: int) -> str:
+    t = " ".join(text.split())
+    return t if len(t) <= n else t[: n - 1].rstrip() + "…"
+
+
+def _weight(line: str) -> int:
+    for w, rx in _WEIGHTS:
+        if rx.search(line):
+            return w
+    return 0
+
+
+def failure_cause(text: str, max_lines: int = CAUSE_LINES) -> str:
+    """The most telling line(s) of a failed result, in output order, joined by `` / ``."""
+    lines: list[str] = []
+    for ln in text.splitlines():
+        # a long line (a harness message) is judged sentence by sentence
+        lines += _SENTENCE_RE.split(ln.rstrip()) if len(ln) > CAUSE_LINE_CHARS else [ln.rstrip()]
+    scored: list[tuple[int, int, str]] = []
+    seen: set[str] = set()
+    for i, ln in enumerate(lines):
+        s = ln.strip()
+        if (not s or s.startswith(_NOISE_PREFIXES) or _WARNING_RE.match(s) or _LISTING_RE.match(s)
+                or s in seen):
+            continue
+        w = _weight(s)
+        if not w:
+            continue
+        seen.add(s)
+        # a compiler error's location is on the next "-->" line: keep them together
+        loc = next((m.group(1) for m in (_LOCATION_RE.match(x) for x in lines[i + 1:i + 3]) if m), None)
+        scored.append((w, i, f"{s} ({loc})" if loc and loc not in s else s))
+    if not scored:
+        first = next((ln.strip() for ln in lines if ln.strip() and not ln.strip().startswith(_NOISE_PREFIXES)), "")
+        return _clip(first, CAUSE_LINE_CHARS)
+    # highest weight first; among equals the last one (a traceback ends with its cause)
+    best = sorted(scored, key=lambda t: (-t[0], -t[1]))[:max_lines]
+    best.sort(key=lambda t: t[1])
+    return " / ".join(_clip(t[2], CAUSE_LINE_CHARS) for t in best)
+
+
+_CD_PREFIX_RE = re.compile(r"^\s*(?:cd\s+\S+\s*(?:&&|;)\s*)+")
+_TAIL_RE = re.compile(r"\s*(?:2>&1|\|\s*(?:tail|head|grep|tee|cat|less)\b[^|]*)\s*$")
+
+
+def command_key(command: str) -> str:
+    """A command normalized so that reruns match: no cd prefix, env, flags or output plumbing."""
+    s = " ".join(command.split())
+    s = _CD_PREFIX_RE.sub("", s)
+    prev = None
+    while prev != s:
+        prev = s
+        s = _TAIL_RE.sub("", s)
+    try:
+        toks = shlex.split(s)
+    except ValueError:
+        toks = s.split()
+    while toks and (re.match(r"^[A-Za-z_]\w*=", toks[0]) or toks[0] in ("timeout", "time", "sudo")
+                    or re.fullmatch(r"\d+[smh]?", toks[0])):
+        toks = toks[1:]
+    if toks[:2] == ["python", "-m"] or toks[:2] == ["python3", "-m"]:
+        toks = toks[2:]
+    return " ".join(t for t in toks if not t.startswith("-"))
+
+
+def action_key(tool: str, command: str | None, paths: Sequence[str], kind: str = "") -> str:
+    """What identifies an action for 'a later run of the same thing'.
+
+    A file change is matched by its files (a later successful edit of the same file), a
+    command by its normalized text, anything else by tool + files.
+    """
+    if kind == "change" and paths:
+        return "change:" + ",".join(sorted(paths))
+    if command:
+        return "cmd:" + command_key(command)
+    if paths:
+        return f"{tool.lower()}:" + ",".join(sorted(paths))
+    return ""
+
+
+def first_after(seqs: Sequence[int], after: int) -> int | None:
+    """The smallest seq in sorted ``seqs`` greater than ``after``."""
+    i = bisect_right(seqs, after)
+    return seqs[i] if i < len(seqs) else None
+
+
+def move_text(text: str, is_call: bool) -> str:
+    """How an agent's next move reads in a summary: a call in backticks, a sentence quoted."""
+    if is_call:
+        return "`" + _clip(text, NEXT_CHARS).replace("`", "'") + "`"
+    return "\"" + _clip(text, NEXT_CHARS) + "\""

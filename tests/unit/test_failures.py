@@ -1,0 +1,33 @@
+"""Failure causes and command normalization."""
+
+from __future__ import annotations
+
+from compactor.failures import command_key, failure_cause
+
+
+def test_cause_is_the_telling_line_not_the_exit_banner() -> None:
+    out = "Exit code: 127\nWall time: 0.1 s\nOutput:\nbash: anchor: command not found\n"
+    assert failure_cause(out) == "bash: anchor: command not found"
+
+
+def test_cause_of_a_traceback_is_its_last_line() -> None:
+    out = ("Traceback (most recent call last):\n  File \"x.py\", line 3, in <module>\n    f()\n"
+           "TypeError: f() missing 1 required positional argument: 'a'\n")
+    assert failure_cause(out) == "TypeError: f() missing 1 required positional argument: 'a'"
+
+
+def test_compiler_error_keeps_its_location() -> None:
+    out = ("   Compiling vault v0.1.0\nerror[E0425]: cannot find value `seed` in this scope\n"
+           "  --> programs/vault/src/lib.rs:12:9\n   |\nwarning: unused import\n")
+    assert failure_cause(out) == "error[E0425]: cannot find value `seed` in this scope (programs/vault/src/lib.rs:12:9)"
+
+
+def test_two_causes_in_output_order() -> None:
+    out = "error: no default toolchain configured\nsolana: command not found\n"
+    assert failure_cause(out) == "error: no default toolchain configured / solana: command not found"
+
+
+def test_command_key_ignores_cd_env_flags_and_output_plumbing() -> None:
+    assert command_key("cd /r && RUST_LOG=1 cargo test -q --lib 2>&1 | tail -20") == "cargo test"
+    assert command_key("python -m pytest tests/test_a.py -x") == command_key("pytest -q tests/test_a.py")
+    assert command_key("pytest tests/test_a.py") != command_key("pytest tests/test_b.py")
