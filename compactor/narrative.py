@@ -63,6 +63,7 @@ _ABBREV_RE = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf|approx|incl|Mr|Mrs|Dr|No)\
 _MARKER_RE = re.compile(r"^\s*(?:[-*+•]\s+|\d{1,3}[.)]\s+|>\s*)+")
 _HEADING_RE = re.compile(r"^\s*#{1,6}\s+")
 _TABLE_RULE_RE = re.compile(r"^\s*\|?[\s:|-]+\|[\s:|-]*$")
+_HRULE_RE = re.compile(r"^\s*(?:[-*_]\s*){3,}$")
 _EMPHASIS_ONLY_RE = re.compile(r"^\*\*[^*]+\*\*:?$")
 # Bold markers only around words with no slash, so a glob such as src/**/*.py stays intact.
 _BOLD_RE = re.compile(r"(?<![\w/*])\*\*([^*/\n]+?)\*\*(?![\w/*])")
@@ -81,7 +82,7 @@ def report_units(text: str) -> list[str]:
         if raw.lstrip().startswith("```"):
             in_code = not in_code
             continue
-        if in_code or not raw.strip() or _TABLE_RULE_RE.match(raw):
+        if in_code or not raw.strip() or _TABLE_RULE_RE.match(raw) or _HRULE_RE.match(raw):
             continue
         if _HEADING_RE.match(raw):
             continue  # a heading is a label, not a statement

@@ -11,6 +11,7 @@ from compactor.lift import (
     LiftedState,
     Request,
     lift_state,
+    reconcile,
 )
 from compactor.narrative import (
     MAX_OUTCOMES,
@@ -129,7 +130,7 @@ def test_clip_keeps_whole_sentences_and_prefers_what_is_left() -> None:
 
 
 def test_markdown_is_flattened_without_breaking_paths() -> None:
-    units = report_units("## Done\n- **Fixed** `src/**/*.py` globs\n```\ncode line\n```\n1. Next: tests.")
+    units = report_units("## Done\n- **Fixed** `src/**/*.py` globs\n```\ncode line\n```\n---\n1. Next: tests.")
     assert units == ["Fixed `src/**/*.py` globs", "Next: tests."]
 
 
@@ -192,3 +193,11 @@ def test_the_same_sentence_is_not_rendered_twice() -> None:
     assert r.text.count(sentence) == 1
     assert r.text.count("at most 8 connections") == 1
     assert DECISIONS not in r.sections and REASONS in r.sections
+
+
+def test_reconcile_keeps_reports_and_reasons() -> None:
+    evs = two_turns() + [assistant(9, "", (("t9", "Bash", {"command": "npm test"}),))]
+    st = lift_state(evs)
+    after, resolved = reconcile(st, [result(10, "t9", "ok")])
+    assert resolved == ["t9"]
+    assert after.outcomes == st.outcomes and after.reasons == st.reasons
