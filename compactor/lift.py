@@ -37,6 +37,7 @@ from compactor import digests as _digests
 from compactor import failures as _failures
 from compactor.constraints import is_question, own_lines
 from compactor.shell import plausible_path, scripts_of, shell_files
+from compactor.narrative import NarrativeAcc, Reason, TurnOutcome
 from compactor.tokens import count_text
 
 LONG_REQUEST_TOKENS = 2_000
@@ -184,6 +185,14 @@ class LiftedState(BaseModel):
     artifacts: list[Artifact] = Field(default_factory=list)
     urls: list[Url] = Field(default_factory=list, description="URLs the user gave.")
     covers_end: int = Field(default=0, description="Last seq folded into this state.")
+    outcomes: list[TurnOutcome] = Field(
+        default_factory=list,
+        description="The agent's closing report of each user turn, clipped (compactor.narrative).",
+    )
+    reasons: list[Reason] = Field(
+        default_factory=list,
+        description="Sentences where the agent gave a reason or stated a rule or number.",
+    )
 
     @property
     def latest_request(self) -> Request | None:
@@ -739,6 +748,8 @@ class _Acc:
         self.artifacts = {a.uri: a for a in p.artifacts}
         self.urls = {u.url: u for u in p.urls}
         self.covers_end = p.covers_end
+        self.narrative = NarrativeAcc(list(p.outcomes), list(p.reasons),
+                                      p.requests[-1].seq if p.requests else 0)
         self.open_file: str | None = None
         self._req_seqs = {r.seq for r in self.requests}
         self._constraint_keys = {_norm(c.text) for c in self.constraints}
@@ -955,6 +966,7 @@ class _Acc:
 
     def build(self) -> LiftedState:
         decisions = self.decisions[-MAX_DECISIONS:]
+        outcomes, reasons = self.narrative.build()
         return LiftedState(
             goal=self.goal,
             requests=self.requests,
@@ -972,6 +984,8 @@ class _Acc:
             artifacts=list(self.artifacts.values()),
             urls=list(self.urls.values()),
             covers_end=self.covers_end,
+            outcomes=outcomes,
+            reasons=reasons,
         )
 
 
@@ -1017,9 +1031,11 @@ def lift_state(events: Sequence[Event], prev: LiftedState | None = None) -> Lift
             continue
         if is_genuine_request(e):
             acc.add_request(e)
+            acc.narrative.on_request(e.seq)
         elif e.role == "assistant" and e.text:
             acc.add_assistant_text(e)
             acc.note_move(e.seq, next((s for s in split_sentences(e.text) if len(s) >= 12), ""), False)
+            acc.narrative.on_assistant_text(e.seq, e.text)
         elif e.role in ("user", "system") and e.text and not e.tool_results:
             acc._text_actions(e)  # aider's '>' lines may be attributed to the user or system
 

@@ -48,14 +48,15 @@ try:  # the structured summarizer's template, so both summarizers share one set 
     from compactor.summary import SECTION_NAMES as _SECTION_NAMES
 except ImportError:  # pragma: no cover - only while summary.py is absent
     _SECTION_NAMES = (
-        "Goal", "User requests", "Constraints (verbatim)", "Current plan / todos", "Files changed",
+        "Goal", "User requests", "Constraints (verbatim)", "Current plan / todos",
+        "Agent's reports (newest first)", "Files changed",
         "Files read", "Commands run", "Tests", "Errors and failed approaches", "Decisions",
-        "Outcome unknown (not confirmed — verify before relying on them)", "Artifacts",
+        "Reasons and rules", "Outcome unknown (not confirmed — verify before relying on them)", "Artifacts",
         "Links the user gave", "Latest request",
     )
 
 SECTION_NAMES: tuple[str, ...] = tuple(_SECTION_NAMES)
-PROMPT_VERSION = "compactor-summary-v1"
+PROMPT_VERSION = "compactor-summary-v2"
 MAX_DROP_RETRIES = 3
 """Prompt-too-long: at most this many shrink-and-retry rounds inside one activity attempt."""
 TOOL_OUTPUT_CHARS = 6_000
@@ -67,13 +68,19 @@ _SECTION_HINTS: dict[str, str] = {
     "Constraints (verbatim)": "every constraint from lifted_state.constraints, copied character "
     "for character (negations included); never paraphrase, merge or drop one",
     "Current plan / todos": "the latest plan or todo list and the status of each item",
-    "Files changed": "paths the agent created or modified",
+    "Agent's reports (newest first)": "the agent's own closing report of each user turn, newest "
+    "first (lifted_state.outcomes): what it did, why, the results and numbers it gave, and "
+    "what it said is left; keep its words and figures",
+    "Files changed": "paths the agent created or modified, each with what changed in it",
     "Files read": "paths the agent read",
     "Commands run": "commands with their exit status",
     "Tests": "test runs, their result and the log seq they ran at",
-    "Errors and failed approaches": "errors met and approaches that did not work, so they are not "
-    "repeated",
-    "Decisions": "decisions taken and why",
+    "Errors and failed approaches": "errors met, each with its cause and its status (fixed, "
+    "still open, worked around), and approaches that did not work, so they are not repeated",
+    "Decisions": "decisions taken and why (the alternative rejected and the reason)",
+    "Reasons and rules": "reasons the agent gave for what it did (because, so that, instead of) "
+    "and the formulas, rules, thresholds and numbers it relied on, in its words "
+    "(lifted_state.reasons)",
     "Outcome unknown (not confirmed — verify before relying on them)": "every entry of "
     "lifted_state.unknown_actions: tool calls with no recorded result; say they must be verified",
     "Artifacts": "stored artifacts by uri",

@@ -9,6 +9,11 @@ and the latest request. (A constraint sentence that is also quoted verbatim insi
 or latest request shown in full is a duplicate: it may leave the constraints list early, as
 its words stay in the summary.) When a section loses items a one-line note says how many, so the
 reader knows the log has more.
+
+The agent's own reports (its closing message of each turn) and the reasons and rules it stated
+get a *share* of the budget instead (``compactor.narrative``): they are clipped to whole
+sentences within it before anything is dropped, newest first, so at a small budget the newest
+report is still there, and at a large one they cannot crowd out the lifted lists.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, Field
 
 from compactor.lift import FailedApproach, LiftedState, Request
+from compactor.narrative import norm, select_reasons, select_reports
 from compactor.tokens import count_text
 
 GOAL = "Goal"
@@ -30,6 +36,8 @@ COMMANDS = "Commands run"
 TESTS = "Tests"
 ERRORS = "Errors and failed approaches"
 DECISIONS = "Decisions"
+REPORTS = "Agent's reports (newest first)"
+REASONS = "Reasons and rules"
 UNKNOWN = "Outcome unknown (not confirmed — verify before relying on them)"
 ARTIFACTS = "Artifacts"
 LINKS = "Links the user gave"
@@ -40,12 +48,14 @@ SECTION_NAMES: tuple[str, ...] = (
     REQUESTS,
     CONSTRAINTS,
     TODOS,
+    REPORTS,
     FILES_CHANGED,
     FILES_READ,
     COMMANDS,
     TESTS,
     ERRORS,
     DECISIONS,
+    REASONS,
     UNKNOWN,
     ARTIFACTS,
     LINKS,
@@ -65,6 +75,8 @@ _TIER_COMMAND_OK = 10
 _TIER_FILE_READ = 20
 _TIER_QUOTED_CONSTRAINT = 25  # a duplicate: also verbatim inside a request shown in full
 _TIER_DECISION = 30
+_TIER_REASON = 35
+_TIER_OLD_REPORT = 45
 _TIER_MIDDLE_REQUEST = 40
 _TIER_COMMAND_FAILED = 50
 _TIER_ARTIFACT = 55
@@ -73,10 +85,13 @@ _TIER_FAILED_APPROACH = 60
 _TIER_FAILED_OPEN = 70  # a failure nothing fixed yet: the next agent meets it again
 _TIER_OLD_TEST = 65
 _TIER_ERROR = 88  # one short line per distinct error name: cheap and telling
+_TIER_RECENT_REPORT = 72
 _TIER_TODO_DONE = 75
+_TIER_RECENT_REASON = 82
 _TIER_LINK = 80
 _TIER_FILE_CHANGED = 85
 _TIER_TODO_OPEN = 90
+_TIER_NEWEST_REPORT = 92  # the agent's own account of the latest turn, clipped to its share
 _TIER_LAST_TEST = 95
 
 ESSENTIAL_TIER = _TIER_MIDDLE_REQUEST
@@ -159,7 +174,8 @@ def _failure_line(fa: FailedApproach) -> tuple[str, int]:
     return "; ".join(parts), _TIER_FAILED_OPEN
 
 
-def _build(state: LiftedState, short_requests: bool = False, latest_full: bool = False) -> _Doc:
+def _build(state: LiftedState, short_requests: bool = False, budget: int | None = None,
+           latest_full: bool = False) -> _Doc:
     doc = _Doc()
     requests = list(state.requests)
     goal = state.goal or (requests[0] if requests else None)
@@ -190,6 +206,14 @@ def _build(state: LiftedState, short_requests: bool = False, latest_full: bool =
         done = t.status.lower() in ("completed", "done", "complete", "finished")
         doc.add(TODOS, f"- {status}{t.text}", _TIER_TODO_DONE if done else _TIER_TODO_OPEN,
                 state.todos_seq)
+
+    reports = select_reports(state.outcomes, budget)
+    for rank, (o, text) in enumerate(reports):
+        tier = _TIER_NEWEST_REPORT if rank == 0 else _TIER_RECENT_REPORT if rank < 3 else _TIER_OLD_REPORT
+        answers = f" (answering #{o.request_seq})" if o.request_seq else ""
+        doc.add(REPORTS, f"- #{o.seq}{answers}: {text}", tier, o.seq)
+    reasons = select_reasons(state.reasons, budget, [t for _, t in reports])
+    shown = [norm(t) for _, t in reports] + [norm(r.text) for r in reasons]
 
     for f in state.files_changed:
         ops = ", ".join(f.ops) if f.ops else "changed"
@@ -249,7 +273,13 @@ def _build(state: LiftedState, short_requests: bool = False, latest_full: bool =
         doc.add(ERRORS, line, tier, fa.seq)
 
     for d in state.decisions:
+        if any(norm(d.text) in t for t in shown):
+            continue  # already in a report or a reason above: one sentence, said once
         doc.add(DECISIONS, f"- #{d.seq} {_one_line(d.text, 300)}", _TIER_DECISION, d.seq)
+
+    for rank, r in enumerate(sorted(reasons, key=lambda x: x.seq)):
+        tier = _TIER_RECENT_REASON if rank >= len(reasons) - 3 else _TIER_REASON
+        doc.add(REASONS, f"- #{r.seq} {_one_line(r.text, 400)}", tier, r.seq)
 
     for u in state.unknown_actions:
         doc.add(UNKNOWN, f"- #{u.seq} [tool_use {u.tool_use_id}] {_one_line(u.summary, 240)} — no "
@@ -336,7 +366,7 @@ def render_summary(state: LiftedState, budget_tokens: int, *, latest_full: bool 
     the summary is the only place it is verbatim), and if that is still too much the result is returned over budget (``tokens`` says
     so) for the caller to handle.
     """
-    doc = _build(state)
+    doc = _build(state, budget=budget_tokens)
     text, sections, dropped = _render(doc)
     tokens = count_text(text)
     if tokens <= budget_tokens:
@@ -346,7 +376,7 @@ def render_summary(state: LiftedState, budget_tokens: int, *, latest_full: bool 
     weight = _left_out_weight(doc)
     if tokens > budget_tokens:
         # Last resort: the goal and latest request shrink to head quotes pointing at the log.
-        short = _build(state, short_requests=True, latest_full=latest_full)
+        short = _build(state, short_requests=True, budget=budget_tokens, latest_full=latest_full)
         short_text = _render(short)[0]
         out2 = _fit(short, budget_tokens, count_text(short_text))
         if out2[3] < tokens:

@@ -158,3 +158,13 @@ def test_native_messages_replays_previous_block_first():
     system, msgs = prompting.native_messages(_session()[4:], previous_native=block)
     assert msgs[0] == {"role": "assistant", "content": [block]}
     assert msgs[1]["role"] == "user"
+
+
+def test_template_asks_for_reports_reasons_and_error_status():
+    prompt = prompting.SYSTEM_PROMPT
+    reports = prompt.split("## Agent's reports (newest first)\n", 1)[1].split("\n## ", 1)[0]
+    assert "lifted_state.outcomes" in reports and "left" in reports
+    reasons = prompt.split("## Reasons and rules\n", 1)[1].split("\n## ", 1)[0]
+    assert "lifted_state.reasons" in reasons
+    errors = prompt.split("## Errors and failed approaches\n", 1)[1].split("\n## ", 1)[0]
+    assert "cause" in errors and "status" in errors

@@ -21,6 +21,7 @@ from compactor.lift import (
     UnknownAction,
     Url,
 )
+from compactor.narrative import Reason, TurnOutcome
 from compactor.summary import (
     COMMANDS,
     CONSTRAINTS,
@@ -74,6 +75,8 @@ def big_state(n_commands: int = 60, n_reads: int = 40) -> LiftedState:
         artifacts=[Artifact(uri="artifact://sha256/" + "b" * 64, sha256="b" * 64, bytes=123456, seq=120)],
         urls=[Url(url="https://click.palletsprojects.com/en/stable/", seq=1)],
         covers_end=400,
+        outcomes=[TurnOutcome(seq=395, request_seq=50, text="Completion for bash works; zsh is left.")],
+        reasons=[Reason(seq=310, text="Exit codes stay as they were because scripts depend on them.")],
     )
 
 

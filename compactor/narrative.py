@@ -1,0 +1,339 @@
+"""The agent's own account: its closing report of each user turn and the reasons it gave.
+
+Blind readers of our summaries could not answer questions such as "why do pages go under
+src/pages?" or "what did the review score?" although plain truncation could: the newest
+messages carried the agent's explanations, and a lifted state of requests, files and commands
+drops them. This module keeps them, deterministically:
+
+* **Turn outcomes.** The last assistant text before the next genuine user request is the
+  model's own report of that turn: what it did, why, and what is left. One per turn, newest
+  wins when a later compaction sees the same turn continue; clipped to whole sentences,
+  preferring the ones that say what was done, what is left, and the numbers.
+* **Reasons and rules.** Sentences that give a reason (because, so that, instead of, since,
+  therefore, in order to ...) or state a formula, threshold or number the agent relied on.
+
+Pure and offline like ``compactor.lift``; it does not import ``lift`` so ``lift`` can fold
+it in without an import cycle. Both lists are bounded (newest kept) so the state stays small
+across many compactions.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from compactor.tokens import count_text
+
+MAX_OUTCOMES = 12
+"""Turn outcomes kept in the state (newest)."""
+MAX_OUTCOME_CHARS = 1_500
+"""A closing report is clipped to this many characters (whole sentences) in the state."""
+MAX_REASONS = 30
+"""Reason and rule sentences kept in the state (newest)."""
+MIN_REASON_CHARS = 20
+MAX_REASON_CHARS = 400
+ELLIPSIS = "…"
+
+
+class TurnOutcome(BaseModel):
+    """The agent's closing message of one user turn, clipped to its most telling sentences."""
+
+    model_config = ConfigDict(frozen=True)
+
+    seq: int = Field(description="Seq of the assistant message that closed the turn.")
+    request_seq: int = Field(default=0, description="Seq of the user request it answers (0: none).")
+    text: str = Field(description="The report, whole sentences; ' … ' marks left-out sentences.")
+    clipped: bool = Field(default=False, description="True when sentences were left out.")
+
+
+class Reason(BaseModel):
+    """A sentence in which the agent gave a reason or stated a rule, formula or number."""
+
+    model_config = ConfigDict(frozen=True)
+
+    seq: int
+    text: str
+
+
+# --- sentences --------------------------------------------------------------------------------
+
+_GAP_RE = re.compile(r"(?<=[.!?])[ \t]+(?=[\"'(\[`*_A-Z0-9])")
+_ABBREV_RE = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf|approx|incl|Mr|Mrs|Dr|No)\.|\b[A-Z]\.)$")
+_MARKER_RE = re.compile(r"^\s*(?:[-*+•]\s+|\d{1,3}[.)]\s+|>\s*)+")
+_HEADING_RE = re.compile(r"^\s*#{1,6}\s+")
+_TABLE_RULE_RE = re.compile(r"^\s*\|?[\s:|-]+\|[\s:|-]*$")
+_HRULE_RE = re.compile(r"^\s*(?:[-*_]\s*){3,}$")
+_EMPHASIS_ONLY_RE = re.compile(r"^\*\*[^*]+\*\*:?$")
+# Bold markers only around words with no slash, so a glob such as src/**/*.py stays intact.
+_BOLD_RE = re.compile(r"(?<![\w/*])\*\*([^*/\n]+?)\*\*(?![\w/*])")
+_WORDISH_RE = re.compile(r"\w{3}")
+
+
+def report_units(text: str) -> list[str]:
+    """Sentences and list items of an assistant message, markdown markers stripped.
+
+    Code blocks, bare headings and table rules are left out: they are long or say nothing
+    on their own. Text is otherwise verbatim, so every path stays whole.
+    """
+    out: list[str] = []
+    in_code = False
+    for raw in text.splitlines():
+        if raw.lstrip().startswith("```"):
+            in_code = not in_code
+            continue
+        if in_code or not raw.strip() or _TABLE_RULE_RE.match(raw) or _HRULE_RE.match(raw):
+            continue
+        if _HEADING_RE.match(raw):
+            continue  # a heading is a label, not a statement
+        line = _MARKER_RE.sub("", raw).strip()
+        if not line or _EMPHASIS_ONLY_RE.match(line):
+            continue
+        line = _BOLD_RE.sub(r"\1", line)
+        if line.startswith("|"):
+            out.append(line.strip("| "))  # a table row is one statement
+            continue
+        start = 0
+        for cut in [m.start() for m in _GAP_RE.finditer(line)] + [len(line)]:
+            piece = line[start:cut].strip()
+            if cut != len(line) and (_ABBREV_RE.search(piece) or not _WORDISH_RE.search(piece)):
+                continue  # "e.g. X" or "2. X": not a sentence end
+            if piece:
+                out.append(piece)
+            start = cut
+    return out
+
+
+_DONE_RE = re.compile(
+    r"\b(done|fixed|added|implemented|created|updated|changed|removed|replaced|renamed|moved|"
+    r"wrote|written|refactored|pass(?:es|ed)?|fail(?:s|ed)?|works|verified|confirmed|"
+    r"installed|deployed|committed|built|ran|result|scored?|summary|complete[d]?|finished)\b",
+    re.IGNORECASE,
+)
+_LEFT_RE = re.compile(
+    r"\b(remaining|left|todo|to do|next|still|pending|not yet|need(?:s)? to|should|blocked|"
+    r"follow-?up|missing|open question|would you like|want me to|unresolved|known issue)\b",
+    re.IGNORECASE,
+)
+_DIGIT_RE = re.compile(r"\d")
+
+
+def _score(unit: str, first: bool) -> int:
+    probe = unit.replace("\u2019", "'")
+    score = 3 if first else 0
+    if _DONE_RE.search(probe):
+        score += 2
+    if _LEFT_RE.search(probe):
+        score += 3
+    if _DIGIT_RE.search(probe):
+        score += 1
+    if is_reason(probe):
+        score += 1
+    return score
+
+
+def cut_words(text: str, max_chars: int) -> str:
+    """``text`` cut at a word boundary to at most ``max_chars`` (ellipsis included).
+
+    The ellipsis follows the last whole word, so an identifier is never stated half: the
+    identifier checker ignores a token directly followed by one.
+    """
+    if len(text) <= max_chars:
+        return text
+    head = text[: max(0, max_chars - 1)]
+    space = head.rfind(" ")
+    if space > max_chars // 3:
+        head = head[:space]
+    return head.rstrip(" ,;:") + ELLIPSIS
+
+
+def clip_report(text: str, max_chars: int) -> tuple[str, bool]:
+    """The most telling whole sentences of ``text`` within ``max_chars``, in their order.
+
+    The first sentence (usually the headline) and sentences saying what was done, what is
+    left, a number or a reason are preferred; ' … ' marks where sentences were left out.
+    Returns the text and whether anything was left out.
+    """
+    units = report_units(text)
+    joined = " ".join(units)
+    if len(joined) <= max_chars:
+        return joined, False
+    ranked = sorted(range(len(units)), key=lambda i: (-_score(units[i], i == 0), i))
+    chosen: set[int] = set()
+    used = 0
+    for i in ranked:
+        cost = len(units[i]) + 3
+        if used + cost <= max_chars:
+            chosen.add(i)
+            used += cost
+    if not chosen:
+        return cut_words(units[ranked[0]], max_chars), True
+    parts: list[str] = []
+    last = -1
+    for i in sorted(chosen):
+        if parts and i != last + 1:
+            parts.append(ELLIPSIS)
+        parts.append(units[i])
+        last = i
+    if last != len(units) - 1:
+        parts.append(ELLIPSIS)
+    return " ".join(parts), True
+
+
+# --- reasons ----------------------------------------------------------------------------------
+
+_REASON_RE = re.compile(
+    r"\b(because|so that|instead of|rather than|since|therefore|thus|hence|decided|the reason|"
+    r"in order to|due to|which means|this means|that means|otherwise|as a result|that's why|"
+    r"to avoid|to ensure|to keep|so we|so I|so it|so the|not \w+(?: \w+)?, but)\b"
+    r"|,\s*so\b",
+    re.IGNORECASE,
+)
+_RULE_RE = re.compile(
+    r"[=≤≥×%]|<=|>=|\b\d+(?:\.\d+)?\s*/\s*\d+\b|\b\d+\s*x\b"
+    r"|\b(threshold|limit|budget|ratio|rate|score[ds]?|max(?:imum)?|min(?:imum)?|at most|"
+    r"at least|formula|per|tokens?|ms|seconds?|minutes?|[KMG]i?B|percent|total|out of|"
+    r"version|v\d)\b",
+    re.IGNORECASE,
+)
+
+
+def is_reason(sentence: str) -> bool:
+    """True when ``sentence`` gives a reason or states a rule/number the agent relies on."""
+    probe = sentence.replace("\u2019", "'")
+    if _REASON_RE.search(probe):
+        return True
+    return bool(_DIGIT_RE.search(probe) and _RULE_RE.search(probe))
+
+
+def reason_sentences(text: str) -> list[str]:
+    """The reason and rule sentences of an assistant message, verbatim, questions left out."""
+    out: list[str] = []
+    for s in report_units(text):
+        if not MIN_REASON_CHARS <= len(s) <= MAX_REASON_CHARS or s.endswith("?"):
+            continue
+        if is_reason(s):
+            out.append(s)
+    return out
+
+
+def norm(text: str) -> str:
+    """Whitespace- and case-insensitive key for deduplication."""
+    return " ".join(text.replace(ELLIPSIS, " ").split()).lower()
+
+
+# --- accumulation -----------------------------------------------------------------------------
+
+
+class NarrativeAcc:
+    """Folds events' assistant texts and user requests, on top of a previous state's lists.
+
+    ``current_request`` is the seq of the request the first new event belongs to (the
+    previous state's latest request), so a turn that a compaction cut in two still gets one
+    outcome: the later closing message replaces the earlier one.
+    """
+
+    def __init__(self, outcomes: list[TurnOutcome], reasons: list[Reason],
+                 current_request: int = 0) -> None:
+        self.outcomes = {o.request_seq: o for o in outcomes}
+        self.reasons = list(reasons)
+        self._reason_keys = {norm(r.text) for r in reasons}
+        self.current_request = current_request
+        self._closing: tuple[int, str] | None = None
+
+    def on_request(self, seq: int) -> None:
+        self._flush()
+        self.current_request = seq
+
+    def on_assistant_text(self, seq: int, text: str) -> None:
+        if not text.strip():
+            return
+        self._closing = (seq, text)
+        for s in reason_sentences(text):
+            key = norm(s)
+            if key not in self._reason_keys:
+                self._reason_keys.add(key)
+                self.reasons.append(Reason(seq=seq, text=s))
+
+    def _flush(self) -> None:
+        if self._closing is None:
+            return
+        seq, text = self._closing
+        self._closing = None
+        clipped, cut = clip_report(text, MAX_OUTCOME_CHARS)
+        if clipped:
+            self.outcomes[self.current_request] = TurnOutcome(
+                seq=seq, request_seq=self.current_request, text=clipped, clipped=cut)
+
+    def build(self) -> tuple[list[TurnOutcome], list[Reason]]:
+        """Outcomes oldest first and reasons in order, each list cut to its newest items."""
+        self._flush()
+        outcomes = sorted(self.outcomes.values(), key=lambda o: o.seq)[-MAX_OUTCOMES:]
+        return outcomes, self.reasons[-MAX_REASONS:]
+
+
+# --- budget shares (used by the renderer) -------------------------------------------------------
+
+REPORT_SHARE = 0.2
+"""Share of the summary budget the agent's reports may use (newest first)."""
+REASON_SHARE = 0.1
+"""Share of the summary budget the reason and rule sentences may use (newest first)."""
+MIN_REPORT_TOKENS = 60
+"""Even a tiny budget gives the newest report this much room: it is the turn's own summary."""
+MIN_ITEM_TOKENS = 40
+"""A further report is only shown when at least this much of the share is left for it."""
+_CHARS_PER_TOKEN = 3.6
+
+
+def fit_report(text: str, max_tokens: int) -> str:
+    """``text`` (a stored report) clipped to whole sentences within ``max_tokens``."""
+    if count_text(text) <= max_tokens:
+        return text
+    chars = int(max_tokens * _CHARS_PER_TOKEN)
+    while chars > 20:
+        out, _ = clip_report(text, chars)
+        if count_text(out) <= max_tokens:
+            return out
+        chars = int(chars * 0.85)
+    return cut_words(text, 20)
+
+
+def select_reports(outcomes: list[TurnOutcome], budget_tokens: int | None) -> list[tuple[TurnOutcome, str]]:
+    """Newest-first reports with their text clipped to fit the reports' share of the budget.
+
+    The newest report always gets room (clipped, never dropped here); older ones follow while
+    the share lasts, each clipped to what is left. ``None`` budget: everything, unclipped.
+    """
+    newest_first = sorted(outcomes, key=lambda o: o.seq, reverse=True)
+    if budget_tokens is None:
+        return [(o, o.text) for o in newest_first]
+    left = max(MIN_REPORT_TOKENS, int(budget_tokens * REPORT_SHARE))
+    out: list[tuple[TurnOutcome, str]] = []
+    for o in newest_first:
+        if out and left < MIN_ITEM_TOKENS:
+            break
+        text = fit_report(o.text, left)
+        out.append((o, text))
+        left -= count_text(text) + 8  # the line's prefix and newline
+    return out
+
+
+def select_reasons(reasons: list[Reason], budget_tokens: int | None,
+                   shown: list[str]) -> list[Reason]:
+    """Newest-first reasons within their share, leaving out those already in ``shown`` texts."""
+    hay = [norm(t) for t in shown]
+    left = None if budget_tokens is None else max(MIN_ITEM_TOKENS, int(budget_tokens * REASON_SHARE))
+    out: list[Reason] = []
+    for r in sorted(reasons, key=lambda x: x.seq, reverse=True):
+        key = norm(r.text)
+        if any(key in h for h in hay):
+            continue
+        if left is not None:
+            cost = count_text(r.text) + 6
+            if cost > left:
+                if out:
+                    break
+                continue  # the newest may be a long one: try a shorter one before giving up
+            left -= cost
+        out.append(r)
+    return out
