@@ -33,8 +33,8 @@ Rules, per kind:
   Recalled when the view carries the successful run (its tool_use id and the head of its
   output), or states the outcome next to the command: the first status word within
   ``RESOLUTION_WINDOW`` characters after the command is a success word (passed, succeeded,
-  resolved, fixed, exit 0, ...) rather than a failure word, or "resolved"/"fixed" is written
-  just before it.
+  ok, exit 0, ...) rather than a failure word, or a resolution word (resolved, fixed, now
+  passes, later succeeded, ...) is written within that window after it or just before it.
 - ``turn_outcome``: per user turn, the agent's closing text message (its last text before the
   next genuine user message): its ``OUTCOME_WORDS`` rarest words across the transcript (no
   stop words, no words any user request contains). Recalled when most of them (more than
@@ -123,7 +123,7 @@ _FAILURE_WORDS = re.compile(
     r"(?i)\b(?:fail(?:ed|s|ure|ing)?|error|errors|traceback|exception|exit(?:ed)?(?: with)?(?: code)?"
     r"[ :=]+[1-9]\d*|not found|denied)\b"
 )
-_RESOLVED_BEFORE = re.compile(r"(?i)\b(?:resolved|fixed)\b")
+_RESOLVED = re.compile(r"(?i)\b(?:resolved|fixed|(?:now|later|then) (?:pass|succeed|work)\w*)\b")
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)?")
 _STOP = frozenset("""
 about above after again all also and any are because been before being below between both but
@@ -433,9 +433,9 @@ def _resolution_recalled(fact: Fact, hay: str) -> bool:
     while start >= 0:
         after = hay[start + len(key): start + len(key) + RESOLUTION_WINDOW]
         ok, bad = _SUCCESS_WORDS.search(after), _FAILURE_WORDS.search(after)
-        if ok and (bad is None or ok.start() < bad.start()):
+        if ok and (bad is None or ok.start() < bad.start()) or _RESOLVED.search(after):
             return True
-        if _RESOLVED_BEFORE.search(hay[max(0, start - 80): start]):
+        if _RESOLVED.search(hay[max(0, start - 80): start]):
             return True
         start = hay.find(key, start + 1)
     return False
