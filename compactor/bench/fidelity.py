@@ -173,6 +173,7 @@ def evaluate(events: Sequence[Event], *, ratio: float = DEFAULT_RATIOS[0],
     facts = list(facts) if facts is not None else extract_facts(evs)
     row: dict[str, Any] = {"file": name, "ratio": ratio, "events": len(evs), "tokens": tokens,
                            "target": target, "facts": len(facts), "fits": tokens <= target,
+                           "pinned_tokens": view_tokens([e for e in evs if e.kind == "pinned"]),
                            "left_out": {}}
     views: dict[str, list[Event]] = {}
     try:
@@ -352,8 +353,7 @@ def run(args: argparse.Namespace) -> int:
     ratios = [args.target_ratio] if args.target_ratio is not None else args.ratios
     report = bench(sessions(args), ratios, min_target=args.min_target, policy=args.policy,
                    keep_results=args.keep_results)
-    if args.plot:
-        _plot(report["runs"], args.plot)
+    plotted = bool(args.plot) and _plot(report["runs"], args.plot)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -362,7 +362,7 @@ def run(args: argparse.Namespace) -> int:
         print(render_table(r["files"], r["summary"], table))
         print()
     print(f"views that fit their target: {report['views_fit']}/{report['views']}")
-    if args.plot:
+    if plotted:
         print(f"\nplot written to {args.plot}")
     return 0
 
@@ -425,11 +425,14 @@ def render_table(rows: Sequence[dict[str, Any]], summary: dict[str, Any], table:
     for r in rows:
         if r.get("error"):
             lines.append(f"{r['file']}: our compaction failed: {r['error']}")
+        if r.get("pinned_tokens", 0) > r["target"]:
+            lines.append(f"{r['file']}: its pinned events alone are {r['pinned_tokens']:,} tokens, over the "
+                         f"{r['target']:,} target: no method that keeps them verbatim can fit")
     return "\n".join(lines)
 
 
-def _plot(runs: Sequence[dict[str, Any]], out: str) -> None:
-    """One bar chart panel per ratio: recall per file and method."""
+def _plot(runs: Sequence[dict[str, Any]], out: str) -> bool:
+    """One bar chart panel per ratio: recall per file and method; False without matplotlib."""
     try:
         import matplotlib
 
@@ -437,7 +440,7 @@ def _plot(runs: Sequence[dict[str, Any]], out: str) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         print("--plot needs matplotlib: pip install 'compactor[plot]' (skipping the chart)", file=sys.stderr)
-        return
+        return False
     rows0 = runs[0]["files"] if runs else []
     fig, axes = plt.subplots(len(runs), 1, figsize=(max(8, 1.1 * len(rows0) + 2), 4.2 * len(runs)),
                              squeeze=False)
@@ -458,3 +461,4 @@ def _plot(runs: Sequence[dict[str, Any]], out: str) -> None:
     fig.tight_layout()
     fig.savefig(out, dpi=120)
     plt.close(fig)
+    return True
