@@ -23,6 +23,26 @@ Rules, per kind:
   first 300 characters).
 - ``pending_call``: a tool_use whose tool_result never arrives (its id).
 - ``user_url``: http(s) URLs in genuine user messages.
+- ``error_cause``: the cause line of each failed tool result (``is_error``, a non-zero exit, a
+  traceback): the last line that starts with an exception name, else the first line with an
+  error word (error, not found, no such file, denied, failed, fatal, cannot, unable, refused,
+  timed out), else (``is_error`` only) the first line. Harness lines (``Exit code 1``,
+  ``Process exited with code``, ``Chunk ID``, ...) never count. Key: that line, at most
+  ``CAUSE_KEY_CHARS`` characters cut at a word boundary.
+- ``resolution``: a shell command that failed and later ran again, identical, and succeeded.
+  Recalled when the view carries the successful run (its tool_use id and the head of its
+  output), or states the outcome next to the command: the first status word within
+  ``RESOLUTION_WINDOW`` characters after the command is a success word (passed, succeeded,
+  ok, exit 0, ...) rather than a failure word, or a resolution word (resolved, fixed, now
+  passes, later succeeded, ...) is written within that window after it or just before it.
+- ``turn_outcome``: per user turn, the agent's closing text message (its last text before the
+  next genuine user message): its ``OUTCOME_WORDS`` rarest words across the transcript (no
+  stop words, no words any user request contains). Recalled when most of them (more than
+  half) occur as words in the view.
+
+A ``file_changed`` fact also comes from a successful shell command that writes with a
+redirect or ``tee`` (``cat > path <<'EOF'``, ``printf '...' > path``, ``echo x | tee -a path``);
+targets under ``/dev/`` and ``/tmp/`` are scratch, not project files, and are skipped.
 """
 
 from __future__ import annotations
@@ -54,8 +74,14 @@ KINDS = (
     "latest_request",
     "pending_call",
     "user_url",
+    "error_cause",
+    "resolution",
+    "turn_outcome",
 )
 REQUEST_KEY_CHARS = 300
+CAUSE_KEY_CHARS = 100
+RESOLUTION_WINDOW = 120
+OUTCOME_WORDS = 5
 
 _EDIT_TOOLS = {
     "edit", "write", "multiedit", "notebookedit", "create", "write_file", "edit_file",
@@ -77,12 +103,45 @@ _CONSTRAINT_WORDS = re.compile(
 )
 _URL = re.compile(r"https?://[^\s)\]>\"'`]+")
 _WRAPPED = re.compile(r"(?s)^\s*<([\w-]+)>.*</\1>\s*$")
+_SHELL_WRITE = re.compile(
+    r"(?:^|[\s;&|(])(?<![0-9&])>>?\s*['\"]?([\w~./-]+)|\btee\s+(?:-a\s+)?['\"]?([\w~./-]+)"
+)
+_EXC_LINE = re.compile(r"^\s*(?:E\s+)?[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b")
+_ERROR_WORDS = re.compile(
+    r"(?i)\berror\b|\bnot found\b|no such file|permission denied|\bdenied\b|\bfailed\b|"
+    r"\bfailure\b|\bfatal\b|\bcannot\b|\bcan't\b|\bunable to\b|\brefused\b|timed out|\bpanic"
+)
+_HARNESS_LINE = re.compile(
+    r"(?i)^\s*(?:exit code\b|process exited with code|chunk id:|wall time:|original token count:|"
+    r"output:\s*$|traceback \(most recent call last\)|command exited|\[process exited)"
+)
+_SUCCESS_WORDS = re.compile(
+    r"(?i)\b(?:pass(?:ed|es|ing)?|succeed(?:ed|s)?|success(?:ful(?:ly)?)?|resolved|fixed|"
+    r"ok|exit(?:ed)?(?: with)?(?: code)?[ :=]+0)\b"
+)
+_FAILURE_WORDS = re.compile(
+    r"(?i)\b(?:fail(?:ed|s|ure|ing)?|error|errors|traceback|exception|exit(?:ed)?(?: with)?(?: code)?"
+    r"[ :=]+[1-9]\d*|not found|denied)\b"
+)
+_RESOLVED = re.compile(r"(?i)\b(?:resolved|fixed|(?:now|later|then) (?:pass|succeed|work)\w*)\b")
+_WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)?")
+_STOP = frozenset("""
+about above after again all also and any are because been before being below between both but
+can could did does doing done down during each few for from further had has have having here how
+into its itself just let like made make more most much need needs now off once only other our out
+over own same should some such than that the their them then there these they this those through
+too under until very was were what when where which while who whom why will with would you your
+yours i've it's i'll i'm we've we'll let's that's there's don't didn't doesn't isn't aren't won't
+can't here's now's yes okay sure thanks thank please next also still should've
+""".split())
 
 
 class Fact(BaseModel):
     kind: str
     key: str
     seq: int = 0
+    evidence: list[str] = []
+    """``resolution``: the successful call's id and output head (the run itself in the view)."""
 
 
 def normalize(text: str) -> str:
@@ -149,6 +208,89 @@ def _changed_paths(u: ToolUseBlock) -> list[str]:
     return paths
 
 
+def _shell_writes(cmd: str) -> list[str]:
+    """Files a shell command writes by redirect or tee (scratch under /dev and /tmp skipped)."""
+    out = []
+    for a, b in _SHELL_WRITE.findall(cmd):
+        path = (a or b).rstrip(".")
+        if (re.search(r"[A-Za-z]", path) and ("." in path or "/" in path)
+                and not path.startswith(("/dev/", "/tmp/", "-"))):
+            out.append(path)
+    return out
+
+
+def _clip(text: str, n: int) -> str:
+    """``text`` cut to at most ``n`` characters at a word boundary."""
+    text = " ".join(text.split())
+    if len(text) <= n:
+        return text
+    cut = text[:n]
+    return cut[: cut.rfind(" ")] if " " in cut else cut
+
+
+def cause_line(text: str, is_error: bool) -> str | None:
+    """The most telling line of a failed output (see the module docstring), or None."""
+    lines = [ln for ln in text.splitlines() if ln.strip() and not _HARNESS_LINE.match(ln)]
+    exc = [ln for ln in lines if _EXC_LINE.match(ln)]
+    if exc:
+        line = exc[-1]
+    else:
+        line = next((ln for ln in lines if _ERROR_WORDS.search(ln)), None)
+        if line is None and is_error and lines:
+            line = lines[0]
+    if line is None:
+        return None
+    line = re.sub(r"^\s*E\s+", "", line)  # pytest's failure-line marker
+    if len(re.findall(r"[^\W\d_]", line)) < 3:
+        return None  # a rule or banner line ("===") names no cause
+    return _clip(line, CAUSE_KEY_CHARS)
+
+
+def _words(text: str) -> list[str]:
+    out = []
+    for w in _WORD.findall(text.lower().replace("\u2019", "'")):
+        if w in _STOP or w.isdigit():
+            continue
+        if len(w) >= 4 or (len(w) >= 2 and not w.isascii()):
+            out.append(w)
+    return out
+
+
+def _event_text(e: Event) -> str:
+    parts = [e.text]
+    for u in e.tool_uses:
+        parts.extend(_strings(u.input))
+    for r in e.tool_results:
+        parts.append(_result_text(r))
+    return "\n".join(parts)
+
+
+def _outcome_facts(events: Sequence[Event], requests: Sequence[Event]) -> list[tuple[str, int]]:
+    """(rarest words of the closing message, its seq) per user turn."""
+    df: dict[str, int] = {}
+    for e in events:
+        for w in set(_words(_event_text(e))):
+            df[w] = df.get(w, 0) + 1
+    asked = {w for r in requests for w in _words(r.text)}
+    starts = [i for i, e in enumerate(events) if e.kind == "message" and _genuine(e)]
+    out = []
+    for n, i in enumerate(starts):
+        end = starts[n + 1] if n + 1 < len(starts) else len(events)
+        closing = next((e for e in reversed(events[i + 1:end])
+                        if e.role == "assistant" and e.text.strip()), None)
+        if closing is None:
+            continue
+        words: list[str] = []
+        for w in _words(closing.text):
+            if w not in asked and w not in words:
+                words.append(w)
+        order = {w: k for k, w in enumerate(words)}
+        best = sorted(words, key=lambda w: (df.get(w, 0), order[w]))[:OUTCOME_WORDS]
+        if best:
+            out.append((" ".join(sorted(best, key=order.get)), closing.seq))
+    return out
+
+
 def _sentences(text: str) -> list[str]:
     return [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n", text) if s.strip()]
 
@@ -181,6 +323,7 @@ def extract_facts(events: Sequence[Event]) -> list[Fact]:
             add("user_url", url.rstrip(".,;:!?"), e.seq)
 
     tests: list[tuple[str, bool, int]] = []
+    runs: list[tuple[str, bool, int, ToolUseBlock, str]] = []  # (command, failed, seq, call, output)
     for e in events:
         if e.kind != "message":
             continue
@@ -196,10 +339,12 @@ def extract_facts(events: Sequence[Event]) -> list[Fact]:
             failed = _failed(r, text)
             for m in _AIDER_APPLIED.finditer(text):
                 add("file_changed", m.group(1), e.seq)
-            if not failed:
-                for p in _changed_paths(u):
-                    add("file_changed", p, e.seq)
             cmd = _shell_command(u)
+            if not failed:
+                for p in _changed_paths(u) + (_shell_writes(cmd) if cmd else []):
+                    add("file_changed", p, e.seq)
+            if cmd:
+                runs.append((normalize(cmd), failed, e.seq, u, text))
             if cmd and _TEST_CMD.search(cmd):
                 tests.append((cmd.strip().split("\n")[0], failed or bool(_TEST_FAILED.search(text)), e.seq))
         for r in e.tool_results:
@@ -207,12 +352,37 @@ def extract_facts(events: Sequence[Event]) -> list[Fact]:
             names = _ERR_NAME.findall(text) if _failed(r, text) else _ERR_LINE_START.findall(text)
             for n in names:
                 add("error", n, e.seq)
+            if _failed(r, text):
+                line = cause_line(text, r.is_error)
+                if line:
+                    add("error_cause", line, e.seq)
     for cmd, failed, seq in tests:
         if failed:
             add("failed_test", cmd, seq)
     if tests:
         add("last_test", tests[-1][0], tests[-1][2])
+    for f in _resolutions(runs):
+        if ("resolution", f.key) not in seen:
+            seen.add(("resolution", f.key))
+            facts.append(f)
+    for key, seq in _outcome_facts(events, requests):
+        add("turn_outcome", key, seq)
     return facts
+
+
+def _resolutions(runs: Sequence[tuple[str, bool, int, ToolUseBlock, str]]) -> list[Fact]:
+    """A failed command that later ran again, identical, and succeeded: one fact each."""
+    out: list[Fact] = []
+    failed_cmds: set[str] = set()
+    for cmd, failed, seq, call, output in runs:
+        if failed or _TEST_FAILED.search(output) and _TEST_CMD.search(cmd):
+            failed_cmds.add(cmd)
+        elif cmd in failed_cmds:
+            failed_cmds.discard(cmd)
+            head = _clip(" ".join(ln for ln in output.splitlines() if not _HARNESS_LINE.match(ln)), 40)
+            out.append(Fact(kind="resolution", key=_clip(cmd, 120),
+                            seq=seq, evidence=[call.id] + ([head] if head else [])))
+    return out
 
 
 def view_haystack(view: Iterable[Event]) -> str:
@@ -241,17 +411,54 @@ def view_haystack(view: Iterable[Event]) -> str:
     return normalize("\n".join(parts))
 
 
-def recalled(fact: Fact, haystack: str) -> bool:
-    """True when the fact's identifying string appears in a normalized haystack."""
-    return normalize(fact.key) in haystack
+class Haystack:
+    """A view's normalized text, with the lowercase word set turn outcomes are matched on."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._words: set[str] | None = None
+
+    @property
+    def words(self) -> set[str]:
+        if self._words is None:
+            self._words = set(_words(self.text))
+        return self._words
 
 
-def recall(facts: Sequence[Fact], haystack: str) -> tuple[float, dict[str, tuple[int, int]]]:
+def _resolution_recalled(fact: Fact, hay: str) -> bool:
+    if fact.evidence and all(normalize(x) in hay for x in fact.evidence):
+        return True  # the successful run itself is in the view
+    key = normalize(fact.key)
+    start = hay.find(key)
+    while start >= 0:
+        after = hay[start + len(key): start + len(key) + RESOLUTION_WINDOW]
+        ok, bad = _SUCCESS_WORDS.search(after), _FAILURE_WORDS.search(after)
+        if ok and (bad is None or ok.start() < bad.start()) or _RESOLVED.search(after):
+            return True
+        if _RESOLVED.search(hay[max(0, start - 80): start]):
+            return True
+        start = hay.find(key, start + 1)
+    return False
+
+
+def recalled(fact: Fact, haystack: str | Haystack) -> bool:
+    """True when the view carries the fact, by the rule of its kind (module docstring)."""
+    hay = haystack if isinstance(haystack, Haystack) else Haystack(haystack)
+    if fact.kind == "resolution":
+        return _resolution_recalled(fact, hay.text)
+    if fact.kind == "turn_outcome":
+        words = fact.key.split()
+        return sum(w in hay.words for w in words) * 2 > len(words)
+    return normalize(fact.key) in hay.text
+
+
+def recall(facts: Sequence[Fact], haystack: str | Haystack) -> tuple[float, dict[str, tuple[int, int]]]:
     """(overall recall, kind -> (recalled, total)); 1.0 when there are no facts."""
+    hay = haystack if isinstance(haystack, Haystack) else Haystack(haystack)
     per: dict[str, tuple[int, int]] = {}
     hit = 0
     for f in facts:
-        ok = recalled(f, haystack)
+        ok = recalled(f, hay)
         hit += ok
         a, b = per.get(f.kind, (0, 0))
         per[f.kind] = (a + ok, b + 1)
