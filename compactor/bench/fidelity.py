@@ -86,6 +86,11 @@ def mask_view(events: Sequence[Event], target: int, keep_results: int = DEFAULT_
 # --- one transcript ---------------------------------------------------------------------------
 
 
+def target_for(tokens: int, ratio: float, min_target: int) -> int:
+    """The token target every method is held to: ``max(min_target, ratio x tokens)``."""
+    return max(min_target, int(ratio * tokens))
+
+
 def _ours(events: list[Event], target: int, policy_name: str) -> dict[str, Any]:
     from compactor.engine import compact
     from compactor.policy import make_policy
@@ -110,7 +115,7 @@ def evaluate(events: Sequence[Event], *, ratio: float = DEFAULT_RATIO,
     """Run the three methods on one transcript and grade them; a JSON-safe dict."""
     evs = with_tokens(events)
     tokens = total_tokens(evs)
-    target = max(min_target, int(ratio * tokens))
+    target = target_for(tokens, ratio, min_target)
     facts = extract_facts(evs)
     row: dict[str, Any] = {"file": name, "events": len(evs), "tokens": tokens, "target": target,
                            "facts": len(facts), "fits": tokens <= target}
