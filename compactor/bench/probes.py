@@ -58,7 +58,8 @@ DEFAULT_RATIO = 0.05
 DEFAULT_MIN_TARGET = 3_000
 DEFAULT_PROBES_DIR = "tests/probes"
 DEFAULT_CORPUS = "../shared/corpus"
-DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_MODEL = "claude-sonnet-5-5"
+"""Reader and judge unless --model (or COMPACTOR_ANTHROPIC_MODEL) says otherwise."""
 NOT_IN_CONTEXT = "not in context"
 READER_VERSION = "compactor-probe-reader-v1"
 JUDGE_VERSION = "compactor-probe-judge-v1"
