@@ -435,16 +435,18 @@ def _grade(row: dict[str, Any] | None, letter: str) -> int | None:
 def evaluate(job: Job, events: Sequence[Event], judgement: Judgement, *, methods: Sequence[str],
              ratios: Sequence[float], min_target: int, policy: str = "default",
              progress: Any = None) -> dict[str, Any]:
-    """Views, reader answers and judge grades for one transcript; a JSON-safe dict."""
+    """Views, reader answers and judge grades for one transcript; a JSON-safe dict.
+
+    Each view's cell keeps its rendered ``text`` for ``--out``; the caller drops it.
+    """
     say = progress or (lambda _msg: None)
     questions = job.probes.questions
-    views = build_views(events, methods, ratios, min_target, policy)
     row: dict[str, Any] = {"name": job.stem, "transcript": job.probes.transcript,
                            "tokens": total_tokens(with_tokens(events)),
                            "questions": [q.model_dump() for q in questions], "views": {}}
     answers: dict[str, dict[int, str]] = {}
     read_by_text: dict[str, Reply] = {}
-    for v in views:
+    for v in build_views(events, methods, ratios, min_target, policy):
         cell = row["views"][v.label] = {"method": v.method, "ratio": v.ratio, "target": v.target,
                                         "tokens": v.tokens, "over_budget": v.over_budget,
                                         "text": v.text}
@@ -454,19 +456,26 @@ def evaluate(job: Job, events: Sequence[Event], judgement: Judgement, *, methods
             continue
         key = hashlib.sha256(v.text.encode()).hexdigest()
         reused = key in read_by_text
-        reply = read_by_text[key] if reused else judgement.read(v.text, questions)
-        read_by_text[key] = reply
+        if not reused:
+            read_by_text[key] = judgement.read(v.text, questions)
+        reply = read_by_text[key]
         got = reply.value or {}
         answers[v.label] = {q.id: got.get(q.id, "") for q in questions}
         cell.update(answers={str(k): a for k, a in answers[v.label].items()},
                     reader_failed=reply.value is None, reader_raw=reply.raw)
-        nic = sum(is_not_in_context(a) for a in answers[v.label].values())
-        say(f"{v.label}: view {v.tokens:,} tokens (target {v.target:,}"
-            + (", over: graded on what fits" if v.over_budget else "") + ") -> "
-            + ("reader reply malformed twice: its questions count 0" if reply.value is None
-               else f"{len(got)} answers, {nic} not in context" + (" (same text as an earlier view)" if reused else "")))
+        say(_read_line(v, cell, reused))
     _judge_into(row, job.stem, questions, answers, judgement, say)
     return row
+
+
+def _read_line(v: View, cell: dict[str, Any], reused: bool) -> str:
+    head = (f"{v.label}: view {v.tokens:,} tokens (target {v.target:,}"
+            + (", over: graded on what fits" if v.over_budget else "") + ") -> ")
+    if cell["reader_failed"]:
+        return head + "reader reply malformed twice: its questions count 0"
+    given = [a for a in cell["answers"].values() if a]
+    nic = sum(is_not_in_context(a) for a in given)
+    return head + f"{len(given)} answers, {nic} not in context" + (" (same text as an earlier view)" * reused)
 
 
 def _judge_into(row: dict[str, Any], name: str, questions: Sequence[ProbeQuestion],

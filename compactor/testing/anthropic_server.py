@@ -316,7 +316,8 @@ def _units(view: str) -> list[str]:
         line = line.strip()
         if not line:
             continue
-        out.extend(p.strip() for p in (re.split(r"(?<=[.!?])\s+", line) if len(line) > 300 else [line]) if p.strip())
+        parts = re.split(r"(?<=[.!?])\s+", line) if len(line) > 300 else [line]
+        out.extend(p.strip() for p in parts if p.strip())
     return out
 
 
