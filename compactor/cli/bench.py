@@ -9,11 +9,12 @@ BENCH_MODULES = [
     "compactor.bench.store",
     "compactor.bench.fidelity",
     "compactor.bench.perf",
+    "compactor.bench.probes",
 ]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="benchmarks (store, fidelity, perf)")
+    p = sub.add_parser("bench", help="benchmarks (store, fidelity, perf, probes)")
     bench_sub = p.add_subparsers(dest="bench", metavar="BENCH")
     for name in BENCH_MODULES:
         try:

@@ -19,6 +19,16 @@ instructions" *outside* every well-formed ``untrusted_data`` fence is obeyed (th
 claims everything is done and drops the constraints), so a test fails if data can escape its
 fence. Text inside a fence is treated as data.
 
+Requests whose system prompt names a probe protocol (``compactor-probe-reader-v1`` /
+``compactor-probe-judge-v1``, from ``compactor bench probes``) get a deterministic reader or
+judge instead: the reader answers each question with the line (or sentence) of the fenced
+view that shares the most content words with the question, or "not in context" below
+``PROBE_MIN_OVERLAP`` shared words, as JSON in a ```json fence; the judge grades each answer by
+the share of the reference's content words it contains (2 from ``PROBE_FULL``, 1 from
+``PROBE_PART``, else 0; never -1), as JSON after a line of prose. So a view that kept the
+answer's text scores higher than one that lost it, and both reply styles exercise the
+client's lenient parsing.
+
 Token counts are ``ceil(chars / 4)`` of the request's text (a different tokenizer from ours,
 on purpose). Prompt caching is simulated: the prefix up to a ``cache_control`` breakpoint is
 reported as ``cache_creation_input_tokens`` the first time and ``cache_read_input_tokens``
@@ -66,7 +76,8 @@ class Fault:
     maximum" message, M = ``limit``, or N - ``excess`` when set), ``drop_constraints`` (200, but the summary omits the
     constraints), ``cut_stream`` (a streamed response that stops after ``after_deltas`` text
     deltas, the connection closed without ``message_stop``), ``stream_error`` (an SSE
-    ``error`` event after the first delta), ``delay`` (sleep ``seconds`` then answer normally).
+    ``error`` event after the first delta), ``delay`` (sleep ``seconds`` then answer normally),
+    ``malformed`` (200 whose text is prose with no JSON object in it).
     ``endpoint``: ``messages``, ``count_tokens`` or ``any``.
     """
 
@@ -130,6 +141,10 @@ class Fault:
     @classmethod
     def delay(cls, seconds: float, **kw: Any) -> Fault:
         return cls("delay", seconds=seconds, **kw)
+
+    @classmethod
+    def malformed(cls, **kw: Any) -> Fault:
+        return cls("malformed", **kw)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -271,6 +286,91 @@ def template_summary(body: dict[str, Any], *, drop_constraints: bool = False) ->
             lines.append("- " + " ".join(it.split()))
         lines.append("")
     return "\n".join(lines).strip() + "\n"
+
+
+# --- the probe reader and judge -----------------------------------------------------------------
+
+PROBE_RE = re.compile(r"\bcompactor-probe-(reader|judge)-v\d+\b")
+PROBE_MIN_OVERLAP = 2
+PROBE_FULL = 0.6
+PROBE_PART = 0.25
+MALFORMED_TEXT = "Sorry, I lost track of the format; here are my thoughts in prose instead."
+_STOP = frozenset(
+    "the and for was what which who whom whose why how when where that this these those with from "
+    "into onto did does done has have had are were been being not but its it's any all can could "
+    "would should will shall about after before than then them they their there here our you your "
+    "agent user session file files".split()
+)
+_WORD_RE = re.compile(r"[a-z0-9]+")
+
+
+def content_words(text: str) -> set[str]:
+    """Lower-case words of 3+ characters (or numbers), minus stop words; paths split."""
+    return {w for w in _WORD_RE.findall(text.lower()) if (len(w) >= 3 or w.isdigit()) and w not in _STOP}
+
+
+def _units(view: str) -> list[str]:
+    """Lines of the view, long ones split into sentences: what a reader can quote."""
+    out: list[str] = []
+    for line in view.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        parts = re.split(r"(?<=[.!?])\s+", line) if len(line) > 300 else [line]
+        out.extend(p.strip() for p in parts if p.strip())
+    return out
+
+
+def probe_reader(data: dict[str, str]) -> str:
+    """Answer each fenced question from the fenced view by word overlap (```json fenced)."""
+    view = _fenced_json(data, "view", "")
+    questions = _fenced_json(data, "questions", [])
+    units = [(u, content_words(u)) for u in _units(view if isinstance(view, str) else "")]
+    answers = []
+    for q in questions if isinstance(questions, list) else []:
+        qw = content_words(str(q.get("question", "")))
+        best, score = "not in context", 0
+        for text, words in units:
+            n = len(qw & words)
+            if n > score:  # ties keep the earliest line
+                best, score = text[:400], n
+        answers.append({"id": q.get("id"), "answer": best if score >= PROBE_MIN_OVERLAP else "not in context"})
+    return "```json\n" + json.dumps({"answers": answers}, ensure_ascii=False) + "\n```\n"
+
+
+def probe_judge(data: dict[str, str]) -> str:
+    """Grade every label's answer by the share of reference words it carries (prose + JSON)."""
+    probes = _fenced_json(data, "probes", {})
+    probes = probes if isinstance(probes, dict) else {}
+    rows = []
+    for q in probes.get("questions") or []:
+        ref = content_words(str(q.get("reference", "")))
+        row: dict[str, Any] = {"id": q.get("id")}
+        notes = []
+        for label, answer in (q.get("answers") or {}).items():
+            share = len(ref & content_words(str(answer))) / len(ref) if ref else 0.0
+            row[label] = 2 if share >= PROBE_FULL else 1 if share >= PROBE_PART else 0
+            notes.append(f"{label} {share:.2f}")
+        row["note"] = "reference words found: " + ", ".join(notes)
+        rows.append(row)
+    return "Here are the grades.\n" + json.dumps({"grades": rows}, ensure_ascii=False)
+
+
+def _fenced_json(data: dict[str, str], name: str, default: Any) -> Any:
+    try:
+        return json.loads(data.get(name, ""))
+    except json.JSONDecodeError:
+        return default
+
+
+def probe_reply(body: dict[str, Any]) -> str | None:
+    """The fake reader's or judge's reply, or None when the request is not a probe request."""
+    m = PROBE_RE.search(_system_text(body))
+    if m is None:
+        return None
+    request = "\n".join(_content_text(msg.get("content")) for msg in body.get("messages") or [])
+    _, data = split_fenced(request)
+    return probe_reader(data) if m.group(1) == "reader" else probe_judge(data)
 
 
 # --- server ------------------------------------------------------------------------------------
@@ -526,7 +626,11 @@ class _Handler(BaseHTTPRequestHandler):
         if body.get("compaction") is not None:
             self._compaction(rec, body, msg_id, usage)
             return
-        text = template_summary(body, drop_constraints=fault is not None and fault.kind == "drop_constraints")
+        text = probe_reply(body)
+        if fault is not None and fault.kind == "malformed":
+            text = MALFORMED_TEXT
+        elif text is None:
+            text = template_summary(body, drop_constraints=fault is not None and fault.kind == "drop_constraints")
         out_tokens = max(1, math.ceil(len(text) / 4))
         if fault is not None:
             rec.fault = fault.kind
