@@ -398,6 +398,7 @@ class CompactSessionWorkflow:
             update={
                 "status": "committed",
                 "checkpoint": commit.checkpoint_id,
+                "checkpoint_sha256": commit.checkpoint_sha256,
                 "committed_version": commit.committed_version,
                 "conflicts_merged": commit.conflicts_merged,
                 "reconciled": list(commit.reconciled),

@@ -259,21 +259,28 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     log = _log(args)
     head = log.head()
     target = None if args.to.lower() == "none" else args.to
+    digest = None
     if target is not None:
         log.read_checkpoint(target)  # NotFound names the checkpoint
+        # The digest its compaction record (or the head) holds; the head gets it after the
+        # stored bytes are checked against it. Legacy checkpoints have none recorded.
+        digest = log.recorded_checkpoint_sha256(target, head)
     if head.checkpoint == target:
         print(f"{args.tenant}/{args.session} already at checkpoint {target or 'none'}")
         return 0
-    new = log.set_checkpoint(target, expected_etag=head.etag)
+    new = log.set_checkpoint(target, expected_etag=head.etag, sha256=digest)
     now = datetime.now(timezone.utc)
     log.write_record(CompactionRecord(
         id=f"rollback-{now.strftime('%Y%m%dT%H%M%S%f')}", tenant=args.tenant, session=args.session,
-        trigger="rollback", checkpoint=target, snapshot_version=head.version,
-        committed_version=new.version, status="rolled_back",
+        trigger="rollback", checkpoint=target, checkpoint_sha256=new.checkpoint_sha256,
+        snapshot_version=head.version, committed_version=new.version, status="rolled_back",
         error=f"rolled back from {head.checkpoint or 'none'} to {target or 'none'}", created_at=now,
     ))
     print(f"{args.tenant}/{args.session}: checkpoint {head.checkpoint or 'none'} -> {target or 'none'} "
           f"(version {new.version}; nothing deleted)")
+    if target is not None and digest is None:
+        print(f"note: no digest was recorded for checkpoint {target} (written before checkpoints "
+              f"were verified); its current bytes are now the reference")
     return 0
 
 
