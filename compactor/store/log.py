@@ -746,7 +746,8 @@ class SessionLog:
             raise IntegrityError(
                 f"checkpoint {key!r} in {self.store.url} does not match the sha256 "
                 f"{sha256[:16]}... recorded for it: the stored bytes were changed outside "
-                f"compactor - nothing was written; restore it from a backup",
+                f"compactor - nothing was written; restore it from a backup or roll the "
+                f"session back to another checkpoint (compactor rollback)",
                 key=key,
             )
         try:
@@ -867,12 +868,15 @@ class SessionLog:
             f"checkpoint ({self.max_attempts} attempts); retry",
         )
 
-    def list_checkpoints(self) -> list[Checkpoint]:
+    def list_checkpoints(self, digests: dict[str, str] | None = None) -> list[Checkpoint]:
+        """Every stored checkpoint; those in ``digests`` (id -> sha256) are verified."""
+        digests = digests or {}
         out = []
         for key in self.store.list(f"{self.prefix}ckpt/"):
             name = key.rsplit("/", 1)[-1]
             if name.endswith(".json"):
-                out.append(self.read_checkpoint(name[: -len(".json")]))
+                ckpt_id = name[: -len(".json")]
+                out.append(self.read_checkpoint(ckpt_id, digests.get(ckpt_id)))
         return sorted(out, key=lambda c: (c.created_at or datetime.min.replace(tzinfo=timezone.utc), c.id))
 
     # --- records ----------------------------------------------------------------------------
