@@ -299,6 +299,9 @@ class SummarizeInput(BaseModel):
     snapshot_version: int
     covers_end: int
     prev_checkpoint: str | None
+    prev_checkpoint_sha256: str | None = Field(
+        default=None, description="Digest the head recorded for prev_checkpoint (verified on read)."
+    )
     state_key: str
     budget_tokens: int
     model: str

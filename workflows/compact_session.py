@@ -419,6 +419,7 @@ class CompactSessionWorkflow:
             snapshot_version=snap.version,
             covers_end=ext.covers_end,
             prev_checkpoint=snap.checkpoint,
+            prev_checkpoint_sha256=snap.checkpoint_sha256,
             state_key=lift.state_key,
             budget_tokens=ext.summary_budget,
             model=inp.model if name != "structured" else "structured",
