@@ -191,6 +191,10 @@ class SnapshotRef(_Out):
     version: int = Field(description="Head version (= last seq) at the snapshot.")
     etag: str | None = Field(description="Head etag: the compare-and-swap precondition.")
     checkpoint: str | None = Field(default=None, description="Checkpoint the head pointed at.")
+    checkpoint_sha256: str | None = Field(
+        default=None,
+        description="Digest the head recorded for that checkpoint; later steps verify it on read.",
+    )
     prev_covers_end: int = Field(default=0, description="Last seq the previous checkpoint covers.")
     events: int = Field(default=0, description="Events in the log at the snapshot.")
     view_tokens: int = Field(default=0, description="Tokens of the current view.")
@@ -298,6 +302,9 @@ class SummarizeInput(BaseModel):
     snapshot_version: int
     covers_end: int
     prev_checkpoint: str | None
+    prev_checkpoint_sha256: str | None = Field(
+        default=None, description="Digest the head recorded for prev_checkpoint (verified on read)."
+    )
     state_key: str
     budget_tokens: int
     model: str
@@ -363,6 +370,9 @@ class CommitOutput(_Out):
 
     checkpoint_id: str
     committed_version: int
+    checkpoint_sha256: str | None = Field(
+        default=None, description="Digest of the committed checkpoint, as the head records it."
+    )
     conflicts_merged: int = 0
     reconciled: list[str] = Field(default_factory=list)
     tokens_after: int = 0

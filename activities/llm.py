@@ -287,7 +287,7 @@ class LlmActivities:
         prev_end = 0
         prev_summary = prev_native = None
         if inp.prev_checkpoint:
-            ck = log.read_checkpoint(inp.prev_checkpoint)
+            ck = log.read_checkpoint(inp.prev_checkpoint, inp.prev_checkpoint_sha256)
             prev_end = ck.covers.end
             prev_summary = ck.summary or None
             prev_native = ck.native

@@ -194,7 +194,7 @@ class StoreActivities:
         return json.loads(data)
 
     def _prev(self, log: SessionLog, snap: SnapshotRef) -> Checkpoint | None:
-        return log.read_checkpoint(snap.checkpoint) if snap.checkpoint else None
+        return log.read_checkpoint(snap.checkpoint, snap.checkpoint_sha256) if snap.checkpoint else None
 
     def engine_events(self, log: SessionLog, snap: SnapshotRef, head: Head | None = None) -> list[Event]:
         """Pinned events + every event after the previous checkpoint, up to the snapshot.
@@ -273,6 +273,7 @@ class StoreActivities:
                 version=head.version,
                 etag=head.etag,
                 checkpoint=head.checkpoint,
+                checkpoint_sha256=head.checkpoint_sha256,
                 prev_covers_end=end,
             )
             evs = self.engine_events(log, snap, head)
@@ -625,7 +626,7 @@ class StoreActivities:
                     head.checkpoint == base.id or head.checkpoint.startswith(base.id + "-m")
                 ):
                     # An earlier attempt of this activity committed (its reply was lost).
-                    ckpt = log.read_checkpoint(head.checkpoint)
+                    ckpt = log.read_checkpoint(head.checkpoint, head.checkpoint_sha256)
                     new_events = log.read_events(snap.version + 1, head.version, head=head)
                     break
                 if head.checkpoint != snap.checkpoint:
@@ -674,6 +675,7 @@ class StoreActivities:
             return CommitOutput(
                 checkpoint_id=ckpt.id,
                 committed_version=head.version,
+                checkpoint_sha256=head.checkpoint_sha256,
                 conflicts_merged=merges,
                 reconciled=reconciled,
                 tokens_after=tokens_after,
@@ -737,13 +739,21 @@ class StoreActivities:
             sessions = list_sessions(self.store, inp.tenant)
             for s in sessions:
                 log = self.log(inp.tenant, s)
-                head = log.head()
-                if head.version == 0:
+                try:
+                    head = log.head()
+                    if head.version == 0:
+                        continue
+                    prev = log.current_checkpoint(head)
+                except errors.IntegrityError as exc:
+                    # One damaged session must not stop the sweep of the others; a compaction
+                    # of it would be refused anyway (`compactor verify` reports it).
+                    if activity.in_activity():
+                        activity.logger.warning("skipping damaged session %s/%s: %s", inp.tenant, s, exc)
                     continue
-                prev = log.current_checkpoint(head)
                 end = 0 if prev is None or prev.covers.empty else prev.covers.end
                 snap = SnapshotRef(tenant=inp.tenant, session=s, version=head.version, etag=head.etag,
-                                   checkpoint=head.checkpoint, prev_covers_end=end)
+                                   checkpoint=head.checkpoint, checkpoint_sha256=head.checkpoint_sha256,
+                                   prev_covers_end=end)
                 tokens = sum(e.tokens or 0 for e in self.engine_events(log, snap, head))
                 tokens += prev.summary_tokens if prev is not None and end else 0
                 if should_compact(policy, tokens) != "none":

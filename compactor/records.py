@@ -6,6 +6,8 @@ optional with defaults.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from datetime import datetime
 from typing import Any, Literal
 
@@ -36,6 +38,11 @@ class Head(BaseModel):
     session: str
     version: int = 0
     checkpoint: str | None = Field(default=None, description="Current checkpoint id, or none.")
+    checkpoint_sha256: str | None = Field(
+        default=None,
+        description="Hex sha256 of the stored checkpoint's bytes; verified when it is read. None "
+        "on heads written before checkpoints were verified (read, reported as unverified).",
+    )
     segments: list[Segment] = Field(default_factory=list)
     log_id: str | None = Field(
         default=None,
@@ -44,6 +51,29 @@ class Head(BaseModel):
     )
     etag: str | None = Field(default=None, description="Store etag it was read with (not stored).")
     updated_at: datetime | None = None
+
+    def integrity_problems(self) -> list[str]:
+        """What is inconsistent in this manifest on its own (no I/O); empty when sound.
+
+        The segments must cover 1..version without gap or overlap: every writer sets the
+        version to the last seq it listed, so any difference means the head was edited.
+        """
+        out: list[str] = []
+        expect = 1
+        for s in self.segments:
+            if s.first != expect or s.last < s.first:
+                out.append(
+                    f"segment {s.key!r} holds events {s.first}-{s.last}, expected it to start "
+                    f"at {expect} (the manifest has a gap or an overlap)"
+                )
+                break
+            expect = s.last + 1
+        last = self.segments[-1].last if self.segments else 0
+        if self.version != last:
+            out.append(f"version {self.version} differs from the last listed seq {last}")
+        if self.checkpoint_sha256 is not None and self.checkpoint is None:
+            out.append("a checkpoint digest without a checkpoint")
+        return out
 
 
 class SeqRange(BaseModel):
@@ -154,3 +184,26 @@ class CompactionRecord(BaseModel):
     error: str | None = None
     durations_ms: dict[str, float] = Field(default_factory=dict)
     created_at: datetime | None = None
+    checkpoint_sha256: str | None = Field(
+        default=None,
+        description="Hex sha256 of the committed checkpoint's stored bytes (what the head "
+        "recorded), so a rollback to it later can verify it.",
+    )
+    sha256: str | None = Field(
+        default=None,
+        description="Self-digest, set when stored: sha256 of the record's canonical JSON "
+        "without this field (records.record_digest). None on records written before.",
+    )
+
+
+def canonical_json(obj: Any) -> bytes:
+    """Stable bytes for a JSON value: sorted keys, no spaces, ASCII (so any text encodes)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def record_digest(doc: dict[str, Any]) -> str:
+    """The self-digest of a stored record document: sha256 of its canonical JSON without
+    ``sha256``. Computed over the stored JSON, not the model, so records stay verifiable when
+    the model gains fields."""
+    body = {k: v for k, v in doc.items() if k != "sha256"}
+    return hashlib.sha256(canonical_json(body)).hexdigest()

@@ -412,6 +412,7 @@ class CompactSessionWorkflow:
             update={
                 "status": "committed",
                 "checkpoint": commit.checkpoint_id,
+                "checkpoint_sha256": commit.checkpoint_sha256,
                 "committed_version": commit.committed_version,
                 "conflicts_merged": commit.conflicts_merged,
                 "reconciled": list(commit.reconciled),
@@ -432,6 +433,7 @@ class CompactSessionWorkflow:
             snapshot_version=snap.version,
             covers_end=ext.covers_end,
             prev_checkpoint=snap.checkpoint,
+            prev_checkpoint_sha256=snap.checkpoint_sha256,
             state_key=lift.state_key,
             budget_tokens=ext.summary_budget,
             model=inp.model if name != "structured" else "structured",

@@ -52,9 +52,20 @@ PUT and one head PUT, plus one head GET unless this object wrote the head last.
 **Pinned events.** Each manifest entry carries the seqs of its pinned events, so ``read_view``
 fetches only the segments that hold pinned events or events after the checkpoint.
 
-**Verification.** Segment bytes are checked against the head's sha256 and artifact bytes
-against their address on every read from the store (IntegrityError naming the key). Verified
-segments are cached by (key, sha256): they never change, so the cache needs no invalidation.
+**Verification (tamper evidence).** Segment bytes are checked against the head's sha256 and
+artifact bytes against their address on every read from the store (IntegrityError naming the
+key). The head records the sha256 of its checkpoint's stored bytes (``checkpoint_sha256``),
+checked when the checkpoint is read: one hash of bytes already read. A head must also be
+consistent on its own: its segments cover ``1..version`` with no gap, and its checkpoint covers
+nothing past ``version`` - an edited version would otherwise hide events or make the next
+append write seqs under the checkpoint. Appends and checkpoint swaps check all of this before
+they write anything. Records carry a self-digest (``records.record_digest``; a record is
+written after the swap, so its digest cannot live in the head without another CAS) and the
+digest of the checkpoint they committed, which is what lets a rollback verify an older
+checkpoint. Heads and records written before this have no digests: they are read as before
+and ``compactor verify`` reports them as unverified; the next append or swap adds the head's.
+Verified segments and checkpoints are cached by (key, sha256): they never change, so the
+caches need no invalidation.
 
 Ids (tenant, session, checkpoint, record) are validated before any I/O.
 """
@@ -88,7 +99,7 @@ from compactor.errors import (
     PreconditionFailed,
 )
 from compactor.events import ArtifactRefBlock, Event
-from compactor.records import Checkpoint, CompactionRecord, Head, Segment
+from compactor.records import Checkpoint, CompactionRecord, Head, Segment, record_digest
 from compactor.store.base import ObjectStore
 from compactor.view import build_view
 
@@ -212,6 +223,29 @@ def _shared_index(key: tuple[str, str, str, str]) -> _IdIndex:
         return idx
 
 
+_VERIFIED_CKPTS: OrderedDict[tuple[str, str, str], Checkpoint] = OrderedDict()
+_VERIFIED_CKPTS_LOCK = threading.Lock()
+MAX_VERIFIED_CKPTS = 1024
+
+
+def _verified_ckpt(key: tuple[str, str, str], ckpt: Checkpoint | None = None) -> Checkpoint | None:
+    """Process-wide cache of checkpoints verified against a head digest, by (store, key, sha256).
+
+    Appends check the head's checkpoint; with this, a short-lived SessionLog per request reads
+    it once per process, not once per append.
+    """
+    with _VERIFIED_CKPTS_LOCK:
+        if ckpt is None:
+            hit = _VERIFIED_CKPTS.get(key)
+            if hit is not None:
+                _VERIFIED_CKPTS.move_to_end(key)
+            return hit
+        _VERIFIED_CKPTS[key] = ckpt
+        while len(_VERIFIED_CKPTS) > MAX_VERIFIED_CKPTS:
+            _VERIFIED_CKPTS.popitem(last=False)
+        return ckpt
+
+
 @dataclass
 class _Chunk:
     first: int
@@ -281,7 +315,7 @@ class SessionLog:
         self.head_key = self.prefix + "head.json"
         self._index = _IdIndex()  # replaced by the shared one once the log's id is known
         self._index_key: tuple[str, str, str, str] | None = None
-        self._ckpts: dict[str, Checkpoint] = {}
+        self._ckpts: dict[str, tuple[Checkpoint, str]] = {}  # id -> (checkpoint, sha256 of its bytes)
         self._last_head: Head | None = None
         self._lock = threading.RLock()
 
@@ -290,7 +324,23 @@ class SessionLog:
 
     # --- head -------------------------------------------------------------------------------
     def head(self) -> Head:
-        """The current head (``version=0, etag=None`` when the session does not exist)."""
+        """The current head (``version=0, etag=None`` when the session does not exist).
+
+        Raises IntegrityError (naming the head's key) if the manifest is inconsistent.
+        """
+        head = self.read_head_unchecked()
+        problems = head.integrity_problems()
+        if problems:
+            raise IntegrityError(
+                f"head {self.head_key!r} in {self.store.url} is inconsistent: "
+                f"{'; '.join(problems)}; it was changed outside compactor - nothing was "
+                f"written; run `compactor verify {self.session}` and restore it from a backup",
+                key=self.head_key,
+            )
+        return head
+
+    def read_head_unchecked(self) -> Head:
+        """The head as stored, parsed but without the consistency checks (for ``verify``)."""
         try:
             data, etag = self.store.get(self.head_key)
         except BucketNotFound:
@@ -466,6 +516,9 @@ class SessionLog:
             guessed = attempt == 0 and self._last_head is not None
             head = self._last_head if guessed else self.head()
             self._last_head = None
+            # Refuse a head that fails the checks before writing anything; the head we wrote
+            # ourselves (guessed) passed them already.
+            ckpt_sha = head.checkpoint_sha256 if guessed else self._checked_checkpoint_sha256(head)
             # A new log gets its id now, so the ids it commits land in the shared index.
             log_id = head.log_id or uuid.uuid4().hex
             index = self._index_ids(head, log_id)
@@ -514,6 +567,7 @@ class SessionLog:
                 log_id=log_id,
                 version=chunks[-1].last,
                 checkpoint=head.checkpoint,
+                checkpoint_sha256=ckpt_sha,
                 segments=[*kept, *written],
                 updated_at=_now(),
             )
@@ -545,6 +599,16 @@ class SessionLog:
             f"({self.max_attempts} attempts); nothing was appended, retry the call",
             attempts=self.max_attempts,
         )
+
+    def _checked_checkpoint_sha256(self, head: Head) -> str | None:
+        """Verify the head's checkpoint (digest, range); its digest for the next head.
+
+        A legacy head (no digest) gets the digest of the bytes read now, so every head written
+        from now on carries one.
+        """
+        if self.current_checkpoint(head) is None:
+            return None
+        return head.checkpoint_sha256 or self.checkpoint_sha256(head.checkpoint)
 
     @staticmethod
     def _chunks(first: int, events: list[Event], lines: list[bytes]) -> list[_Chunk]:
@@ -658,11 +722,17 @@ class SessionLog:
     def _ckpt_key(self, ckpt_id: str) -> str:
         return f"{self.prefix}ckpt/{validate_id(ckpt_id, 'checkpoint id')}.json"
 
-    def read_checkpoint(self, ckpt_id: str) -> Checkpoint:
+    def read_checkpoint(self, ckpt_id: str, sha256: str | None = None) -> Checkpoint:
+        """A stored checkpoint; with ``sha256``, its bytes must hash to it (IntegrityError)."""
         key = self._ckpt_key(ckpt_id)
         hit = self._ckpts.get(ckpt_id)
-        if hit is not None:
-            return hit
+        if hit is not None and (sha256 is None or hit[1] == sha256):
+            return hit[0]
+        if sha256 is not None:
+            shared = _verified_ckpt((self.store.url, key, sha256))
+            if shared is not None:
+                self._ckpts[ckpt_id] = (shared, sha256)
+                return shared
         try:
             data, _ = self.store.get(key)
         except BucketNotFound:
@@ -671,6 +741,15 @@ class SessionLog:
             raise NotFound(
                 f"no checkpoint {ckpt_id!r} in session {self.tenant}/{self.session}", key=key
             ) from None
+        digest = _sha(data)
+        if sha256 is not None and digest != sha256:
+            raise IntegrityError(
+                f"checkpoint {key!r} in {self.store.url} does not match the sha256 "
+                f"{sha256[:16]}... recorded for it: the stored bytes were changed outside "
+                f"compactor - nothing was written; restore it from a backup or roll the "
+                f"session back to another checkpoint (compactor rollback)",
+                key=key,
+            )
         try:
             ckpt = Checkpoint.model_validate_json(data)
         except ValidationError as exc:
@@ -679,26 +758,65 @@ class SessionLog:
             raise IntegrityError(
                 f"checkpoint {key!r} names {ckpt.tenant}/{ckpt.session}/{ckpt.id}", key=key
             )
-        self._ckpts[ckpt_id] = ckpt
+        self._ckpts[ckpt_id] = (ckpt, digest)
+        if sha256 is not None:
+            _verified_ckpt((self.store.url, key, sha256), ckpt)
         return ckpt
 
+    def checkpoint_sha256(self, ckpt_id: str) -> str:
+        """The sha256 of a checkpoint's stored bytes (as this object wrote or read them)."""
+        hit = self._ckpts.get(ckpt_id)
+        if hit is None:
+            self.read_checkpoint(ckpt_id)
+            hit = self._ckpts[ckpt_id]
+        return hit[1]
+
     def current_checkpoint(self, head: Head | None = None) -> Checkpoint | None:
+        """The head's checkpoint, verified: its digest (unless a legacy head has none) and its
+        range, which must end at or before the head's version (IntegrityError otherwise)."""
         head = head or self.head()
-        return self.read_checkpoint(head.checkpoint) if head.checkpoint else None
+        if not head.checkpoint:
+            return None
+        ckpt = self.read_checkpoint(head.checkpoint, head.checkpoint_sha256)
+        if not ckpt.covers.empty and ckpt.covers.end > head.version:
+            raise IntegrityError(
+                f"head {self.head_key!r} in {self.store.url} is at version {head.version} but "
+                f"its checkpoint {head.checkpoint!r} covers events 1-{ckpt.covers.end}: the head "
+                f"was changed outside compactor - nothing was written; run "
+                f"`compactor verify {self.session}` and restore it from a backup",
+                key=self.head_key,
+                checkpoint=self._ckpt_key(head.checkpoint),
+            )
+        return ckpt
 
     def write_checkpoint(self, ckpt: Checkpoint) -> str:
         """Store an immutable checkpoint; returns its key. Same content again is a no-op."""
         key = self._ckpt_key(ckpt.id)
         self._check_owner(ckpt.tenant, ckpt.session, "checkpoint")
-        self._put_immutable(key, ckpt.model_dump_json().encode(), Checkpoint)
-        self._ckpts[ckpt.id] = ckpt
+        digest = self._put_immutable(key, ckpt.model_dump_json().encode(), Checkpoint)
+        self._ckpts[ckpt.id] = (ckpt, digest)
         return key
 
-    def set_checkpoint(self, ckpt_id: str | None, *, expected_etag: str | None) -> Head:
-        """Point the head at ``ckpt_id`` (or none) by CAS.
+    def recorded_checkpoint_sha256(self, ckpt_id: str, head: Head | None = None) -> str | None:
+        """The digest recorded for a checkpoint: by the head if it is current, else by the
+        (verified) compaction records that committed it; None if only legacy objects name it."""
+        head = head or self.head()
+        if head.checkpoint == ckpt_id and head.checkpoint_sha256:
+            return head.checkpoint_sha256
+        for rec in reversed(self.list_records()):
+            if rec.checkpoint == ckpt_id and rec.checkpoint_sha256:
+                return rec.checkpoint_sha256
+        return None
+
+    def set_checkpoint(
+        self, ckpt_id: str | None, *, expected_etag: str | None, sha256: str | None = None
+    ) -> Head:
+        """Point the head at ``ckpt_id`` (or none) by CAS; the head records its digest.
 
         ``expected_etag`` is the head etag the caller decided on; PreconditionFailed if the head
         moved since. ``None`` means "whatever the head is now" (read-modify-write, retried).
+        ``sha256``: the digest the checkpoint must have (a rollback passes the one its record
+        holds); without it, the bytes this object wrote or read are the reference.
         """
         if ckpt_id is not None:
             self._ckpt_key(ckpt_id)  # validate before I/O
@@ -710,19 +828,30 @@ class SessionLog:
                     f"found {head.etag}); re-read the session and try again",
                     key=self.head_key,
                 )
+            # The current checkpoint is not checked here on purpose: moving the head off a
+            # damaged checkpoint (rollback) is how an operator recovers from one.
+            digest = None
             if ckpt_id is not None:
-                ck = self.read_checkpoint(ckpt_id)
+                ck = self.read_checkpoint(ckpt_id, sha256)
+                digest = self.checkpoint_sha256(ckpt_id) if sha256 is None else sha256
                 if ck.covers.end > head.version:
                     raise InvalidInput(
                         f"checkpoint {ckpt_id} covers up to seq {ck.covers.end}, beyond the "
                         f"session's version {head.version}",
                     )
-            new = head.model_copy(update={"checkpoint": ckpt_id, "updated_at": _now(), "etag": None})
+            new = head.model_copy(update={
+                "checkpoint": ckpt_id, "checkpoint_sha256": digest, "updated_at": _now(), "etag": None,
+            })
             try:
                 etag = self._put_head(new, head.etag)
             except PreconditionFailed:
                 cur = self.head()
-                if cur.checkpoint == ckpt_id and cur.version == head.version and cur.segments == head.segments:
+                if (
+                    cur.checkpoint == ckpt_id
+                    and cur.checkpoint_sha256 == digest
+                    and cur.version == head.version
+                    and cur.segments == head.segments
+                ):
                     return cur  # our retried request landed
                 if expected_etag is not None:
                     raise PreconditionFailed(
@@ -739,12 +868,15 @@ class SessionLog:
             f"checkpoint ({self.max_attempts} attempts); retry",
         )
 
-    def list_checkpoints(self) -> list[Checkpoint]:
+    def list_checkpoints(self, digests: dict[str, str] | None = None) -> list[Checkpoint]:
+        """Every stored checkpoint; those in ``digests`` (id -> sha256) are verified."""
+        digests = digests or {}
         out = []
         for key in self.store.list(f"{self.prefix}ckpt/"):
             name = key.rsplit("/", 1)[-1]
             if name.endswith(".json"):
-                out.append(self.read_checkpoint(name[: -len(".json")]))
+                ckpt_id = name[: -len(".json")]
+                out.append(self.read_checkpoint(ckpt_id, digests.get(ckpt_id)))
         return sorted(out, key=lambda c: (c.created_at or datetime.min.replace(tzinfo=timezone.utc), c.id))
 
     # --- records ----------------------------------------------------------------------------
@@ -752,18 +884,33 @@ class SessionLog:
         """Store a compaction record (immutable; same content again is a no-op); returns its key."""
         key = f"{self.prefix}records/{validate_id(rec.id, 'record id')}.json"
         self._check_owner(rec.tenant, rec.session, "record")
-        self._put_immutable(key, rec.model_dump_json().encode(), CompactionRecord)
+        doc = json.loads(rec.model_dump_json(exclude={"sha256"}))
+        sealed = rec.model_copy(update={"sha256": record_digest(doc)})
+        self._put_immutable(key, sealed.model_dump_json().encode(), CompactionRecord)
         return key
+
+    def read_record(self, key: str, data: bytes | None = None) -> CompactionRecord:
+        """A stored record, verified against its self-digest (legacy records have none)."""
+        if data is None:
+            data, _ = self.store.get(key)
+        try:
+            doc = json.loads(data)
+            rec = CompactionRecord.model_validate(doc)
+        except (ValueError, ValidationError) as exc:
+            raise IntegrityError(f"record {key!r} does not parse: {exc}", key=key) from None
+        if rec.sha256 is not None and record_digest(doc) != rec.sha256:
+            raise IntegrityError(
+                f"record {key!r} in {self.store.url} does not match its sha256 "
+                f"{rec.sha256[:16]}...: it was changed outside compactor; restore it from a backup",
+                key=key,
+            )
+        return rec
 
     def list_records(self) -> list[CompactionRecord]:
         out = []
         for key in self.store.list(f"{self.prefix}records/"):
             if key.endswith(".json"):
-                data, _ = self.store.get(key)
-                try:
-                    out.append(CompactionRecord.model_validate_json(data))
-                except ValidationError as exc:
-                    raise IntegrityError(f"record {key!r} does not parse: {exc}", key=key) from None
+                out.append(self.read_record(key))
         return sorted(out, key=lambda r: (r.created_at or datetime.min.replace(tzinfo=timezone.utc), r.id))
 
     # --- artifacts --------------------------------------------------------------------------
@@ -829,14 +976,15 @@ class SessionLog:
                 f"{what} belongs to {tenant}/{session}, not {self.tenant}/{self.session}"
             )
 
-    def _put_immutable(self, key: str, data: bytes, model: type[BaseModel]) -> None:
+    def _put_immutable(self, key: str, data: bytes, model: type[BaseModel]) -> str:
+        """Create-only write; returns the sha256 of the bytes stored under ``key``."""
         try:
             self.store.put(key, data, if_none_match=True)
-            return
+            return _sha(data)
         except PreconditionFailed:
             existing, _ = self.store.get(key)
         if existing == data:
-            return
+            return _sha(data)
         try:
             same = model.model_validate_json(existing) == model.model_validate_json(data)
         except ValidationError:
@@ -847,6 +995,7 @@ class SessionLog:
                 f"overwritten (use a new id)",
                 key=key,
             )
+        return _sha(existing)
 
 
 def list_sessions(store: ObjectStore, tenant: str) -> list[str]:

@@ -26,7 +26,7 @@ def test_help_renders(name, parser):
 
 def test_expected_commands_exist():
     names = {n for n, _ in _commands()}
-    for cmd in ["demo", "import", "view", "compact", "policy", "inspect", "rollback", "history",
+    for cmd in ["demo", "import", "view", "compact", "policy", "inspect", "rollback", "verify", "history",
                 "replay", "sweep", "dev", "worker", "bench store", "bench fidelity", "bench perf"]:
         assert cmd in names, cmd
 

@@ -3,6 +3,8 @@ result, and commit_swap's compare-and-swap / merge / idempotency rules hold."""
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 from temporalio.exceptions import ApplicationError
 
@@ -65,6 +67,9 @@ async def test_steps_compose_to_the_inline_result(setup):
     inline = compact(log.read_events(), make_policy("default"), TARGET, tenant="t1", session="s1")
     assert out.checkpoint_id == inline.checkpoint.id and out.conflicts_merged == 0
     assert [e.model_dump() for e in log.read_view()] == [e.model_dump() for e in inline.view]
+    # the head and the commit's output (hence the record) hold the stored checkpoint's digest
+    stored = store.get(f"t/t1/s/s1/ckpt/{out.checkpoint_id}.json")[0]
+    assert out.checkpoint_sha256 == log.head().checkpoint_sha256 == hashlib.sha256(stored).hexdigest()
     # a retried commit (reply lost) finds its own swap and changes nothing
     again = await acts.commit_swap(CommitInput(snapshot=snap, policy=pol, candidate_key=val.candidate_key))
     assert again.checkpoint_id == out.checkpoint_id and log.head().checkpoint == out.checkpoint_id
