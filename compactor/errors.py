@@ -35,6 +35,12 @@ class InvalidId(InvalidInput):
     code = "invalid_id"
 
 
+class InputTooLarge(InvalidInput):
+    """A line, document or value over a configured import limit (``details["limit"]`` names it)."""
+
+    code = "input_too_large"
+
+
 class NotFound(CompactorError):
     code = "not_found"
 
