@@ -793,9 +793,11 @@ class SessionLog:
                     f"its sha256; restore it from a backup",
                     key=key,
                 ) from None
-        text = data.decode("utf-8", errors="replace")
-        head = text[:preview_head]
-        tail = text[-preview_tail:] if len(text) > preview_head and preview_tail else ""
+        # decode only the ends (4 bytes per character at most): a 50 MB output is not copied
+        head = data[: preview_head * 4].decode("utf-8", errors="replace")[:preview_head]
+        tail = ""
+        if preview_tail and len(data) > len(head.encode("utf-8", errors="replace")):
+            tail = data[-preview_tail * 4 :].decode("utf-8", errors="replace")[-preview_tail:]
         return ArtifactRefBlock(
             uri=f"artifact://sha256/{digest}",
             sha256=digest,
