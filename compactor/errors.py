@@ -67,6 +67,14 @@ class IntegrityError(CompactorError):
     code = "integrity_error"
 
 
+class CorruptState(IntegrityError):
+    """A small mutable state file (e.g. a circuit breaker) does not parse; the message says how
+    to reset it. Exit 2: an operator must act, retrying cannot help."""
+
+    code = "corrupt_state"
+    exit_code = 2
+
+
 class InvariantViolation(CompactorError):
     code = "invariant_violation"
 
