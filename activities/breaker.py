@@ -6,6 +6,11 @@ may race a workflow's update, and neither may be lost), and exposes two activiti
 workflow calls: ``check_breaker`` before any work and ``record_breaker`` after the record.
 Operators clear a breaker with ``clear_breaker(store, tenant, session, by=...)`` (or by
 requesting a manual compaction, which always runs).
+
+A corrupt ``breaker.json`` (hand-edited, truncated) fails both activities at once with a
+non-retryable ``IntegrityError`` (retrying cannot repair it): the workflow already treats an
+unreadable breaker as closed and logs a warning, so the compaction runs; the file is left as
+it is for the operator, whom ``compactor breaker SESSION`` tells to reset it with ``--clear``.
 """
 
 from __future__ import annotations
@@ -14,11 +19,13 @@ import asyncio
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
+from activities.contracts import ErrorType
 from compactor import breaker
-from compactor.errors import NotFound, PreconditionFailed
+from compactor.errors import CorruptState, NotFound, PreconditionFailed
 from compactor.store import validate_id
 
 CHECK_BREAKER = "check_breaker"
@@ -62,24 +69,46 @@ class BreakerRecordOutput(BaseModel):
     transition: str = "unchanged"
 
 
-def load_breaker(store: Any, tenant: str, session: str) -> tuple[breaker.BreakerState | None, str | None]:
-    """(state, etag); (None, None) when the session never had one."""
+def load_breaker(
+    store: Any, tenant: str, session: str, *, corrupt_ok: bool = False
+) -> tuple[breaker.BreakerState | None, str | None]:
+    """(state, etag); (None, None) when the session never had one.
+
+    Raises:
+        CorruptState: the stored state does not parse (it names the reset command), unless
+            ``corrupt_ok``: then (None, etag), so that a reset can overwrite it.
+    """
     key = breaker.breaker_key(validate_id(tenant, "tenant id"), validate_id(session, "session id"))
     try:
         data, etag = store.get(key)
     except NotFound:
         return None, None
-    return breaker.BreakerState.model_validate_json(data), etag
+    try:
+        return breaker.BreakerState.model_validate_json(data), etag
+    except ValidationError:
+        if corrupt_ok:
+            return None, etag
+        raise CorruptState(
+            f"circuit breaker {key} in {getattr(store, 'url', 'the store')} is corrupt (not a "
+            f"breaker state); reset it with `compactor breaker {session} --clear`",
+            key=key,
+        ) from None
 
 
 def update_breaker(
     store: Any, tenant: str, session: str,
     change: Callable[[breaker.BreakerState | None], breaker.BreakerState],
+    *,
+    corrupt_ok: bool = False,
 ) -> tuple[breaker.BreakerState | None, breaker.BreakerState]:
-    """Apply ``change`` with compare-and-swap; returns (before, after)."""
+    """Apply ``change`` with compare-and-swap; returns (before, after).
+
+    A corrupt stored state is a CorruptState error, except with ``corrupt_ok`` (an operator
+    reset), which replaces it.
+    """
     key = breaker.breaker_key(validate_id(tenant, "tenant id"), validate_id(session, "session id"))
     for _ in range(_CAS_ATTEMPTS):
-        before, etag = load_breaker(store, tenant, session)
+        before, etag = load_breaker(store, tenant, session, corrupt_ok=corrupt_ok)
         after = change(before)
         data = after.model_dump_json(indent=1).encode()
         try:
@@ -97,7 +126,8 @@ def clear_breaker(store: Any, tenant: str, session: str, *, by: str = "operator"
     """Operator reset: automatic compaction of the session resumes."""
     now = datetime.now(timezone.utc)
     _, after = update_breaker(
-        store, tenant, session, lambda st: breaker.clear(st, tenant=tenant, session=session, by=by, at=now)
+        store, tenant, session, lambda st: breaker.clear(st, tenant=tenant, session=session, by=by, at=now),
+        corrupt_ok=True,
     )
     return after
 
@@ -115,7 +145,10 @@ class BreakerActivities:
     @activity.defn(name=CHECK_BREAKER)
     async def check_breaker(self, inp: BreakerCheckInput) -> BreakerCheckOutput:
         """May this compaction run? Automatic triggers are refused while the breaker is open."""
-        state, _ = await asyncio.to_thread(load_breaker, self.store, inp.tenant, inp.session)
+        try:
+            state, _ = await asyncio.to_thread(load_breaker, self.store, inp.tenant, inp.session)
+        except CorruptState as exc:
+            raise _non_retryable(exc) from None
         d = breaker.check(state, inp.trigger)
         return BreakerCheckOutput(
             allowed=d.allowed,
@@ -135,7 +168,10 @@ class BreakerActivities:
                 run_id=inp.run_id, error=inp.error, threshold=self.threshold,
             )
 
-        before, after = await asyncio.to_thread(update_breaker, self.store, inp.tenant, inp.session, change)
+        try:
+            before, after = await asyncio.to_thread(update_breaker, self.store, inp.tenant, inp.session, change)
+        except CorruptState as exc:
+            raise _non_retryable(exc) from None
         t = breaker.transition(before, after)
         if t == "opened" and activity.in_activity():
             activity.logger.warning(
@@ -143,3 +179,8 @@ class BreakerActivities:
                 inp.tenant, inp.session, after.consecutive_failures,
             )
         return BreakerRecordOutput(open=after.open, consecutive_failures=after.consecutive_failures, transition=t)
+
+
+def _non_retryable(exc: CorruptState) -> ApplicationError:
+    """A corrupt breaker: one clear failure, not a retry loop (the file will not fix itself)."""
+    return ApplicationError(str(exc), {"code": exc.code}, type=str(ErrorType.INTEGRITY), non_retryable=True)

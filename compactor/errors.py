@@ -35,6 +35,12 @@ class InvalidId(InvalidInput):
     code = "invalid_id"
 
 
+class InputTooLarge(InvalidInput):
+    """A line, document or value over a configured import limit (``details["limit"]`` names it)."""
+
+    code = "input_too_large"
+
+
 class NotFound(CompactorError):
     code = "not_found"
 
@@ -59,6 +65,14 @@ class IntegrityError(CompactorError):
     """Stored bytes do not match their recorded sha256."""
 
     code = "integrity_error"
+
+
+class CorruptState(IntegrityError):
+    """A small mutable state file (e.g. a circuit breaker) does not parse; the message says how
+    to reset it. Exit 2: an operator must act, retrying cannot help."""
+
+    code = "corrupt_state"
+    exit_code = 2
 
 
 class InvariantViolation(CompactorError):

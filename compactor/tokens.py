@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import statistics
 from functools import lru_cache
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import tiktoken
 
@@ -44,8 +44,36 @@ def count_text(text: str) -> int:
     return _count_cached(text)
 
 
+#: Texts longer than this many characters are counted piece by piece: tiktoken holds one
+#: Python int per token, ~8x the text's size for a 20 MB tool output or pasted log.
+COUNT_PIECE = 1 << 20
+
+
 def _count(text: str) -> int:
-    return len(encoding().encode(text, disallowed_special=()))
+    if len(text) <= COUNT_PIECE:
+        return len(encoding().encode(text, disallowed_special=()))
+    return sum(len(encoding().encode(p, disallowed_special=())) for p in _pieces(text))
+
+
+def _pieces(text: str) -> Iterator[str]:
+    """Consecutive slices of about COUNT_PIECE characters, cut where a whitespace run starts
+    (where the tokenizer's pre-split cuts too), so their counts add up to the whole's."""
+    start, n = 0, len(text)
+    while n - start > COUNT_PIECE:
+        cut = _cut(text, start + COUNT_PIECE, start)
+        yield text[start:cut]
+        start = cut
+    yield text[start:]
+
+
+def _cut(text: str, pos: int, floor: int) -> int:
+    lo = max(floor + 1, pos - 4096)
+    i = pos
+    while i > lo and not text[i].isspace():
+        i -= 1
+    while i > lo and text[i - 1].isspace():
+        i -= 1
+    return i if i > lo else pos  # no whitespace nearby: a hard cut, off by a token at most
 
 
 # The engine counts the same block texts several times per compaction (plan, each summary

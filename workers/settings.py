@@ -7,8 +7,13 @@ history and environment values are not.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from compactor.importers import ImportLimits
 
 
 class Settings(BaseSettings):
@@ -108,6 +113,40 @@ class Settings(BaseSettings):
         "docs/bench-perf.md). Determinism is still checked under the sandbox by every replay "
         "(`compactor replay`, tests/histories).",
     )
+
+    max_line_bytes: int = Field(
+        default=16 << 20,
+        gt=0,
+        description="Import: longest JSONL / Markdown line read (bytes); a longer line is an "
+        "error naming the file and line, and nothing is imported.",
+    )
+    max_json_depth: int = Field(
+        default=200, gt=0, description="Import: deepest JSON nesting accepted; deeper is an error."
+    )
+    max_inline_tool_output: int = Field(
+        default=1 << 20,
+        gt=0,
+        description="Import: tool outputs above this many bytes go to the artifact store (the "
+        "event keeps a reference with previews); with no store (compact --inline) they are cut "
+        "to head + tail with a marker, and the import report says so.",
+    )
+    max_document_bytes: int = Field(
+        default=256 << 20,
+        gt=0,
+        description="Import: largest whole-document transcript (.traj, Gemini chat JSON, "
+        "OpenCode export, message lists), which is read at once rather than line by line.",
+    )
+
+    def import_limits(self) -> "ImportLimits":
+        """The import bounds as the importers take them."""
+        from compactor.importers import ImportLimits
+
+        return ImportLimits(
+            max_line_bytes=self.max_line_bytes,
+            max_json_depth=self.max_json_depth,
+            max_inline_tool_output=self.max_inline_tool_output,
+            max_document_bytes=self.max_document_bytes,
+        )
 
     @property
     def tls_enabled(self) -> bool:

@@ -12,6 +12,11 @@ What is measured, per backend and session length N:
   segments), and cold again after a checkpoint covering all but the last 500 events (reads
   only the tail segments).
 
+* **import memory / largest line**: peak RSS growth of ``compactor import`` (read, parse,
+  count tokens, append to a local store), in a fresh process, of a transcript with one 20 MB
+  line and of one with a 50 MB tool output (which goes to the artifact store), divided by the
+  largest line's size. The line limit is raised for this run; the target is at most 5x.
+
 Store numbers exclude tokenization (events carry a count already); the tokenizer is measured
 on its own, single-threaded (tokens/s per core), on the corpus transcripts when present, else
 on the bundled sample. S3 is a ``moto_server`` started here unless ``AWS_ENDPOINT_URL`` is set.
@@ -57,6 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-tokenizer", action="store_true", help="skip the tokenizer benchmark")
     p.add_argument("--corpus", help="directory of transcripts for the tokenizer (default ../shared/corpus)")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--no-import-memory", action="store_true", help="skip the import memory benchmark")
     p.add_argument("--json", action="store_true", help="print results as JSON")
     p.add_argument("--markdown", action="store_true", help="print results as Markdown tables")
     p.set_defaults(func=run)
@@ -320,6 +326,90 @@ _COLS = [
 ]
 
 
+IMPORT_MEMORY_CASES = (("one 20 MB line", 20_000_000, False), ("one 50 MB tool output", 50_000_000, True))
+IMPORT_MEMORY_TARGET = 5.0
+
+# Runs in a fresh interpreter: warm up (modules, tokenizer), then import; prints the RSS growth.
+# The peak is reset first (Linux /proc/self/clear_refs): a child inherits its parent's
+# high-water mark through fork + exec, which would hide the import's own peak.
+_PROBE = """
+import contextlib, io, resource, sys
+from compactor import importers, tokens, store
+from compactor.cli import main
+tokens.encoding()
+
+def status(key):
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith(key))
+
+try:
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    base, peak_of = status("VmRSS:"), lambda: status("VmHWM:")
+except OSError:  # not Linux: the high-water mark of the whole process
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak_of = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+with contextlib.redirect_stdout(io.StringIO()):
+    rc = main(["import", sys.argv[1], "--store", sys.argv[2], "--session", "big"])
+print(rc, peak_of() - base)
+"""
+
+
+def _big_transcript(path: Path, size: int, as_tool_output: bool) -> int:
+    """A Claude Code JSONL file whose largest line holds ``size`` bytes of text; its length."""
+    def line(uuid_: str, content: Any, role: str = "user", **kw: Any) -> str:
+        return json.dumps({"type": role, "uuid": uuid_, "sessionId": "bench", "timestamp": "2025-01-01T00:00:00Z",
+                           "message": {"role": role, "content": content, **kw}})
+
+    gen = _TextGen(random.Random(1))
+    text = (gen(20_000, 20_000) + "\n") * (size // 20_000 + 1)
+    text = text[:size]
+    call = [{"type": "tool_use", "id": "toolu_big", "name": "Bash", "input": {"command": "cat big.log"}}]
+    rows = [line("u1", "show me the log"), line("a1", call, role="assistant", id="msg_1")]
+    if as_tool_output:
+        rows.append(line("u2", [{"type": "tool_result", "tool_use_id": "toolu_big", "content": text}]))
+    else:
+        rows.append(line("u2", [{"type": "tool_result", "tool_use_id": "toolu_big", "content": "ok"}]))
+        rows.append(line("u3", text))
+    del text
+    path.write_text("\n".join(rows) + "\n")
+    return max(len(r.encode()) for r in rows)
+
+
+def bench_import_memory() -> list[dict[str, Any]]:
+    """Peak RSS growth of ``compactor import`` per largest-line byte (fresh process per case)."""
+    import subprocess
+    import sys
+
+    out = []
+    with tempfile.TemporaryDirectory(prefix="compactor-bench-import-") as d:
+        for label, size, tool in IMPORT_MEMORY_CASES:
+            path = Path(d) / f"{size}.jsonl"
+            largest = _big_transcript(path, size, tool)
+            env = {**os.environ, "COMPACTOR_MAX_LINE_BYTES": str(largest + (1 << 20))}
+            t0 = time.perf_counter()
+            res = subprocess.run([sys.executable, "-c", _PROBE, str(path), str(Path(d) / f"store-{size}")],
+                                 capture_output=True, text=True, env=env, check=False)
+            secs = time.perf_counter() - t0
+            path.unlink()
+            fields = res.stdout.split()
+            if res.returncode != 0 or len(fields) != 2 or fields[0] != "0":
+                raise RuntimeError(f"import memory probe failed: {res.stderr.strip()[-500:]}")
+            peak = int(fields[1])
+            out.append({"case": label, "largest_line_bytes": largest, "peak_rss_growth_bytes": peak,
+                        "ratio": peak / largest, "seconds": secs})
+    return out
+
+
+def _import_memory_text(rows: list[dict[str, Any]]) -> str:
+    lines = ["import memory / largest line (peak RSS growth of `compactor import`, fresh process):"]
+    for r in rows:
+        ok = "ok" if r["ratio"] <= IMPORT_MEMORY_TARGET else f"OVER the {IMPORT_MEMORY_TARGET:.0f}x target"
+        lines.append(f"  {r['case']:<22} {r['largest_line_bytes'] / 1e6:6.1f} MB line -> "
+                     f"{r['peak_rss_growth_bytes'] / 1e6:6.1f} MB peak = {r['ratio']:.1f}x ({ok}; {r['seconds']:.1f} s)")
+    return "\n".join(lines)
+
+
 def _rows(results: list[dict[str, Any]]) -> list[list[str]]:
     return [[fmt.format(r[k]) for _, k, fmt in _COLS] for r in results]
 
@@ -350,6 +440,8 @@ def run(args: argparse.Namespace) -> int:
                 out["store"].append(r)
         if not args.no_tokenizer:
             out["tokenizer"] = bench_tokenizer(args.corpus)
+        if not args.no_import_memory:
+            out["import_memory"] = bench_import_memory()
     finally:
         backends.close()
     if args.json:
@@ -365,6 +457,13 @@ def run(args: argparse.Namespace) -> int:
                 ["tokenizer input", "files", "tokens", "tokens/s per core", "chars/token"],
                 [[tok["source"], str(tok["files"]), f"{tok['tokens']:,}", f"{tok['tokens_per_s_per_core']:,.0f}", f"{tok['chars_per_token']:.2f}"]],
             ))
+        if out.get("import_memory"):
+            print()
+            print(_markdown(
+                ["import memory case", "largest line", "peak RSS growth", "import memory / largest line"],
+                [[r["case"], f"{r['largest_line_bytes'] / 1e6:.1f} MB", f"{r['peak_rss_growth_bytes'] / 1e6:.1f} MB",
+                  f"{r['ratio']:.1f}x"] for r in out["import_memory"]],
+            ))
         return 0
     print(table(_rows(out["store"]), header))
     if tok:
@@ -374,4 +473,7 @@ def run(args: argparse.Namespace) -> int:
             f"per core on {tok['tokens']:,} tokens from {tok['files']} files of {tok['source']} "
             f"({target} the 1M tokens/s target)"
         )
+    if out.get("import_memory"):
+        print()
+        print(_import_memory_text(out["import_memory"]))
     return 0

@@ -43,24 +43,24 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from compactor.cli.compact import _session_id, default_target, render_report
+    from compactor.cli.common import import_into
+    from compactor.cli.compact import default_target, render_report
     from compactor.client import CompactorClient
-    from compactor.importers import import_file
     from compactor.measure import render_request, view_tokens
     from compactor.store import SessionLog, open_store
-    from workers.settings import Settings
+    from compactor.cli.common import settings as cli_settings
 
-    settings = Settings()
+    settings = cli_settings()
     overrides: dict[str, Any] = {"store": args.store, "tenant": args.tenant}
     if args.task_queue:
         overrides["task_queue"] = args.task_queue
         overrides["llm_task_queue"] = args.task_queue + "-llm"
     settings = settings.model_copy(update=overrides)
     path = Path(args.file)
-    imported = import_file(path, args.format)
-    session = args.session or _session_id(path)
+    session = args.session_id  # validated by compact.check_args before anything was read
     store = open_store(settings.store)
     log = SessionLog(store, settings.tenant, session)
+    imported = await asyncio.to_thread(import_into, path, args.format, log)
     await asyncio.to_thread(log.append, imported.events)
     target = args.target_tokens
     if target is None:

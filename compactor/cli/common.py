@@ -4,6 +4,14 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from compactor.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from compactor.importers import ImportLimits, ImportResult
+    from compactor.store import SessionLog
 
 DEFAULT_STORE = "file://./.compactor"
 DEFAULT_TENANT = "default"
@@ -36,3 +44,66 @@ def table(rows: list[list[object]], header: list[str]) -> str:
 
 def _num(s: str) -> bool:
     return s.replace(",", "").replace(".", "", 1).replace("%", "").lstrip("-").isdigit()
+
+
+def settings() -> Any:
+    """The process's ``Settings`` (environment); a bad value is a one-line InvalidInput."""
+    from pydantic import ValidationError
+
+    from workers.settings import Settings
+
+    try:
+        return Settings()
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = "_".join(str(p) for p in err.get("loc", ())).upper()
+        raise InvalidInput(f"invalid setting COMPACTOR_{field}: {err.get('msg')}") from None
+
+
+def import_limits() -> ImportLimits:
+    """Import bounds from the environment (``COMPACTOR_MAX_*``, see workers/settings.py)."""
+    return settings().import_limits()
+
+
+def session_arg(session: str | None, path: str | Path) -> str:
+    """The ``--session`` value, validated when given (an empty one is an error, not the file
+    name), else an id derived from the file name."""
+    from compactor.cli.data import session_id_from_path
+    from compactor.store import validate_id
+
+    if session is None:
+        return session_id_from_path(path)
+    return validate_id(session, "session id")
+
+
+#: Previews an imported tool output keeps when it goes to the artifact store.
+SPILL_HEAD, SPILL_TAIL = 2_000, 1_000
+
+
+def import_into(path: str | Path, fmt: str, log: SessionLog | None) -> ImportResult:
+    """Import ``path`` with the configured limits; with a session log, tool outputs over the
+    inline limit go to its artifact store, without one they are cut with a marker."""
+    from compactor.importers import import_file
+
+    spill = None
+    if log is not None:
+        def spill(data: bytes) -> Any:
+            return log.put_artifact(data, preview_head=SPILL_HEAD, preview_tail=SPILL_TAIL)
+
+    return import_file(path, format=fmt, limits=import_limits(), spill=spill)
+
+
+def truncation_note(result: ImportResult) -> str | None:
+    """One line about tool outputs over the inline limit, or None."""
+    if not result.truncated:
+        return None
+    stored = sum(1 for t in result.truncated if t.artifact)
+    cut = len(result.truncated) - stored
+    parts = []
+    if stored:
+        parts.append(f"{stored} moved to the artifact store")
+    if cut:
+        parts.append(f"{cut} cut to head + tail with a marker (no store)")
+    biggest = max(t.bytes for t in result.truncated)
+    return (f"{len(result.truncated)} tool output(s) over the inline limit: " + ", ".join(parts)
+            + f"; largest {biggest:,} bytes (COMPACTOR_MAX_INLINE_TOOL_OUTPUT)")

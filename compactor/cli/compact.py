@@ -46,9 +46,40 @@ def default_target(tokens_before: int) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_args(args)
     if not args.inline:
         return _durable(args)
     return _inline(args)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Reject bad arguments before anything is read or stored (both paths).
+
+    Sets ``args.now_at`` (the parsed ``--now``) and ``args.session_id`` (validated ``--session``
+    or the file's name).
+    """
+    from compactor.cli.common import session_arg
+    from compactor.errors import InvalidInput, PolicyError
+
+    path = Path(args.file)
+    if path.is_dir() or not path.is_file():
+        what = "is a directory" if path.is_dir() else "no such file"
+        raise InvalidInput(f"{path}: {what}; give the path of a transcript to compact")
+    if args.target_tokens is not None and args.target_tokens < 1:
+        raise PolicyError(f"--target-tokens must be a positive number of tokens, not {args.target_tokens}")
+    if args.window < 1 or args.max_output < 0:
+        raise PolicyError("--window must be positive and --max-output non-negative")
+    args.now_at = None
+    if args.now:
+        try:
+            args.now_at = datetime.fromisoformat(args.now.replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidInput(
+                f"--now {args.now!r} is not an ISO-8601 timestamp (e.g. 2025-01-31T12:00:00+00:00)"
+            ) from None
+        if args.now_at.tzinfo is None:
+            args.now_at = args.now_at.replace(tzinfo=timezone.utc)
+    args.session_id = _session_id(path) if args.session is None else session_arg(args.session, path)
 
 
 def _durable(args: argparse.Namespace) -> int:
@@ -58,19 +89,21 @@ def _durable(args: argparse.Namespace) -> int:
 
 
 def _inline(args: argparse.Namespace) -> int:
+    from compactor.cli.common import import_into, truncation_note
     from compactor.engine import compact
-    from compactor.importers import import_file
     from compactor.measure import render_request, view_tokens
 
     path = Path(args.file)
-    imported = import_file(path, args.format)
+    imported = import_into(path, args.format, None)  # no store: big outputs are cut, and said so
+    note = truncation_note(imported)
+    if note:
+        print(f"note: {note}", file=sys.stderr)
     policy = make_policy(args.policy, window=args.window, max_output=args.max_output)
     target = args.target_tokens
     if target is None:
         target = default_target(view_tokens(imported.events))
-    now = datetime.fromisoformat(args.now) if args.now else datetime.now(timezone.utc)
-    session = _session_id(path)
-    result = compact(imported.events, policy, target, now=now, session=session)
+    now = args.now_at or datetime.now(timezone.utc)
+    result = compact(imported.events, policy, target, now=now, session=args.session_id)
     system, messages = render_request(result.view)
     doc: dict[str, Any] = {
         "messages": messages,

@@ -8,7 +8,7 @@ import re
 import sys
 from pathlib import Path
 
-from compactor.cli.common import add_store_args, table
+from compactor.cli.common import add_store_args, import_into, session_arg, table, truncation_note
 from compactor.errors import InvalidInput, NotFound
 
 
@@ -62,14 +62,14 @@ def _open(args: argparse.Namespace, session: str):
 
 def cmd_import(args: argparse.Namespace) -> int:
     from compactor import tokens
-    from compactor.importers import import_file
 
     path = Path(args.file)
-    if not path.is_file():
-        raise InvalidInput(f"{path}: no such file; give the path of a transcript to import")
-    session = args.session or session_id_from_path(path)
-    log = _open(args, session)  # validates tenant/session before reading anything else
-    result = import_file(path, format=args.format)
+    if path.is_dir() or not path.is_file():
+        what = "is a directory" if path.is_dir() else "no such file"
+        raise InvalidInput(f"{path}: {what}; give the path of a transcript to import")
+    session = session_arg(args.session, path)
+    log = _open(args, session)  # validates tenant/session/store before reading anything else
+    result = import_into(path, args.format, log)
     events = tokens.with_tokens(result.events)
     res = log.append(events)
     st = result.stats
@@ -86,6 +86,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         ["tokens", f"{sum(e.tokens or 0 for e in events):,}"],
         ["skipped lines", len(result.skipped) or "none"],
     ]
+    note = truncation_note(result)
+    if note:
+        rows.insert(-1, ["large outputs", note])
     print(f"imported {path}")
     for k, v in rows:
         print(f"  {k:<14}{v}")

@@ -10,15 +10,22 @@ tool_result in a later user event; a call without a recorded result stays unreso
 context the harness injected (``injected=True``), turns system prompts into ``pinned`` events
 and the source agent's own compactions into ``compaction`` events with their summary, puts
 provider usage on assistant events, and assigns ids that are the same on every re-import.
-Lines that cannot be parsed are skipped and reported with their line numbers.
+Lines that cannot be parsed, and lines of another format in a file that mixes two, are
+skipped and reported with their line numbers.
+
+Reading is bounded (``ImportLimits``): JSONL and Markdown stream line by line with a maximum
+line size, single-document formats have a maximum file size, JSON nesting has a maximum depth,
+and tool outputs over the inline limit go to the artifact store (``spill``) or are cut with a
+marker; every case is an error naming the file and line, or a recorded truncation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
-from compactor.errors import EmptyInput, ParseError, UnknownFormat
+from compactor.errors import EmptyInput, InvalidInput, ParseError, UnknownFormat
 from compactor.importers import (
     _aider,
     _anthropic_messages,
@@ -31,10 +38,21 @@ from compactor.importers import (
     _pi,
     _swe_agent,
 )
-from compactor.importers._common import ImportResult, SkippedLine
-from compactor.importers._detect import FORMATS, detect_text, known
+from compactor.importers._common import (
+    CURRENT_LINE,
+    ImportLimits,
+    ImportResult,
+    SkippedLine,
+    Source,
+    Spill,
+    Truncation,
+    bound_tool_outputs,
+)
+from compactor.importers._detect import FORMATS, detect_source, known
 
-_PARSERS: dict[str, Callable[[str, str], ImportResult]] = {
+T = TypeVar("T")
+
+_PARSERS: dict[str, Callable[[Source, str], ImportResult]] = {
     "claude-code": _claude_code.parse,
     "codex": _codex.parse,
     "aider": _aider.parse,
@@ -49,29 +67,84 @@ _PARSERS: dict[str, Callable[[str, str], ImportResult]] = {
 assert list(_PARSERS) == FORMATS
 
 
-def _decode(data: bytes) -> str:
-    return data.decode("utf-8-sig", errors="replace")
-
-
-def detect_format(path: Path) -> str:
+def detect_format(path: str | Path, limits: ImportLimits | None = None) -> str:
     """Format name of the transcript at ``path``.
 
     Raises:
+        InvalidInput: ``path`` is not a readable file.
         EmptyInput: the file is empty or whitespace.
         UnknownFormat: the content matches no known format (the message lists them).
         ParseError: the file starts like a JSON document but does not parse.
     """
-    p = Path(path)
-    return detect_text(_decode(p.read_bytes()), str(p))
+    p = _readable(Path(path))
+    return _guarded(lambda: detect_source(Source(str(p), limits, path=p)), str(p))
 
 
-def import_bytes(data: bytes, format: str = "auto", name: str = "<bytes>") -> ImportResult:
+def import_bytes(
+    data: bytes,
+    format: str = "auto",
+    name: str = "<bytes>",
+    *,
+    limits: ImportLimits | None = None,
+    spill: Spill | None = None,
+) -> ImportResult:
     """Import a transcript held in memory; ``name`` is used in error messages."""
-    text = _decode(data)
-    if not text.strip():
+    return _import(Source(name, limits, data=data), format, spill)
+
+
+def import_file(
+    path: str | Path,
+    format: str = "auto",
+    *,
+    limits: ImportLimits | None = None,
+    spill: Spill | None = None,
+) -> ImportResult:
+    """Import the transcript at ``path``, streaming (format detected when ``format="auto"``).
+
+    Args:
+        limits: bounds on lines, documents, nesting and inline tool outputs (defaults if None).
+        spill: stores a tool output over ``limits.max_inline_tool_output`` and returns its
+            reference (importing into a session log); without it such outputs are cut to head
+            + tail with a marker. Either way they are listed in ``ImportResult.truncated``.
+    """
+    p = _readable(Path(path))
+    return _import(Source(str(p), limits, path=p), format, spill)
+
+
+def _readable(p: Path) -> Path:
+    """``p`` if it is a file, else InvalidInput saying what it is instead."""
+    if p.is_dir():
+        raise InvalidInput(f"{p}: is a directory; give the path of a transcript file", name=str(p))
+    if not p.is_file():
+        raise InvalidInput(f"{p}: no such file; give the path of a transcript file", name=str(p))
+    return p
+
+
+def _guarded(fn: Callable[[], T], name: str) -> T:
+    """Run a read of ``name``; an OS error or runaway recursion becomes a typed error."""
+    try:
+        return fn()
+    except OSError as exc:
+        raise InvalidInput(f"{name}: cannot read the file ({exc.strerror or exc})", name=name) from None
+    except RecursionError:
+        raise ParseError(f"{name}: nested too deeply to import; nothing was imported.", name=name) from None
+
+
+def _blank(src: Source) -> bool:
+    """Only whitespace (read in bounded chunks, never the whole file at once)."""
+    with src._open() as f:
+        while chunk := f.read(1 << 16):
+            if chunk.strip(b" \t\r\n\f\v\xef\xbb\xbf"):
+                return False
+    return True
+
+
+def _import(src: Source, format: str, spill: Spill | None) -> ImportResult:
+    name = src.name
+    if _guarded(lambda: _blank(src), name):
         raise EmptyInput(f"{name}: the file is empty; nothing to import.", name=name)
     if format == "auto":
-        format = detect_text(text, name)
+        format = _guarded(lambda: detect_source(src), name)
     parser = _PARSERS.get(format)
     if parser is None:
         raise UnknownFormat(
@@ -79,11 +152,9 @@ def import_bytes(data: bytes, format: str = "auto", name: str = "<bytes>") -> Im
             name=name,
             known=list(FORMATS),
         )
-    from compactor.importers._common import CURRENT_LINE
-
     CURRENT_LINE.set(None)
     try:
-        return parser(text, name)
+        result = _guarded(lambda: parser(src, name), name)
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         # Valid JSON of the wrong shape (a corrupted or hand-edited file): say where, store nothing.
         line = CURRENT_LINE.get()
@@ -95,18 +166,16 @@ def import_bytes(data: bytes, format: str = "auto", name: str = "<bytes>") -> Im
             name=name,
             line=line,
         ) from exc
-
-
-def import_file(path: str | Path, format: str = "auto") -> ImportResult:
-    """Import the transcript at ``path`` (format detected when ``format="auto"``)."""
-    p = Path(path)
-    return import_bytes(p.read_bytes(), format=format, name=str(p))
+    return bound_tool_outputs(result, src.limits.max_inline_tool_output, spill)
 
 
 __all__ = [
     "FORMATS",
+    "ImportLimits",
     "ImportResult",
     "SkippedLine",
+    "Spill",
+    "Truncation",
     "detect_format",
     "import_bytes",
     "import_file",

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from compactor.events import TextBlock, ToolResultBlock, ToolUseBlock
-from compactor.importers._common import Builder, Draft, ImportResult, source_key
+from compactor.importers._common import Builder, Draft, ImportResult, Source, source_key
 
 FORMAT = "aider"
 
@@ -23,10 +23,10 @@ _RUNNING = re.compile(r"^Running (.+?)\s*$")
 _TOKENS = re.compile(r"^Tokens: ([\d.]+)(k?) sent.*?([\d.]+)(k?) received", re.I)
 
 
-def parse(text: str, name: str) -> ImportResult:
-    b = Builder(FORMAT, source_key(text))
+def parse(src: Source, name: str) -> ImportResult:
+    b = Builder(FORMAT, source_key(src))
     st = _State(b)
-    for no, raw in enumerate(text.splitlines(), start=1):
+    for no, raw in src.lines(keep_empty=True):
         st.line(no, raw)
     st.flush()
     return b.finish()

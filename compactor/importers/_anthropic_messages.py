@@ -11,6 +11,7 @@ from typing import Any
 from compactor.errors import ParseError
 from compactor.events import CompactionBlock, TextBlock, ThinkingBlock, ToolUseBlock
 from compactor.importers._common import (
+    Source,
     Builder,
     ImportResult,
     as_text,
@@ -23,8 +24,8 @@ from compactor.importers._common import (
 FORMAT = "anthropic-messages"
 
 
-def parse(text: str, name: str) -> ImportResult:
-    doc = load_json(text, name, FORMAT)
+def parse(src: Source, name: str) -> ImportResult:
+    doc = load_json(src, name, FORMAT)
     system: Any = None
     if isinstance(doc, dict):
         system = doc.get("system")
@@ -33,7 +34,7 @@ def parse(text: str, name: str) -> ImportResult:
         messages = doc
     if not isinstance(messages, list):
         raise ParseError(f"{name}: expected a list of messages or an object with 'messages'", name=name)
-    b = Builder(FORMAT, source_key(text))
+    b = Builder(FORMAT, source_key(src))
     prefix = f"anthropic-{b.key}"
     sys_text = as_text(system)
     if sys_text:

@@ -19,6 +19,7 @@ from compactor.events import (
     ToolUseBlock,
 )
 from compactor.importers._common import (
+    Source,
     Builder,
     Draft,
     ImportResult,
@@ -54,12 +55,12 @@ _INJECTED_TEXT = re.compile(
 _COMMAND_NAME = re.compile(r"<command-name>\s*(/?[^<]*?)\s*</command-name>")
 
 
-def parse(text: str, name: str) -> ImportResult:
-    b = Builder(FORMAT, source_key(text))
+def parse(src: Source, name: str) -> ImportResult:
+    b = Builder(FORMAT, source_key(src))
     by_msg_id: dict[str, Draft] = {}
     pending_compaction: Draft | None = None
 
-    for no, line in iter_jsonl(text, b):
+    for no, line in iter_jsonl(src, b):
         typ = line.get("type")
         at = parse_time(line.get("timestamp"))
         uid = str(line.get("uuid") or f"cc-{b.key}-L{no}")

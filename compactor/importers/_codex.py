@@ -12,6 +12,7 @@ from typing import Any
 
 from compactor.events import CompactionBlock, TextBlock, ThinkingBlock, ToolUseBlock
 from compactor.importers._common import (
+    Source,
     Builder,
     Draft,
     ImportResult,
@@ -46,9 +47,9 @@ _CALLS = ("function_call", "custom_tool_call", "local_shell_call", "web_search_c
 _OUTPUTS = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
 
 
-def parse(text: str, name: str) -> ImportResult:
-    b = Builder(FORMAT, source_key(text))
-    lines = list(iter_jsonl(text, b))
+def parse(src: Source, name: str) -> ImportResult:
+    b = Builder(FORMAT, source_key(src))
+    lines = list(iter_jsonl(src, b))
     sid = next(
         (
             (line.get("payload") or {}).get("id")

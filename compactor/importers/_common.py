@@ -10,19 +10,22 @@ file, every tool_result refers to an earlier tool_use, tool_use ids unique.
 from __future__ import annotations
 
 import base64
-import hashlib
 import contextvars
+import hashlib
+import io
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from compactor.errors import ParseError
+from compactor.errors import InputTooLarge, ParseError
 from compactor.events import (
+    ArtifactRefBlock,
     Event,
     ImageBlock,
     TextBlock,
@@ -42,6 +45,15 @@ class SkippedLine(BaseModel):
     reason: str = Field(description="What was wrong with it.")
 
 
+class Truncation(BaseModel):
+    """A tool output over the inline limit: moved to the artifact store, or cut."""
+
+    tool_use_id: str = Field(description="The call whose result it is.")
+    bytes: int = Field(description="Size of the whole output (UTF-8).")
+    kept_bytes: int = Field(description="Bytes kept inline (0 when moved to an artifact).")
+    artifact: str | None = Field(default=None, description="artifact:// URI when stored, else None.")
+
+
 class ImportResult(BaseModel):
     """Canonical events of one transcript plus what was skipped and summary counts."""
 
@@ -49,6 +61,139 @@ class ImportResult(BaseModel):
     events: list[Event] = Field(description="seq 1..n assigned, tokens None, ids deterministic.")
     skipped: list[SkippedLine] = Field(default_factory=list)
     stats: dict[str, int] = Field(default_factory=dict)
+    truncated: list[Truncation] = Field(
+        default_factory=list, description="Tool outputs over the inline limit and what became of them."
+    )
+
+
+MiB = 1 << 20
+
+
+class ImportLimits(BaseModel):
+    """Bounds on what an import reads, so a hostile or careless file cannot exhaust memory.
+
+    The CLI fills them from ``Settings`` (``COMPACTOR_MAX_*``); the defaults hold every real
+    transcript seen so far with a wide margin.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    max_line_bytes: int = Field(
+        default=16 * MiB, gt=0, description="Longest JSONL / Markdown line read; longer is an error."
+    )
+    max_json_depth: int = Field(
+        default=200, gt=0, description="Deepest JSON nesting accepted (per line or document)."
+    )
+    max_inline_tool_output: int = Field(
+        default=1 * MiB,
+        gt=0,
+        description="Tool outputs above this many bytes go to the artifact store (or, with no "
+        "store, are cut to head + tail with a marker).",
+    )
+    max_document_bytes: int = Field(
+        default=256 * MiB,
+        gt=0,
+        description="Largest whole-document transcript (.traj, Gemini chat JSON, OpenCode "
+        "export, message lists), which cannot be read line by line.",
+    )
+
+
+def _mib(n: int) -> str:
+    return f"{n / MiB:.1f} MiB" if n >= MiB else f"{n:,} bytes"
+
+
+class Source:
+    """A transcript being imported: read line by line (JSONL, Markdown) or as one bounded
+    document (single-document JSON formats), from a file or from bytes in memory.
+
+    Line-by-line reading never holds more than one line (bounded by ``max_line_bytes``); a
+    whole document is bounded by ``max_document_bytes`` and parsed once (detection hands the
+    parsed document to the importer).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        limits: ImportLimits | None = None,
+        *,
+        path: Path | None = None,
+        data: bytes | None = None,
+    ) -> None:
+        self.name = name
+        self.limits = limits or ImportLimits()
+        self.path = path
+        self.data = data
+        self.doc: Any = _UNSET  # parsed whole document, once parsed
+
+    def _open(self) -> IO[bytes]:
+        if self.data is not None:
+            return io.BytesIO(self.data)
+        assert self.path is not None
+        return open(self.path, "rb")
+
+    @property
+    def size(self) -> int:
+        if self.data is not None:
+            return len(self.data)
+        assert self.path is not None
+        return self.path.stat().st_size
+
+    def head(self, n_bytes: int = 4096) -> str:
+        """The first ``n_bytes`` decoded (BOM dropped)."""
+        with self._open() as f:
+            return _decode(f.read(n_bytes))
+
+    def lines(self, *, keep_empty: bool = False) -> Iterator[tuple[int, str]]:
+        """(1-based line number, line without its newline); InputTooLarge past the line limit."""
+        limit = self.limits.max_line_bytes
+        with self._open() as f:
+            no = 0
+            while True:
+                raw = f.readline(limit + 1)
+                if not raw:
+                    return
+                no += 1
+                if len(raw) > limit and not (len(raw) == limit + 1 and raw.endswith(b"\n")):
+                    raise InputTooLarge(
+                        f"{self.name}:{no}: line longer than {_mib(limit)} (the max line "
+                        "size); nothing was imported. Raise COMPACTOR_MAX_LINE_BYTES if the "
+                        "file is genuine.",
+                        name=self.name,
+                        line=no,
+                        limit="max_line_bytes",
+                    )
+                line = _decode(raw) if no == 1 else raw.decode("utf-8", errors="replace")
+                del raw
+                line = line.rstrip("\n").rstrip("\r")
+                if keep_empty or line.strip():
+                    yield no, line
+
+    def text(self) -> str:
+        """The whole source decoded; InputTooLarge past ``max_document_bytes``."""
+        limit = self.limits.max_document_bytes
+        if self.size > limit:
+            raise InputTooLarge(
+                f"{self.name}: {_mib(self.size)} is over the {_mib(limit)} limit for a "
+                "whole-document transcript (read at once, not line by line); nothing was "
+                "imported. Raise COMPACTOR_MAX_DOCUMENT_BYTES if the file is genuine.",
+                name=self.name,
+                limit="max_document_bytes",
+            )
+        with self._open() as f:
+            return _decode(f.read())
+
+    def document(self, fmt: str) -> Any:
+        """The parsed whole document (parsed once; a broken one is a ParseError)."""
+        if self.doc is _UNSET:
+            self.doc = load_json(self.text(), self.name, fmt, self.limits.max_json_depth)
+        return self.doc
+
+
+_UNSET: Any = object()
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8-sig", errors="replace")
 
 
 @dataclass
@@ -231,25 +376,67 @@ def compute_stats(events: list[Event]) -> dict[str, int]:
 _BAD_ESCAPE = re.compile(r"\\(?![\"\\/bfnrtu])")
 
 
-def source_key(data: str) -> str:
+def source_key(data: str | Source) -> str:
     """Short stable key of a source with no id of its own: hash of its first KiB.
 
     The head of an append-only transcript does not change as it grows, so re-importing a
     longer copy of the same file yields the same ids for the events it already had.
     """
-    return hashlib.sha256(data[:1024].encode("utf-8", "replace")).hexdigest()[:10]
+    # 4 KiB of UTF-8 always hold the first 1,024 characters whole
+    text = data.head(4096) if isinstance(data, Source) else data
+    return hashlib.sha256(text[:1024].encode("utf-8", "replace")).hexdigest()[:10]
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _loads(text: str, **kw: Any) -> Any:
+class TooDeep(ValueError):
+    """JSON nested deeper than the limit (raised by :func:`_loads`)."""
+
+
+def _loads(text: str, max_depth: int = ImportLimits().max_json_depth, **kw: Any) -> Any:
     """``json.loads``, with lone surrogate escapes (a JavaScript agent cut a string between the
     halves of a pair) replaced by U+FFFD: such strings cannot be encoded as UTF-8, so the log
-    could not store them nor the Messages API accept them. Valid pairs are joined by json."""
-    obj = json.loads(text, **kw)
-    return _fix_surrogates(obj) if _SURROGATE_ESCAPE.search(text) else obj
+    could not store them nor the Messages API accept them. Valid pairs are joined by json.
+
+    Nesting deeper than ``max_depth`` raises TooDeep: json's C parser recurses (10,000 levels
+    is a RecursionError) and so do pydantic and the renderers further on.
+    """
+    try:
+        obj = json.loads(text, **kw)
+        # cheap bound first (C speed): fewer opening brackets than the limit cannot nest deeper
+        if text.count("[") + text.count("{") > max_depth and _deeper_than(obj, max_depth):
+            raise TooDeep(max_depth)
+        return _fix_surrogates(obj) if _SURROGATE_ESCAPE.search(text) else obj
+    except RecursionError:
+        raise TooDeep(max_depth) from None
+
+
+def _deeper_than(obj: Any, limit: int) -> bool:
+    """True when containers nest more than ``limit`` levels (iterative: no recursion)."""
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    while stack:
+        o, d = stack.pop()
+        if d > limit:
+            return True
+        if isinstance(o, dict):
+            stack.extend((v, d + 1) for v in o.values() if isinstance(v, (dict, list)))
+        elif isinstance(o, list):
+            stack.extend((v, d + 1) for v in o if isinstance(v, (dict, list)))
+    return False
+
+
+def too_deep(name: str, limit: int, line: int | None = None) -> ParseError:
+    """The error for JSON nested deeper than ``limit``."""
+    where = f"{name}:{line}" if line else name
+    return ParseError(
+        f"{where}: JSON nested deeper than {limit} levels; nothing was imported. Raise "
+        "COMPACTOR_MAX_JSON_DEPTH if the file is genuine.",
+        name=name,
+        line=line,
+        limit="max_json_depth",
+    )
 
 
 def _fix_surrogates(obj: Any) -> Any:
@@ -267,36 +454,57 @@ def _fix_surrogates(obj: Any) -> Any:
 CURRENT_LINE: contextvars.ContextVar[int | None] = contextvars.ContextVar("CURRENT_LINE", default=None)
 
 
-def iter_jsonl(text: str, builder: Builder) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield (1-based line number, object) per JSONL line; report unusable lines.
+def iter_jsonl(src: str | Source, builder: Builder) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (1-based line number, object) per JSONL line, streaming; report unusable lines.
 
     A line that fails only because of invalid backslash escapes (seen where a publisher
-    masked text after serialization) is repaired and counted in ``builder.repaired``.
+    masked text after serialization) is repaired and counted in ``builder.repaired``. A line
+    that is clearly another known format's (a file that mixes two transcripts) is skipped and
+    reported, never silently dropped. A line over the size limit or nested deeper than the
+    depth limit stops the import (InputTooLarge / ParseError naming the line).
     """
-    for no, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
+    from compactor.importers._detect import line_format
+
+    if isinstance(src, str):
+        src = Source("<text>", data=src.encode("utf-8", "surrogatepass"))
+    depth = src.limits.max_json_depth
+    for no, line in src.lines():
         try:
-            obj = _loads(line)
+            obj = _loads(line, depth)
+        except TooDeep:
+            raise too_deep(src.name, depth, no) from None
         except json.JSONDecodeError as e:
             try:
-                obj = _loads(_BAD_ESCAPE.sub(r"\\\\", line), strict=False)
+                obj = _loads(_BAD_ESCAPE.sub(r"\\\\", line), depth, strict=False)
                 builder.repaired += 1
+            except TooDeep:
+                raise too_deep(src.name, depth, no) from None
             except json.JSONDecodeError:
                 builder.skip(no, f"invalid JSON: {e.msg} (column {e.colno})")
                 continue
+        del line
         if not isinstance(obj, dict):
             builder.skip(no, "not a JSON object")
             continue
         CURRENT_LINE.set(no)
+        other = line_format(obj)
+        if other is not None and other != builder.fmt:
+            builder.skip(no, f"a {other} line in a {builder.fmt} file (mixed formats)")
+            continue
         yield no, obj
     CURRENT_LINE.set(None)
 
 
-def load_json(text: str, name: str, fmt: str) -> Any:
+def load_json(
+    text: str | Source, name: str, fmt: str, max_depth: int = ImportLimits().max_json_depth
+) -> Any:
     """Parse a single-document JSON source; a broken one is a ParseError naming the file."""
+    if isinstance(text, Source):
+        return text.document(fmt)
     try:
-        return _loads(text)
+        return _loads(text, max_depth)
+    except TooDeep:
+        raise too_deep(name, max_depth) from None
     except json.JSONDecodeError as e:
         at_end = e.pos >= len(text.rstrip()) - 1
         what = "ends before the JSON document is complete (truncated?)" if at_end else e.msg
@@ -382,8 +590,8 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
         return {}
     if isinstance(raw, str):
         try:
-            val = json.loads(raw)
-        except json.JSONDecodeError:
+            val = _loads(raw)
+        except (json.JSONDecodeError, TooDeep):
             return {"input": raw}
         return val if isinstance(val, dict) else {"input": val}
     return {"input": raw}
@@ -438,3 +646,67 @@ def _int(v: Any) -> int:
         return max(0, int(v or 0))
     except (TypeError, ValueError):
         return 0
+
+
+# --- tool outputs over the inline limit -------------------------------------------------------
+
+#: Stores the bytes of one tool output and returns a reference with previews (the session
+#: log's ``put_artifact``); given by callers that import into a store.
+Spill = Callable[[bytes], ArtifactRefBlock]
+
+
+def bound_tool_outputs(result: ImportResult, limit: int, spill: Spill | None) -> ImportResult:
+    """Tool-output text over ``limit`` bytes: to the artifact store through ``spill`` (the event
+    keeps an artifact_ref block with previews), or without a store cut to head + tail with a
+    marker. Each case is listed in ``result.truncated`` and counted in the stats."""
+    truncs: list[Truncation] = []
+    events: list[Event] = []
+    for e in result.events:
+        blocks = [_bound_result(b, limit, spill, truncs) if isinstance(b, ToolResultBlock) else b for b in e.blocks]
+        changed = any(n is not o for n, o in zip(blocks, e.blocks))
+        events.append(e.with_(blocks=blocks) if changed else e)
+    if not truncs:
+        return result
+    stats = dict(result.stats)
+    stats["tool_outputs_to_artifacts"] = sum(1 for t in truncs if t.artifact)
+    stats["tool_outputs_truncated"] = sum(1 for t in truncs if not t.artifact)
+    return result.model_copy(update={"events": events, "truncated": truncs, "stats": stats})
+
+
+def _over(text: str, limit: int) -> bool:
+    if len(text) > limit:
+        return True  # at least one byte per character
+    if len(text) * 4 <= limit:
+        return False  # at most four
+    return len(text.encode("utf-8", "replace")) > limit
+
+
+def _bound_result(b: ToolResultBlock, limit: int, spill: Spill | None, truncs: list[Truncation]) -> ToolResultBlock:
+    content: list[Any] = []
+    for c in b.content:
+        if isinstance(c, TextBlock) and _over(c.text, limit):
+            data = c.text.encode("utf-8", "replace")
+            if spill is not None:
+                ref = spill(data)
+                truncs.append(Truncation(tool_use_id=b.tool_use_id, bytes=len(data), kept_bytes=0, artifact=ref.uri))
+                content.append(ref)
+            else:
+                text, kept = cut_text(data, limit)
+                truncs.append(Truncation(tool_use_id=b.tool_use_id, bytes=len(data), kept_bytes=kept))
+                content.append(TextBlock(text=text))
+            del data
+        else:
+            content.append(c)
+    if all(n is o for n, o in zip(content, b.content)):
+        return b
+    return b.model_copy(update={"content": content})
+
+
+def cut_text(data: bytes, limit: int) -> tuple[str, int]:
+    """Head + marker + tail of ``data`` within about ``limit`` bytes; (text, bytes kept)."""
+    half = max(limit // 2, 1)
+    # "ignore" drops a character split by the cut, so both halves stay valid UTF-8
+    head = data[:half].decode("utf-8", "ignore")
+    tail = data[-half:].decode("utf-8", "ignore")
+    kept = len(head.encode()) + len(tail.encode())
+    return f"{head}\n[... {len(data) - kept:,} bytes truncated at import ...]\n{tail}", kept

@@ -12,7 +12,8 @@ import json
 import re
 from typing import Any
 
-from compactor.errors import EmptyInput, ParseError, UnknownFormat
+from compactor.errors import EmptyInput, InputTooLarge, ParseError, UnknownFormat
+from compactor.importers._common import ImportLimits, Source, TooDeep, _loads, too_deep
 
 FORMATS = [
     "claude-code",
@@ -53,35 +54,53 @@ _AIDER_STARTED = re.compile(r"^# aider chat started at \d{4}-\d{2}-\d{2}", re.M)
 _AIDER_USER = re.compile(r"^####( |$)", re.M)
 _AIDER_CONSOLE = re.compile(r"^> (Aider v|Tokens: |Applied edit to |Running |Model: )", re.M)
 _SCAN_LINES = 200
+_SAMPLE_BYTES = 4 << 20
 
 
 def known() -> str:
     return ", ".join(FORMATS)
 
 
-def detect_text(text: str, name: str) -> str:
+def detect_text(text: str, name: str, limits: ImportLimits | None = None) -> str:
     """Name of the format of ``text``; raises EmptyInput, UnknownFormat or ParseError."""
-    stripped = text.strip()
-    if not stripped:
+    return detect_source(Source(name, limits, data=text.encode("utf-8", "replace")))
+
+
+def detect_source(src: Source) -> str:
+    """Name of the format of ``src``, read from its head only unless it is one JSON document.
+
+    A single-document candidate (starts with ``[``, or with ``{`` but is not JSONL) is parsed
+    once, within the document limits, and the parsed document is kept on ``src`` for the
+    importer. Raises EmptyInput, UnknownFormat, ParseError or InputTooLarge.
+    """
+    name = src.name
+    sample, first_too_long = _sample(src)
+    if not sample and not first_too_long:
         raise EmptyInput(f"{name}: the file is empty; nothing to import.", name=name)
+    first = (sample[0] if sample else src.head(64)).lstrip()[:1]
+    objs = _jsonl_objects(sample, src.limits.max_json_depth, name)
     doc_error: json.JSONDecodeError | None = None
-    if stripped[0] in "[{":
+    head = src.head(20_000).strip()
+    if first == "[" or (first == "{" and (first_too_long or len(objs) < 2 or not _parses(sample[0]))):
         try:
-            doc = json.loads(stripped)
+            src.doc = _loads(src.text(), src.limits.max_json_depth)
+        except TooDeep:
+            raise too_deep(name, src.limits.max_json_depth) from None
         except json.JSONDecodeError as e:
+            if first_too_long:
+                next(src.lines())  # not one document either: report the over-long line
             doc_error = e
         else:
-            fmt = _single_document(doc)
+            fmt = _single_document(src.doc)
             if fmt:
                 return fmt
-    lines = _jsonl_sample(stripped)
-    fmt = _jsonl_format(lines)
+    fmt = _jsonl_format(objs)
     if fmt:
         return fmt
-    if stripped[0] not in "[{" and _looks_like_aider(text[:200_000]):
+    if first not in ("[", "{") and _looks_like_aider(src.head(200_000)):
         return "aider"
-    if doc_error is not None and _not_jsonl(stripped, len(lines)):
-        guess = _guess_truncated(stripped, name)
+    if doc_error is not None and _not_jsonl(sample, len(objs)):
+        guess = _guess_truncated(head, name)
         if guess:
             return guess
         raise ParseError(
@@ -97,6 +116,30 @@ def detect_text(text: str, name: str) -> str:
     )
 
 
+def _sample(src: Source) -> tuple[list[str], bool]:
+    """The first non-empty lines (at most _SCAN_LINES, about _SAMPLE_BYTES), and whether the
+    very first line is over the line limit (a one-line JSON document, or an error later)."""
+    out: list[str] = []
+    size = 0
+    try:
+        for _, line in src.lines():
+            out.append(line)
+            size += len(line)
+            if len(out) >= _SCAN_LINES or size >= _SAMPLE_BYTES:
+                break
+    except InputTooLarge:
+        return out, not out  # a long line later on is the importer's to report
+    return out, False
+
+
+def _parses(line: str) -> bool:
+    try:
+        json.loads(line)
+    except (json.JSONDecodeError, RecursionError):
+        return False
+    return True
+
+
 def _looks_like_aider(text: str) -> bool:
     if _AIDER_STARTED.search(text):
         return True
@@ -104,9 +147,9 @@ def _looks_like_aider(text: str) -> bool:
     return bool(_AIDER_USER.search(text)) and bool(_AIDER_CONSOLE.search(text))
 
 
-def _not_jsonl(text: str, parsed: int) -> bool:
+def _not_jsonl(sample: list[str], parsed: int) -> bool:
     """A JSON-looking text most of whose lines are not JSON objects: a broken document."""
-    nonempty = sum(1 for line in text.splitlines()[:_SCAN_LINES] if line.strip())
+    nonempty = len(sample)
     return nonempty <= 1 or parsed * 2 < nonempty
 
 
@@ -163,16 +206,16 @@ def _message_list(msgs: list[Any]) -> str | None:
     return "anthropic-messages"
 
 
-def _jsonl_sample(text: str) -> list[dict[str, Any]]:
+def _jsonl_objects(sample: list[str], max_depth: int, name: str) -> list[dict[str, Any]]:
     out = []
-    for i, line in enumerate(text.splitlines()):
-        if i >= _SCAN_LINES:
-            break
+    for line in sample:
         line = line.strip()
         if not line.startswith("{"):
             continue
         try:
-            obj = json.loads(line)
+            obj = _loads(line, max_depth)
+        except TooDeep:
+            continue  # the importer reports it with its line number
         except json.JSONDecodeError:
             continue
         if isinstance(obj, dict):
@@ -183,7 +226,7 @@ def _jsonl_sample(text: str) -> list[dict[str, Any]]:
 def _jsonl_format(objs: list[dict[str, Any]]) -> str | None:
     votes: dict[str, int] = {}
     for o in objs:
-        fmt = _line_format(o)
+        fmt = line_format(o)
         if fmt:
             votes[fmt] = votes.get(fmt, 0) + 1
     if not votes:
@@ -191,8 +234,11 @@ def _jsonl_format(objs: list[dict[str, Any]]) -> str | None:
     return max(votes.items(), key=lambda kv: kv[1])[0]
 
 
-def _line_format(o: dict[str, Any]) -> str | None:
+def line_format(o: dict[str, Any]) -> str | None:
+    """The JSONL format one line clearly belongs to, or None when it could be several."""
     t = o.get("type")
+    if not isinstance(t, str):
+        return None
     if t in _CODEX_TYPES and "payload" in o:
         return "codex"
     if t in _CLAUDE_ONLY:

@@ -13,6 +13,7 @@ from typing import Any
 from compactor.errors import ParseError
 from compactor.events import TextBlock, ThinkingBlock, ToolUseBlock
 from compactor.importers._common import (
+    Source,
     Builder,
     ImportResult,
     as_text,
@@ -26,11 +27,11 @@ from compactor.importers._common import (
 FORMAT = "gemini-chat"
 
 
-def parse(text: str, name: str) -> ImportResult:
-    doc = load_json(text, name, FORMAT)
+def parse(src: Source, name: str) -> ImportResult:
+    doc = load_json(src, name, FORMAT)
     if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
         raise ParseError(f"{name}: a Gemini CLI chat file needs a 'messages' list", name=name)
-    b = Builder(FORMAT, str(doc.get("sessionId") or source_key(text)))
+    b = Builder(FORMAT, str(doc.get("sessionId") or source_key(src)))
     prefix = f"gemini-{b.key}"
     for i, m in enumerate(doc["messages"]):
         if not isinstance(m, dict):

@@ -12,6 +12,7 @@ from typing import Any
 
 from compactor.events import TextBlock, ToolUseBlock
 from compactor.importers._common import (
+    Source,
     Builder,
     Draft,
     ImportResult,
@@ -25,12 +26,12 @@ from compactor.importers._common import (
 FORMAT = "gemini-stream"
 
 
-def parse(text: str, name: str) -> ImportResult:
-    b = Builder(FORMAT, source_key(text))
+def parse(src: Source, name: str) -> ImportResult:
+    b = Builder(FORMAT, source_key(src))
     run = 0
     session: str | None = None
     assistant: Draft | None = None
-    for no, e in iter_jsonl(text, b):
+    for no, e in iter_jsonl(src, b):
         typ = e.get("type")
         at = parse_time(e.get("timestamp"))  # `ts` is harness local time with no zone
         eid = f"gstream-{b.key}-L{no}"

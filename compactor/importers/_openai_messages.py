@@ -12,6 +12,7 @@ from typing import Any
 from compactor.errors import ParseError
 from compactor.events import TextBlock, ToolUseBlock
 from compactor.importers._common import (
+    Source,
     Builder,
     ImportResult,
     as_text,
@@ -25,12 +26,12 @@ from compactor.importers._common import (
 FORMAT = "openai-messages"
 
 
-def parse(text: str, name: str) -> ImportResult:
-    doc = load_json(text, name, FORMAT)
+def parse(src: Source, name: str) -> ImportResult:
+    doc = load_json(src, name, FORMAT)
     messages = doc.get("messages") if isinstance(doc, dict) else doc
     if not isinstance(messages, list):
         raise ParseError(f"{name}: expected a list of messages or an object with 'messages'", name=name)
-    b = Builder(FORMAT, source_key(text))
+    b = Builder(FORMAT, source_key(src))
     prefix = f"openai-{b.key}"
     for i, m in enumerate(messages):
         if not isinstance(m, dict):

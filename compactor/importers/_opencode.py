@@ -13,6 +13,7 @@ from typing import Any
 from compactor.errors import ParseError
 from compactor.events import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from compactor.importers._common import (
+    Source,
     Builder,
     ImportResult,
     as_text,
@@ -26,12 +27,12 @@ from compactor.importers._common import (
 FORMAT = "opencode"
 
 
-def parse(text: str, name: str) -> ImportResult:
-    doc = load_json(text, name, FORMAT)
+def parse(src: Source, name: str) -> ImportResult:
+    doc = load_json(src, name, FORMAT)
     if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
         raise ParseError(f"{name}: an OpenCode export needs a 'messages' list", name=name)
     info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
-    b = Builder(FORMAT, str(info.get("id") or source_key(text)))
+    b = Builder(FORMAT, str(info.get("id") or source_key(src)))
     prefix = f"opencode-{b.key}"
     for i, m in enumerate(doc["messages"]):
         if not isinstance(m, dict):

@@ -14,6 +14,7 @@ from typing import Any
 
 from compactor.events import CompactionBlock, TextBlock, ThinkingBlock, ToolUseBlock
 from compactor.importers._common import (
+    Source,
     Builder,
     ImportResult,
     as_text,
@@ -29,9 +30,9 @@ from compactor.importers._common import (
 FORMAT = "pi"
 
 
-def parse(text: str, name: str) -> ImportResult:
-    b = Builder(FORMAT, source_key(text))
-    lines, off_branch = _active_branch(list(iter_jsonl(text, b)))
+def parse(src: Source, name: str) -> ImportResult:
+    b = Builder(FORMAT, source_key(src))
+    lines, off_branch = _active_branch(list(iter_jsonl(src, b)))
     sid = next((str(e.get("id")) for _, e in lines if e.get("type") == "session" and e.get("id")), None)
     prefix = f"pi-{sid or b.key}"
     model: str | None = None

@@ -13,6 +13,7 @@ from typing import Any
 
 from compactor.events import TextBlock, ToolUseBlock
 from compactor.importers._common import (
+    Source,
     Builder,
     Draft,
     ImportResult,
@@ -26,13 +27,13 @@ from compactor.importers._common import (
 FORMAT = "swe-agent"
 
 
-def parse(text: str, name: str) -> ImportResult:
-    doc = load_json(text, name, FORMAT)
+def parse(src: Source, name: str) -> ImportResult:
+    doc = load_json(src, name, FORMAT)
     if not isinstance(doc, dict) or not isinstance(doc.get("history"), list):
         from compactor.errors import ParseError
 
         raise ParseError(f"{name}: a SWE-agent trajectory needs a 'history' list", name=name)
-    b = Builder(FORMAT, source_key(text))
+    b = Builder(FORMAT, source_key(src))
     pending: str | None = None  # synthetic id of a fenced action awaiting its observation
     task_seen = False
     info = doc.get("info") if isinstance(doc.get("info"), dict) else {}

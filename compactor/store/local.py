@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from compactor.errors import NotFound, PreconditionFailed
+from compactor.errors import InvalidInput, NotFound, PreconditionFailed
 from compactor.store.base import check_key
 
 _STRIPES = 64
@@ -45,6 +45,11 @@ class LocalStore:
         self.fsync = fsync
         self.url = f"file://{self.root}"
         self._dirs_ready = False  # created on first write: reading never creates anything
+        if self.root.exists() and not self.root.is_dir():
+            raise InvalidInput(
+                f"store {self.url} is a file, not a directory; give --store file://DIR "
+                "(a directory, created if missing) or s3://BUCKET/PREFIX"
+            )
 
     def __repr__(self) -> str:
         return f"LocalStore({str(self.root)!r})"
@@ -61,12 +66,24 @@ class LocalStore:
     @contextmanager
     def _locked(self, key: str) -> Iterator[None]:
         if not self._dirs_ready:
-            (self.root / ".locks").mkdir(parents=True, exist_ok=True)
-            (self.root / ".tmp").mkdir(parents=True, exist_ok=True)
+            try:
+                (self.root / ".locks").mkdir(parents=True, exist_ok=True)
+                (self.root / ".tmp").mkdir(parents=True, exist_ok=True)
+            except OSError as exc:  # a parent is a file, or no permission: nothing was written
+                raise InvalidInput(
+                    f"cannot write to store {self.url}: {exc.strerror or exc}; give a writable "
+                    "directory with --store file://DIR"
+                ) from None
             self._dirs_ready = True
         stripe = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=4).digest(), "big")
         path = self.root / ".locks" / f"{stripe % _STRIPES:02d}.lock"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except PermissionError as exc:
+            raise InvalidInput(
+                f"cannot write to store {self.url}: {exc.strerror}; give a writable directory "
+                "with --store file://DIR"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield

@@ -505,10 +505,11 @@ class SessionLog:
         # Serialize once with seq 0; each attempt only rewrites the seq prefix.
         lines: list[bytes] = []
         for e in batch:
-            line = e.with_(seq=0).model_dump_json(exclude_none=True).encode()
+            # bytes straight from pydantic and a view past the prefix: no copies of a big event
+            line = e.__pydantic_serializer__.to_json(e.with_(seq=0), exclude_none=True)
             if not line.startswith(b'{"seq":0,'):  # pragma: no cover - field order is fixed
                 raise AssertionError("Event JSON must start with seq")
-            lines.append(line[9:])
+            lines.append(memoryview(line)[9:])  # type: ignore[arg-type]
         stalled: dict[str, int] = {}
         for attempt in range(self.max_attempts):
             # First attempt: the head this object wrote last, if any (a lone writer then
@@ -940,9 +941,11 @@ class SessionLog:
                     f"its sha256; restore it from a backup",
                     key=key,
                 ) from None
-        text = data.decode("utf-8", errors="replace")
-        head = text[:preview_head]
-        tail = text[-preview_tail:] if len(text) > preview_head and preview_tail else ""
+        # decode only the ends (4 bytes per character at most): a 50 MB output is not copied
+        head = data[: preview_head * 4].decode("utf-8", errors="replace")[:preview_head]
+        tail = ""
+        if preview_tail and len(data) > len(head.encode("utf-8", errors="replace")):
+            tail = data[-preview_tail * 4 :].decode("utf-8", errors="replace")[-preview_tail:]
         return ArtifactRefBlock(
             uri=f"artifact://sha256/{digest}",
             sha256=digest,

@@ -47,3 +47,11 @@ def test_workflow_runner_is_unsandboxed_unless_asked(monkeypatch):
     assert isinstance(_runner_options(Settings())["workflow_runner"], UnsandboxedWorkflowRunner)
     monkeypatch.setenv("COMPACTOR_WORKFLOW_SANDBOX", "1")
     assert Settings().workflow_sandbox and _runner_options(Settings()) == {}
+
+
+def test_import_limits_come_from_the_environment(monkeypatch):
+    monkeypatch.setenv("COMPACTOR_MAX_LINE_BYTES", "4096")
+    monkeypatch.setenv("COMPACTOR_MAX_JSON_DEPTH", "50")
+    limits = Settings().import_limits()
+    assert (limits.max_line_bytes, limits.max_json_depth) == (4096, 50)
+    assert limits.max_inline_tool_output == 1 << 20 and limits.max_document_bytes == 256 << 20
