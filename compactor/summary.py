@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, Field
 
 from compactor.lift import FailedApproach, LiftedState, Request
-from compactor.narrative import norm, select_reasons, select_reports
+from compactor.narrative import fit_report, norm, select_reasons, select_reports
 from compactor.tokens import count_text
 
 GOAL = "Goal"
@@ -76,18 +76,21 @@ _TIER_FILE_READ = 20
 _TIER_QUOTED_CONSTRAINT = 25  # a duplicate: also verbatim inside a request shown in full
 _TIER_DECISION = 30
 _TIER_REASON = 35
+_TIER_EXTRA_REPORT = 38  # an older report past the reports' share: kept while room lasts
+_EXTRA_REPORT_TOKENS = 70
 _TIER_OLD_REPORT = 45
 _TIER_MIDDLE_REQUEST = 40
 _TIER_COMMAND_FAILED = 50
 _TIER_ARTIFACT = 55
-_TIER_FAILED_RESOLVED = 48  # a failure a later run fixed: history, not a problem
+_TIER_FAILED_RESOLVED = 56  # a failure a later run fixed: history, still what not to repeat
+_TIER_ERROR_RESOLVED = 62  # an error name whose failures were all fixed
 _TIER_FAILED_APPROACH = 60
 _TIER_FAILED_OPEN = 70  # a failure nothing fixed yet: the next agent meets it again
 _TIER_OLD_TEST = 65
 _TIER_ERROR = 88  # one short line per distinct error name: cheap and telling
 _TIER_RECENT_REPORT = 72
 _TIER_TODO_DONE = 75
-_TIER_RECENT_REASON = 82
+_TIER_RECENT_REASON = 64
 _TIER_LINK = 80
 _TIER_FILE_CHANGED = 85
 _TIER_TODO_OPEN = 90
@@ -212,6 +215,15 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         tier = _TIER_NEWEST_REPORT if rank == 0 else _TIER_RECENT_REPORT if rank < 3 else _TIER_OLD_REPORT
         answers = f" (answering #{o.request_seq})" if o.request_seq else ""
         doc.add(REPORTS, f"- #{o.seq}{answers}: {text}", tier, o.seq)
+    if budget is not None:
+        # Older reports beyond the share: shortened, and the first thing to go for space.
+        picked = {o.seq for o, _ in reports}
+        for o in sorted(state.outcomes, key=lambda x: x.seq, reverse=True):
+            if o.seq in picked:
+                continue
+            answers = f" (answering #{o.request_seq})" if o.request_seq else ""
+            doc.add(REPORTS, f"- #{o.seq}{answers}: {fit_report(o.text, _EXTRA_REPORT_TOKENS)}",
+                    _TIER_EXTRA_REPORT, o.seq)
     reasons = select_reasons(state.reasons, budget, [t for _, t in reports])
     shown = [norm(t) for _, t in reports] + [norm(r.text) for r in reasons]
 
@@ -267,10 +279,17 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         fixed = [resolved_at.get(e.tool_use_id) for e in items]
         done = f" (resolved at #{max(fixed)})" if all(fixed) else ""  # type: ignore[type-var]
         doc.add(ERRORS, f"- {name} ({seqs}): {_one_line(items[-1].message, 200)}{done}",
-                _TIER_FAILED_RESOLVED if done else _TIER_ERROR, items[-1].seq)
+                _TIER_ERROR_RESOLVED if done else _TIER_ERROR, items[-1].seq)
+    # The same failure repeated (the same call failing the same way) is said once, with its runs.
+    groups: dict[tuple[str, str, bool], list[FailedApproach]] = {}
     for fa in state.failed_approaches:
-        line, tier = _failure_line(fa)
-        doc.add(ERRORS, line, tier, fa.seq)
+        groups.setdefault((fa.what, fa.cause or fa.error, bool(fa.tool_use_id)), []).append(fa)
+    for runs in groups.values():
+        line, tier = _failure_line(runs[-1])
+        if len(runs) > 1:
+            earlier = ", ".join(f"#{fa.seq}" for fa in runs[:-1][-4:])
+            line = line.replace(f"- #{runs[-1].seq} ", f"- #{runs[-1].seq} (×{len(runs)}, also {earlier}) ", 1)
+        doc.add(ERRORS, line, tier, runs[-1].seq)
 
     for d in state.decisions:
         if any(norm(d.text) in t for t in shown):
@@ -289,7 +308,9 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         doc.add(ARTIFACTS, f"- {a.uri} ({a.bytes} bytes, from #{a.seq})", _TIER_ARTIFACT, a.seq)
 
     for link in state.urls:
-        doc.add(LINKS, f"- {link.url}", _TIER_LINK, link.seq)
+        # a link quoted in a request shown in full is still in the summary when this line goes
+        quoted = any(link.url in body for body in shown_in_full)
+        doc.add(LINKS, f"- {link.url}", _TIER_QUOTED_CONSTRAINT if quoted else _TIER_LINK, link.seq)
 
     if latest is not None:
         if goal is not None and latest.seq == goal.seq:
@@ -366,6 +387,13 @@ def render_summary(state: LiftedState, budget_tokens: int, *, latest_full: bool 
     the summary is the only place it is verbatim), and if that is still too much the result is returned over budget (``tokens`` says
     so) for the caller to handle.
     """
+    # Whole reports and reasons when everything fits; their budget shares apply only when
+    # the summary has to give something up.
+    doc = _build(state)
+    text, sections, dropped = _render(doc)
+    tokens = count_text(text)
+    if tokens <= budget_tokens:
+        return RenderedSummary(text=text, sections=sections, tokens=tokens, dropped=dropped)
     doc = _build(state, budget=budget_tokens)
     text, sections, dropped = _render(doc)
     tokens = count_text(text)
