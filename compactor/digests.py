@@ -19,9 +19,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-DIGEST_CHARS = 160
+DIGEST_CHARS = 240
 """A digest is cut to this many characters."""
 QUOTE_CHARS = 56
+CONTENT_CHARS = 200
+SMALL_WRITE_CHARS = 200
+"""A write this small is quoted whole (placeholder ids, seed values, one-line configs)."""
+"""Changed lines quoted (flattened) when they define no names."""
 """Each side of an ``old → new`` pair is cut to this many characters."""
 MAX_NAMES = 6
 
@@ -56,6 +60,10 @@ _CODE_EXT = {
     "tsx": "js", "rs": "rs", "go": "go", "sh": "sh", "bash": "sh", "zsh": "sh", "md": "md",
     "json": "json", "toml": "toml", "yaml": "yaml", "yml": "yaml", "html": "html", "htm": "html",
 }
+
+
+_DATA_KINDS = {"json", "toml", "yaml", ""}
+"""Kinds whose small writes are quoted whole even when they name keys: the values matter."""
 
 
 def _kind(path: str) -> str:
@@ -156,7 +164,9 @@ def write_digest(path: str, text: str, append: bool = False) -> str:
     """``42 lines, 1.3 KB; defines main, Config`` for a whole-file write (or an append)."""
     names = (fragment_names if append else top_names)(path, text)
     head = ("appended " if append else "wrote ") + _size(text)
-    return _flat("; ".join(p for p in (head, _names("defines", names)) if p), DIGEST_CHARS)
+    quote = len(text) <= SMALL_WRITE_CHARS and text.strip() and (not names or _kind(path) in _DATA_KINDS)
+    small = f"\"{_flat(text, CONTENT_CHARS)}\"" if quote else ""
+    return _flat("; ".join(p for p in (head, _names("defines", names), small) if p), DIGEST_CHARS)
 
 
 def _changed_lines(old: str, new: str) -> tuple[list[str], list[str]]:
@@ -191,8 +201,10 @@ def lines_digest(path: str, removed: list[str], added: list[str], prefix: str = 
              _names("adds", [n for n in gained if n not in lost]),
              _names("removes", [n for n in lost if n not in gained])]
     if not parts[1] and not parts[2]:
-        first = added[0] if added else removed[0]
-        parts.append(("first: " if added else "first removed: ") + f"\"{_flat(first, QUOTE_CHARS)}\"")
+        # no names to cite: what the new lines say (the values, the condition, the call)
+        lines = added or removed
+        body = " ⏎ ".join(" ".join(x.split()) for x in lines)
+        parts.append(("new: " if added else "removed: ") + f"\"{_flat(body, CONTENT_CHARS)}\"")
     return _flat(prefix + "; ".join(p for p in parts if p), DIGEST_CHARS)
 
 
@@ -287,4 +299,23 @@ def parse_patch(text: str) -> list[PatchFile]:
             cur.added.append(line[1:])
         elif line.startswith("-"):
             cur.removed.append(line[1:])
+    return out
+
+
+# --- aider ------------------------------------------------------------------------------------
+
+_AIDER_BLOCK_RE = re.compile(
+    r"^(?P<path>[^\n`<>=]{1,300}?)\s*\n```[^\n]*\n<<<<<<< SEARCH\n(?P<old>.*?)^=======\n(?P<new>.*?)^>>>>>>> REPLACE",
+    re.S | re.M,
+)
+
+
+def aider_digests(text: str) -> dict[str, str]:
+    """Path -> digest of the SEARCH/REPLACE blocks in an aider reply (the last block per path
+    wins; an empty SEARCH is a new file)."""
+    out: dict[str, str] = {}
+    for m in _AIDER_BLOCK_RE.finditer(text):
+        path = m.group("path").strip().strip("`*")
+        old, new = m.group("old"), m.group("new")
+        out[path] = write_digest(path, new) if not old.strip() else edit_digest(path, old, new)
     return out

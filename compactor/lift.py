@@ -808,9 +808,13 @@ class _Acc:
     def _text_actions(self, e: Event) -> None:
         """Aider writes its actions as text: 'Applied edit to X', '> Running cmd'."""
         text = e.text
+        if "<<<<<<< SEARCH" in text:
+            self._aider_digests = _digests.aider_digests(text)
         if "Applied edit to" in text:
             for m in _APPLIED_EDIT_RE.finditer(text):
-                self._touch(self.files_changed, m.group(1), e.seq, "edit", None)
+                path = m.group(1)
+                digest = getattr(self, "_aider_digests", {}).get(path.strip().strip("`'\""), "")
+                self._touch(self.files_changed, path, e.seq, "edit", None, digest)
         if "Running " in text:
             for m in _AIDER_RUNNING_RE.finditer(text):
                 cmd = _clip(m.group(1))
@@ -901,8 +905,9 @@ class _Acc:
                 self._touch(self.files_read, p, use_seq, "read", use.id)
         elif act.kind == "change" and not out.failed:
             for p in paths:
+                aider = getattr(self, "_aider_digests", {}) if use.name == "apply_edit" else {}
                 self._touch(self.files_changed, p, use_seq, act.change_op, use.id,
-                            act.digests.get(p) or act.digests.get("", ""))
+                            act.digests.get(p) or act.digests.get("", "") or aider.get(p, ""))
 
         if act.kind == "command" and act.command is not None:
             if use.id not in self._command_ids:

@@ -81,6 +81,8 @@ _EXTRA_REPORT_TOKENS = 70
 _TIER_OLD_REPORT = 45
 _TIER_MIDDLE_REQUEST = 40
 _TIER_COMMAND_FAILED = 50
+_TIER_COMMAND_RECENT_OK = 46  # one of the newest commands that worked
+_RECENT_OK_COMMANDS = 4
 _TIER_ARTIFACT = 55
 _TIER_FAILED_RESOLVED = 56  # a failure a later run fixed: history, still what not to repeat
 _TIER_ERROR_RESOLVED = 62  # an error name whose failures were all fixed
@@ -230,7 +232,7 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     for f in state.files_changed:
         ops = ", ".join(f.ops) if f.ops else "changed"
         times = f" ×{f.count}" if f.count > 1 else ""
-        digest = f": {_one_line(f.digest, 160)}" if f.digest else ""
+        digest = f": {_one_line(f.digest, 240)}" if f.digest else ""
         doc.add(FILES_CHANGED, f"- {f.path} ({ops}{times}, last #{f.seq}){digest}", _TIER_FILE_CHANGED,
                 f.seq)
 
@@ -246,6 +248,9 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     for i, c in enumerate(state.commands):
         latest_by_cmd[c.command] = i
         counts[c.command] = counts.get(c.command, 0) + 1
+    # the newest distinct commands that worked are how the agent got where it is: kept longer
+    recent_ok = [i for i in sorted(set(latest_by_cmd.values())) if state.commands[i].status != "failed"]
+    recent_ok = set(recent_ok[-_RECENT_OK_COMMANDS:])
     for i, c in enumerate(state.commands):
         if latest_by_cmd[c.command] != i:
             continue
@@ -254,7 +259,8 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         else:
             outcome = {"ok": "ok", "failed": "failed", "unknown": "no exit status recorded"}[c.status]
         times = f" ×{counts[c.command]}" if counts[c.command] > 1 else ""
-        tier = _TIER_COMMAND_FAILED if c.status == "failed" else _TIER_COMMAND_OK
+        tier = (_TIER_COMMAND_FAILED if c.status == "failed"
+                else _TIER_COMMAND_RECENT_OK if i in recent_ok else _TIER_COMMAND_OK)
         doc.add(COMMANDS, f"- #{c.seq} {_code(c.command)} → {outcome}{times}", tier, c.seq)
 
     last_test_by_cmd: dict[str, int] = {}

@@ -51,3 +51,21 @@ def test_patch_hunks_per_file() -> None:
     assert files == {"src/new.py": "wrote 2 lines, 26 B; defines fresh",
                      "src/old.py": '"limit = 10" → "limit = 20"', "src/gone.py": "deleted"}
     assert parse_patch(patch.replace("\n", "\\n")) == []  # one long line names no file
+
+
+def test_aider_search_replace_blocks_give_digests() -> None:
+    from compactor.digests import aider_digests
+
+    reply = ("Here is the block:\n\nconfig/app.json\n```json\n<<<<<<< SEARCH\n=======\n"
+             "{\"program_id\": \"PLACEHOLDER111\", \"seeds\": [1, 2, 3]}\n>>>>>>> REPLACE\n```\n\n"
+             "src/x.py\n```python\n<<<<<<< SEARCH\nLIMIT = 3\n=======\nLIMIT = 5\n>>>>>>> REPLACE\n```\n")
+    d = aider_digests(reply)
+    assert "PLACEHOLDER111" in d["config/app.json"] and "[1, 2, 3]" in d["config/app.json"]
+    assert d["src/x.py"] == '"LIMIT = 3" → "LIMIT = 5"'
+
+
+def test_multiline_edit_without_names_quotes_its_new_lines() -> None:
+    from compactor.digests import edit_digest
+
+    d = edit_digest("h.py", "req = ['A', 'B', 'C']\n", "req = ['A', 'B']\nif 'P' in ds:\n    req.append('C')\n")
+    assert "if 'P' in ds:" in d and "req.append('C')" in d
