@@ -33,15 +33,17 @@ async def _workflows(client, query: str) -> list:
     return [wf async for wf in client.list_workflows(query)]
 
 
+@pytest.mark.parametrize("sandbox", [False, True])
 async def test_bound_worker_refuses_another_tenants_workflow_with_nothing_written(
-    temporal_address, store, task_queue
+    temporal_address, store, task_queue, sandbox
 ):
     tenant_a, session = new_ids()
     tenant_b, _ = new_ids()
     for t in (tenant_a, tenant_b):
         SessionLog(store, t, session).append(coding_session())
     before_b = store.list(f"t/{tenant_b}/")
-    async with running_worker(temporal_address, store, task_queue, tenants=[tenant_a]) as client:
+    async with running_worker(temporal_address, store, task_queue, tenants=[tenant_a],
+                              workflow_sandbox=sandbox) as client:
         # A caller that skips our client (any SDK, same namespace) names tenant B.
         with pytest.raises(WorkflowFailureError) as exc:
             await client.execute_workflow(
