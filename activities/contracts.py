@@ -65,6 +65,8 @@ class ErrorType(StrEnum):
     """The checkpoint the snapshot was based on is no longer the head's (rollback meanwhile)."""
     NOT_APPROVED = "NotApproved"
     """A held compaction was rejected by an operator or not approved in time."""
+    TENANT_NOT_ALLOWED = "TenantNotAllowed"
+    """A worker bound to other tenants (``COMPACTOR_TENANTS``) refused the input."""
 
 
 def _cfg() -> ConfigDict:

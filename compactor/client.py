@@ -8,6 +8,10 @@ does nothing; past it, it starts a background compaction and returns the current
 Appends and view reads go straight to the object store (the session log is the source of
 truth, and appends are safe against a running compaction: the swap merges them); only
 compaction goes through Temporal.
+
+A client is bound to its tenant (or to the list given as ``tenants=[...]``, or
+``COMPACTOR_TENANTS``): a call naming another tenant raises ``TenantNotAllowed`` before any
+I/O, and every compaction request is checked (ids, numbers) before a workflow is started.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import (
     SearchAttributeKey,
@@ -26,8 +30,10 @@ from temporalio.common import (
     WorkflowIDReusePolicy,
 )
 
+from compactor.errors import InvalidInput, TenantNotAllowed
 from compactor.events import Event
 from compactor.policy import make_policy, should_compact
+from compactor.tenancy import TenantScope, check_compaction_request, tenant_of_workflow_id
 from compactor.tokens import estimate_context_tokens
 
 WORKFLOW_NAME = "CompactSessionWorkflow"  # = activities.contracts.WORKFLOW_NAME
@@ -55,14 +61,22 @@ class BudgetResult(BaseModel):
 
 
 class CompactorClient:
-    """Platform-facing client. Blocking store calls run in threads."""
+    """Platform-facing client, bound to its tenant(s). Blocking store calls run in threads.
+
+    Args:
+        tenant: the tenant calls act for when they name none (default: the first of
+            ``tenants``, else ``"default"``).
+        tenants: every tenant this client may act for; without it only ``tenant``. A call
+            with ``tenant=`` outside the list raises ``TenantNotAllowed`` before any I/O.
+    """
 
     def __init__(
         self,
         temporal: Client,
         store: Any,
         *,
-        tenant: str = "default",
+        tenant: str | None = None,
+        tenants: Sequence[str] | None = None,
         task_queue: str = "compactor",
         llm_task_queue: str | None = None,
         policy: str = "default",
@@ -71,7 +85,8 @@ class CompactorClient:
     ) -> None:
         self.temporal = temporal
         self.store = store
-        self.tenant = tenant
+        self.scope = TenantScope.for_client(tenant, tenants)
+        self.tenant = self.scope.default
         self.task_queue = task_queue
         self.llm_task_queue = llm_task_queue
         self.policy = policy
@@ -89,6 +104,8 @@ class CompactorClient:
         store = open_store(settings.store)
         temporal = await connect(settings, address, s3_client=_store_s3_client(store))
         kw.setdefault("tenant", settings.tenant)
+        if settings.tenants:
+            kw.setdefault("tenants", list(settings.tenants))
         kw.setdefault("task_queue", settings.task_queue)
         kw.setdefault("llm_task_queue", settings.llm_task_queue)
         kw.setdefault("policy", settings.policy)
@@ -96,11 +113,16 @@ class CompactorClient:
         kw.setdefault("model", settings.model)
         return cls(temporal, store, **kw)
 
+    @property
+    def tenants(self) -> tuple[str, ...]:
+        """The tenants this client may act for."""
+        return self.scope.allowed
+
     # --- log ---------------------------------------------------------------------------------------
     def _log(self, session: str, tenant: str | None = None) -> Any:
         from compactor.store import SessionLog
 
-        return SessionLog(self.store, tenant or self.tenant, session)
+        return SessionLog(self.store, self.scope.check(tenant), session)
 
     async def append(self, session: str, events: Sequence[Event], *, tenant: str | None = None) -> Any:
         """Append events (idempotent by event id); returns the store's AppendResult."""
@@ -130,21 +152,28 @@ class CompactorClient:
         """Start a compaction, or attach to the one already running for this session."""
         from activities.contracts import CompactSessionInput, CompactSessionOutput
 
-        tenant = tenant or self.tenant
-        inp = CompactSessionInput(
-            tenant=tenant,
-            session=session,
-            policy=policy or self.policy,
-            window=window,
-            max_output=max_output,
-            target_tokens=target_tokens,
-            summarizer=summarizer or self.summarizer,  # type: ignore[arg-type]
-            model=self.model,
-            llm_task_queue=self.llm_task_queue,
-            trigger=trigger,
-            pause_before_commit=pause_before_commit,
-            **extra,
-        )
+        tenant = self.scope.check(tenant)
+        try:
+            inp = CompactSessionInput(
+                tenant=tenant,
+                session=session,
+                policy=policy or self.policy,
+                window=window,
+                max_output=max_output,
+                target_tokens=target_tokens,
+                summarizer=summarizer or self.summarizer,  # type: ignore[arg-type]
+                model=self.model,
+                llm_task_queue=self.llm_task_queue,
+                trigger=trigger,
+                pause_before_commit=pause_before_commit,
+                **extra,
+            )
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = ".".join(str(p) for p in err.get("loc", ()))
+            raise InvalidInput(f"invalid compaction request: {field}: {err.get('msg')}") from None
+        # Before the workflow exists: a bad request must not leave a failed run in history.
+        check_compaction_request(inp)
         return await self.temporal.start_workflow(
             WORKFLOW_NAME,
             inp,
@@ -161,6 +190,43 @@ class CompactorClient:
             ),
             static_summary=f"compact {tenant}/{session} ({trigger})",
         )
+
+    # --- operators: records and history, scoped to the bound tenants -------------------------------
+    async def records(self, session: str, *, tenant: str | None = None) -> list[Any]:
+        """The session's CompactionRecords (store), for a bound tenant only."""
+        log = self._log(session, tenant)
+        return await asyncio.to_thread(log.list_records)
+
+    async def history(self, workflow_id: str, *, run_id: str | None = None) -> Any:
+        """A compaction's Temporal history, when the workflow belongs to a bound tenant.
+
+        The tenant is read from the workflow id before any call (``compact/T/S``) and, as the
+        id is chosen by whoever starts a workflow, also from its ``CompactorTenant`` search
+        attribute; an id that names no tenant is refused.
+        """
+        named = tenant_of_workflow_id(workflow_id)
+        if named is None:
+            raise TenantNotAllowed(
+                f"workflow {workflow_id!r} names no tenant; this client reads only compactor "
+                f"workflows of {', '.join(self.tenants)}", workflow_id=workflow_id,
+            )
+        self.scope.check(named)
+        handle = self.temporal.get_workflow_handle(workflow_id, run_id=run_id)
+        desc = await handle.describe()
+        attr = desc.typed_search_attributes.get(SearchAttributeKey.for_keyword("CompactorTenant"))
+        if attr is not None:
+            self.scope.check(attr)
+        return await handle.fetch_history()
+
+    async def compactions(self, *, tenant: str | None = None, limit: int = 100) -> list[Any]:
+        """Recent compaction workflows (``WorkflowExecution``), of the bound tenants only."""
+        tenants = [self.scope.check(tenant)] if tenant is not None else list(self.tenants)
+        listed = ", ".join(f"'{t}'" for t in tenants)  # ids are validated: no quotes in them
+        query = f"WorkflowType = '{WORKFLOW_NAME}' AND CompactorTenant IN ({listed})"
+        out: list[Any] = []
+        async for wf in self.temporal.list_workflows(query, limit=limit):
+            out.append(wf)
+        return out
 
     async def compact(self, session: str, *, wait: bool = True, **kw: Any) -> Any:
         """Request a compaction; with ``wait`` return its CompactSessionOutput, else the handle."""

@@ -41,6 +41,15 @@ class InputTooLarge(InvalidInput):
     code = "input_too_large"
 
 
+class TenantNotAllowed(CompactorError):
+    """A request names a tenant the client, CLI or worker is not bound to (``COMPACTOR_TENANTS``,
+    ``CompactorClient(tenant=..., tenants=[...])``); refused before any I/O. Exit 2: retrying
+    cannot help, the caller must use credentials bound to that tenant."""
+
+    code = "tenant_not_allowed"
+    exit_code = 2
+
+
 class NotFound(CompactorError):
     code = "not_found"
 

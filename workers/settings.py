@@ -7,10 +7,10 @@ history and environment values are not.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import AliasChoices, Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 if TYPE_CHECKING:
     from compactor.importers import ImportLimits
@@ -26,7 +26,17 @@ class Settings(BaseSettings):
         description="Object store URL: file://DIR (local directory) or s3://BUCKET/PREFIX "
         "(AWS, MinIO or any S3 endpoint via AWS_ENDPOINT_URL).",
     )
-    tenant: str = Field(default="default", description="Default tenant id for CLI commands.")
+    tenant: str = Field(
+        default="default",
+        description="Default tenant id for CLI commands and clients; with COMPACTOR_TENANTS set "
+        "and this unset, the first bound tenant.",
+    )
+    tenants: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Tenant allow-list (comma-separated). A worker with it refuses, "
+        "non-retryably and before any store I/O, every workflow and activity of another tenant; "
+        "a client and the CLI refuse requests for other tenants. Empty = unbound (all tenants).",
+    )
     task_queue: str = Field(
         default="compactor", description="Task queue of the workflow and the store activities."
     )
@@ -136,6 +146,29 @@ class Settings(BaseSettings):
         description="Import: largest whole-document transcript (.traj, Gemini chat JSON, "
         "OpenCode export, message lists), which is read at once rather than line by line.",
     )
+
+    @field_validator("tenants", mode="before")
+    @classmethod
+    def _split_tenants(cls, value: Any) -> list[str]:
+        from compactor.errors import InvalidId
+        from compactor.tenancy import parse_tenants
+
+        try:
+            return list(parse_tenants(value))
+        except InvalidId as exc:  # -> a ValidationError naming COMPACTOR_TENANTS
+            raise ValueError(str(exc)) from None
+
+    @model_validator(mode="after")
+    def _tenant_in_tenants(self) -> "Settings":
+        if not self.tenants:
+            return self
+        if "tenant" not in self.model_fields_set:
+            self.tenant = self.tenants[0]
+        elif self.tenant not in self.tenants:
+            raise ValueError(
+                f"COMPACTOR_TENANT {self.tenant!r} is not in COMPACTOR_TENANTS ({', '.join(self.tenants)})"
+            )
+        return self
 
     def import_limits(self) -> "ImportLimits":
         """The import bounds as the importers take them."""

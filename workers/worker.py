@@ -225,6 +225,7 @@ def build_workers(
     # Replacements passed in (tests) win over the default implementation of the same name.
     names = {_activity_name(a) for a in extra_activities}
     acts = [a for a in acts if _activity_name(a) not in names] + list(extra_activities)
+    guard = _tenant_guard(settings, tq)
     main = Worker(
         client,
         task_queue=tq,
@@ -232,6 +233,7 @@ def build_workers(
         activities=acts,
         max_concurrent_activities=settings.max_concurrent_activities,
         max_concurrent_local_activities=settings.max_concurrent_activities,
+        interceptors=guard,
         **_runner_options(settings),
     )
     workers = [main]
@@ -245,9 +247,25 @@ def build_workers(
                     activities=llm_acts,
                     max_concurrent_activities=settings.llm_concurrency,
                     max_task_queue_activities_per_second=settings.llm_rate_limit,
+                    interceptors=guard,
                 )
             )
     return workers
+
+
+def _tenant_guard(settings: Settings, task_queue: str) -> list[Any]:
+    """The TenantGuard interceptor of a worker bound to tenants (COMPACTOR_TENANTS), else none."""
+    if not settings.tenants:
+        return []
+    from workers.tenant_guard import TenantGuard
+
+    if task_queue == Settings.model_fields["task_queue"].default:
+        log.warning(
+            "worker bound to tenants %s polls the shared task queue %r: it will fail other "
+            "tenants' compactions; give it its own COMPACTOR_TASK_QUEUE",
+            ", ".join(settings.tenants), task_queue,
+        )
+    return [TenantGuard(settings.tenants)]
 
 
 def _runner_options(settings: Settings) -> dict[str, Any]:

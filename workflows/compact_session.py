@@ -63,7 +63,9 @@ with workflow.unsafe.imports_passed_through():
         BreakerRecordInput,
         BreakerRecordOutput,
     )
+    from compactor.errors import InvalidInput
     from compactor.records import CompactionRecord, SeqRange
+    from compactor.tenancy import check_compaction_request
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -142,6 +144,20 @@ LOCAL_COMMIT_PATCH = "local-commit-record"
 # approval cannot hold the session's workflow id (and every request attached to it) forever.
 APPROVAL_TIMEOUT_PATCH = "approval-timeout"
 _LOCAL_SINCE_PATCH = {ActivityName.COMMIT_SWAP, ActivityName.WRITE_RECORD}
+# The input is checked (ids, numbers; pure, no I/O) before anything else, so a request that
+# slipped past the client's own check fails at once, non-retryable, with nothing read or
+# written. Behind a patch: older histories went straight to the search attributes.
+INPUT_CHECK_PATCH = "check-input"
+
+
+def check_input(inp: CompactSessionInput) -> None:
+    """Raise the non-retryable InvalidInput failure for a request that can never succeed."""
+    try:
+        check_compaction_request(inp)
+    except InvalidInput as exc:
+        raise ApplicationError(
+            f"invalid compaction request: {exc}", type=str(ErrorType.INVALID_INPUT), non_retryable=True
+        ) from None
 
 
 def _repairs(ext: ExternalizeOutput, val: ValidateOutput, summarizer: str) -> list[str]:
@@ -195,6 +211,8 @@ class CompactSessionWorkflow:
     @workflow.run
     async def run(self, inp: CompactSessionInput) -> CompactSessionOutput:
         self._inp = inp
+        if workflow.patched(INPUT_CHECK_PATCH):
+            check_input(inp)
         self._set(summarizer=inp.summarizer)
         info = workflow.info()
         # The execution start time (in history): re-executions after a lost worker agree on it,

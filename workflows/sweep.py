@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from activities.contracts import (
@@ -23,13 +23,28 @@ with workflow.unsafe.imports_passed_through():
         SweepInput,
         SweepOutput,
     )
+    from activities.contracts import ErrorType
+    from compactor.errors import InvalidInput
+    from compactor.tenancy import check_sweep_request
     from workflows.compact_session import STORE_RETRY, workflow_id_for
+
+# Ids and numbers are checked first (pure), so a bad sweep lists nothing; behind a patch for
+# older histories.
+INPUT_CHECK_PATCH = "check-input"
 
 
 @workflow.defn(name=SWEEP_WORKFLOW_NAME)
 class SweepSessionsWorkflow:
     @workflow.run
     async def run(self, inp: SweepInput) -> SweepOutput:
+        if workflow.patched(INPUT_CHECK_PATCH):
+            try:
+                check_sweep_request(inp)
+            except InvalidInput as exc:
+                raise ApplicationError(
+                    f"invalid sweep request: {exc}", type=str(ErrorType.INVALID_INPUT),
+                    non_retryable=True,
+                ) from None
         due = await workflow.execute_activity(
             str(ActivityName.LIST_DUE_SESSIONS),
             inp,

@@ -7,6 +7,7 @@ import importlib
 import os
 import sys
 
+from compactor.cli.common import check_tenant_arg
 from compactor.errors import CompactorError
 
 # Modules that add subcommands; each defines register(subparsers). Order = help order.
@@ -44,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        check_tenant_arg(args)  # COMPACTOR_TENANTS binds the CLI: refuse before any I/O
         rc = args.func(args)
     except CompactorError as exc:
         print(f"compactor: error: {exc}", file=sys.stderr)

@@ -17,15 +17,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from compactor.cli.common import DEFAULT_STORE, DEFAULT_TENANT
+from compactor.cli.common import DEFAULT_STORE, default_tenant
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
     """Options only the durable path uses."""
     p.add_argument("--store", default=os.environ.get("COMPACTOR_STORE", DEFAULT_STORE),
                    help="object store URL: file://DIR (default %(default)s) or s3://BUCKET/PREFIX")
-    p.add_argument("--tenant", default=os.environ.get("COMPACTOR_TENANT", DEFAULT_TENANT),
-                   help="tenant id (default %(default)s)")
+    p.add_argument("--tenant", default=default_tenant(),
+                   help="tenant id (default %(default)s; must be in COMPACTOR_TENANTS when that is set)")
     p.add_argument("--session", default=None, help="session id (default: the file's name)")
     p.add_argument("--summarizer", default=None, choices=["structured", "anthropic", "anthropic-native"],
                    help="summarizer (default: COMPACTOR_SUMMARIZER or structured)")
@@ -69,7 +69,8 @@ async def _run(args: argparse.Namespace) -> int:
     summarizer = args.summarizer or settings.summarizer
     async with _stack(settings, store, local_worker=args.local_worker,
                       with_llm=summarizer != "structured") as client:
-        cc = CompactorClient(client, store, tenant=settings.tenant, task_queue=settings.task_queue,
+        cc = CompactorClient(client, store, tenant=settings.tenant, tenants=settings.tenants or None,
+                             task_queue=settings.task_queue,
                              llm_task_queue=settings.llm_task_queue, policy=args.policy,
                              summarizer=summarizer, model=args.model or settings.model)
         handle = await cc.start_compaction(session, window=args.window, max_output=args.max_output,

@@ -17,6 +17,44 @@ DEFAULT_STORE = "file://./.compactor"
 DEFAULT_TENANT = "default"
 
 
+def default_tenant() -> str:
+    """``COMPACTOR_TENANT``, else the first of ``COMPACTOR_TENANTS``, else ``default``."""
+    first = os.environ.get("COMPACTOR_TENANTS", "").split(",")[0].strip()
+    return os.environ.get("COMPACTOR_TENANT") or first or DEFAULT_TENANT
+
+
+def cli_scope() -> Any:
+    """The tenants this CLI process may act for (``COMPACTOR_TENANTS``; unset = any)."""
+    from compactor.tenancy import TenantScope, parse_tenants
+
+    return TenantScope(parse_tenants(os.environ.get("COMPACTOR_TENANTS")))
+
+
+def check_tenant_arg(args: argparse.Namespace) -> None:
+    """Refuse a ``--tenant`` outside ``COMPACTOR_TENANTS`` before the command does anything."""
+    tenant = getattr(args, "tenant", None)
+    if tenant is not None:
+        cli_scope().check(tenant)
+
+
+def check_workflow_id(workflow_id: str) -> None:
+    """With ``COMPACTOR_TENANTS``: a workflow id must name one of those tenants."""
+    from compactor.errors import TenantNotAllowed
+    from compactor.tenancy import tenant_of_workflow_id
+
+    scope = cli_scope()
+    if not scope.bound:
+        return
+    named = tenant_of_workflow_id(workflow_id)
+    if named is None:
+        raise TenantNotAllowed(
+            f"workflow {workflow_id!r} names no tenant; with COMPACTOR_TENANTS set only "
+            f"compact/TENANT/SESSION and sweep/TENANT workflows of {', '.join(scope.allowed)} "
+            "can be read", workflow_id=workflow_id,
+        )
+    scope.check(named)
+
+
 def add_store_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--store",
@@ -25,8 +63,8 @@ def add_store_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--tenant",
-        default=os.environ.get("COMPACTOR_TENANT", DEFAULT_TENANT),
-        help="tenant id (default %(default)s)",
+        default=default_tenant(),
+        help="tenant id (default %(default)s; must be in COMPACTOR_TENANTS when that is set)",
     )
 
 

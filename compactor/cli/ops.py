@@ -357,8 +357,21 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 async def _fetch_history(settings: Any, workflow_id: str, run_id: str | None = None) -> Any:
+    """A workflow's history; with COMPACTOR_TENANTS, only a bound tenant's (id, then its
+    CompactorTenant search attribute)."""
+    from temporalio.common import SearchAttributeKey
+
+    from compactor.cli.common import check_workflow_id, cli_scope
+
+    check_workflow_id(workflow_id)  # before any RPC
     client = await _client(settings)
-    return await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+    handle = client.get_workflow_handle(workflow_id, run_id=run_id)
+    if cli_scope().bound:
+        desc = await handle.describe()
+        attr = desc.typed_search_attributes.get(SearchAttributeKey.for_keyword("CompactorTenant"))
+        if attr is not None:
+            cli_scope().check(attr)
+    return await handle.fetch_history()
 
 
 async def _history(args: argparse.Namespace) -> int:
@@ -536,12 +549,15 @@ async def _sweep(args: argparse.Namespace) -> int:
     from activities.contracts import SWEEP_WORKFLOW_NAME, PolicyRef, SweepInput, SweepOutput
 
     settings = _settings(args)
-    client = await _client(settings)
     inp = SweepInput(
         tenant=settings.tenant,
         policy=PolicyRef(preset=args.policy, window=args.window, max_output=args.max_output),
         summarizer=settings.summarizer,  # type: ignore[arg-type]
     )
+    from compactor.tenancy import check_sweep_request
+
+    check_sweep_request(inp)  # before a schedule or workflow exists
+    client = await _client(settings)
     sched_id = f"compactor-sweep-{settings.tenant}"
     if args.delete:
         await client.get_schedule_handle(sched_id).delete()

@@ -179,8 +179,28 @@ class S3Store:
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
             if status == 404:
                 raise self._no_bucket() from None
-            raise self._map(exc, "") from None
+            if status != 403:  # 403: it exists, these credentials may not list all of it
+                raise self._map(exc, "") from None
         self._bucket_checked = True
+
+    def _denied_but_absent(self, exc: Exception, full: str) -> bool:
+        """A 403 on a key that does not exist.
+
+        Credentials confined to a tenant's prefix (infra/iam/tenant-policy.json) may list only
+        under it, and S3 then answers a read of a missing key with 403, not 404. Listing that
+        one key (allowed under the prefix) tells a missing key from a real denial.
+        """
+        from botocore.exceptions import ClientError
+
+        if not isinstance(exc, ClientError):
+            return False
+        if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") != 403:
+            return False
+        try:
+            r = self.client.list_objects_v2(Bucket=self.bucket, Prefix=full, MaxKeys=1)
+        except Exception:  # noqa: BLE001 - cannot tell: the original denial stands
+            return False
+        return not any(o.get("Key") == full for o in r.get("Contents", ()))
 
     # --- protocol ---------------------------------------------------------------------------
     def get(self, key: str) -> tuple[bytes, str]:
@@ -189,6 +209,8 @@ class S3Store:
             r = self.client.get_object(Bucket=self.bucket, Key=full)
             data = r["Body"].read()
         except Exception as exc:
+            if self._denied_but_absent(exc, full):
+                raise NotFound(f"no object {key!r} in {self.url}", key=key) from None
             raise self._map(exc, key) from None
         return data, r["ETag"]
 
@@ -197,6 +219,8 @@ class S3Store:
         try:
             r = self.client.head_object(Bucket=self.bucket, Key=full)
         except Exception as exc:
+            if self._denied_but_absent(exc, full):
+                return None
             mapped = self._map(exc, key)
             if isinstance(mapped, NotFound) and not isinstance(mapped, BucketNotFound):
                 self._check_bucket()
