@@ -45,7 +45,7 @@ from compactor.layers import ARTIFACT_URI
 from compactor.measure import view_tokens
 from compactor.records import Checkpoint
 from compactor.tokens import count_event
-from compactor.view import summary_event
+from compactor.view import LATE_RESULTS, summary_event
 
 CODES = [
     "tool_pairing",
@@ -140,7 +140,10 @@ def check_tool_pairing(events: Sequence[Event], view: Sequence[Event]) -> list[V
     """The rendered request is valid for the Messages API: each assistant tool_use is answered
     in the very next user message, and each tool_result answers the message just before."""
     out: list[Violation] = []
-    answered_in_source = {r.tool_use_id for e in events for r in e.tool_results}
+    # A result the view shows as text where it arrived (view.place_results) is not an answer:
+    # its call is closed as unanswered by render_request.
+    shown_late = {uid for e in view for uid in e.meta.get(LATE_RESULTS, ())}
+    answered_in_source = {r.tool_use_id for e in events for r in e.tool_results} - shown_late
     seq_of_use = {u.id: e.seq for e in view for u in e.tool_uses}
     _, messages = to_anthropic(view)
     seen_uses: set[str] = set()
