@@ -129,6 +129,54 @@ def validate(
     return out
 
 
+def merge_context(tail: Sequence[Event]) -> int | None:
+    """Where the last assistant message of ``tail`` starts (an index), or None when ``tail``
+    does not show it (no assistant message, or it may begin before ``tail``): the caller then
+    reads further back, or takes the whole tail.
+
+    A merge re-checks pairing from there on: the events before it are answered or not by
+    themselves, whatever is appended later.
+    """
+    from compactor.view import message_role
+
+    i = len(tail) - 1
+    while i >= 0 and message_role(tail[i]) != "assistant":
+        i -= 1
+    if i < 0:
+        return None
+    while i > 0 and message_role(tail[i - 1]) in ("assistant", None):
+        i -= 1
+    return i if i > 0 else None
+
+
+def validate_merge(
+    *, context: Sequence[Event], new_events: Sequence[Event], checkpoint: Checkpoint, snapshot_version: int
+) -> list[Violation]:
+    """What events appended after the snapshot can break in a validated candidate (DESIGN §5
+    step 7), in O(new events): their order, the pairing of the request from the last message
+    of the snapshot's view on (``context``, see ``merge_context``), pinned events and the
+    latest request among them. Checks of the summary itself (constraints, identifiers, size,
+    unknown outcomes) are unchanged unless the merge reconciled the state; the caller
+    re-validates fully then.
+    """
+    from compactor.view import place_results
+
+    out: list[Violation] = []
+    seqs = [e.seq for e in new_events]
+    if seqs != list(range(snapshot_version + 1, snapshot_version + 1 + len(seqs))):
+        out.append(Violation(code="range_not_contiguous",
+                             message=f"events appended after {snapshot_version} have gaps or repeats"))
+    window = [*context, *new_events]
+    shown = [e.with_(blocks=list(checkpoint.replacements[e.seq]), tokens=None)
+             if e.seq in checkpoint.replacements else e for e in window]
+    view = place_results(shown, checkpoint)
+    out += check_tool_pairing(window, view)
+    out += check_pinned(new_events, view)
+    if any(e.is_user_request for e in new_events):
+        out += check_latest_request(window, view)
+    return out
+
+
 def _end(ckpt: Checkpoint | None) -> int:
     return 0 if ckpt is None or ckpt.covers.empty else ckpt.covers.end
 
