@@ -183,6 +183,27 @@ class FreezeInput(BaseModel):
     session: str
 
 
+class OwnCommit(BaseModel):
+    """A checkpoint an earlier execution of this workflow run committed (the head names the
+    run: ``Head.checkpoint_run``), found when the run is executed again after a lost worker
+    or a lost workflow task. The run reports it instead of planning again."""
+
+    model_config = _cfg()
+
+    checkpoint: str
+    checkpoint_sha256: str | None = None
+    committed_version: int = Field(default=0, description="Last seq the checkpoint was merged up to.")
+    covers_end: int = 0
+    summarizer: str = "structured"
+    summary_tokens: int = 0
+    tokens_before: int = Field(default=0, description="View tokens under the previous checkpoint at the commit.")
+    tokens_after: int = Field(default=0, description="View tokens now.")
+    record: CompactionRecord | None = Field(
+        default=None, description="The record that execution stored, if it got that far."
+    )
+    record_key: str = ""
+
+
 class SnapshotRef(_Out):
     """The frozen snapshot: head version + etag + metadata, no bodies."""
 
@@ -202,6 +223,9 @@ class SnapshotRef(_Out):
     view_tokens: int = Field(default=0, description="Tokens of the current view.")
     tool_uses: int = 0
     pinned: int = 0
+    own_commit: OwnCommit | None = Field(
+        default=None, description="Set when this workflow run already committed (see OwnCommit)."
+    )
 
 
 class PolicyRef(BaseModel):

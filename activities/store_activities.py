@@ -45,6 +45,7 @@ from activities.contracts import (
     FreezeInput,
     LiftInput,
     LiftOutput,
+    OwnCommit,
     PlanInput,
     PlanOutput,
     PolicyRef,
@@ -95,6 +96,124 @@ def _policy(ref: PolicyRef) -> Any:
 
 def _dumps(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _workflow_run_id() -> str:
+    """The run this activity works for ("" outside an activity, e.g. direct calls in tests)."""
+    try:
+        return activity.info().workflow_run_id or ""
+    except RuntimeError:
+        return ""
+
+
+def _own_commit(head: Head, run: str, base_id: str) -> bool:
+    """Did this workflow run (an earlier execution of it) set the head's checkpoint?"""
+    if not head.checkpoint:
+        return False
+    if run and head.checkpoint_run:
+        return head.checkpoint_run == run
+    # heads without a run (older writers, direct calls): the deterministic checkpoint id
+    return head.checkpoint == base_id or head.checkpoint.startswith(base_id + "-m")
+
+
+class _Merge:
+    """The merges of one ``commit_swap``: events appended since the snapshot, read
+    incrementally, and the candidate rebuilt over them in O(new events).
+
+    Attributes:
+        base: the validated candidate (as stored).
+        new: events appended after the snapshot, read so far.
+        count: merges done; reconciled: tool_use ids resolved by the latest merge.
+    """
+
+    def __init__(self, acts: StoreActivities, log: SessionLog, snap: SnapshotRef,
+                 base: Checkpoint, prev: Checkpoint | None) -> None:
+        self.acts, self.log, self.snap, self.base, self.prev = acts, log, snap, base, prev
+        self.new: list[Event] = []
+        self.count = 0
+        self.reconciled: list[str] = []
+        self._context: list[Event] | None = None
+        self._old: list[Event] | None = None
+        self._checked: set[str] = set()  # digests of reconciled summaries already validated
+
+    def read_new(self, head: Head) -> list[Event]:
+        """Events appended since the snapshot (only those since the last read are fetched)."""
+        upto = self.new[-1].seq if self.new else self.snap.version
+        if head.version > upto:
+            self.new += self.log.read_events(upto + 1, head.version, head=head)
+        return self.new
+
+    def old_events(self) -> list[Event]:
+        """What the compaction saw (pinned + events after the previous checkpoint), read once."""
+        if self._old is None:
+            from compactor.engine import prepare
+
+            self._old = prepare(self.acts.engine_events(self.log, self.snap), self.prev)
+        return self._old
+
+    def context(self, head: Head) -> list[Event]:
+        """The snapshot's view tail from its last assistant message on (``merge_context``):
+        read from the last segments back, usually one."""
+        if self._context is not None:
+            return self._context
+        from compactor.invariants import merge_context
+
+        end, v = self.base.covers.end if not self.base.covers.empty else 0, self.snap.version
+        segs = [s for s in head.segments if s.first <= v and s.last > end]
+        tail: list[Event] = []
+        for seg in reversed(segs):
+            tail = [e for e in self.log._events(seg) if end < e.seq <= v] + tail
+            i = merge_context(tail)
+            if i is not None:
+                tail = tail[i:]
+                break
+        self._context = tail
+        return tail
+
+    def candidate(self, head: Head) -> Checkpoint:
+        """The candidate over every event appended since the snapshot; raises a
+        non-retryable InvariantViolation if they break the view."""
+        from compactor.engine import reconcile_checkpoint
+        from compactor.events import content_hash
+        from compactor.invariants import validate_merge
+
+        self.count += 1
+        new = self.read_new(head)
+        merged_id = f"{self.base.id}-m{content_hash(new)[:10]}"[:128]
+        ckpt, self.reconciled = reconcile_checkpoint(self.base, new, checkpoint_id=merged_id)
+        vio = validate_merge(context=self.context(head), new_events=new, checkpoint=ckpt,
+                             snapshot_version=self.snap.version)
+        if self.reconciled and not vio:
+            vio = self._summary_checks(ckpt)
+        if vio:
+            raise ApplicationError(
+                "merging the events appended during the compaction breaks "
+                f"{len(vio)} invariant(s); nothing was changed: " + "; ".join(str(v) for v in vio),
+                [str(v) for v in vio],
+                type=str(ErrorType.INVARIANT_VIOLATION),
+                non_retryable=True,
+            )
+        return ckpt
+
+    def _summary_checks(self, ckpt: Checkpoint) -> list[Any]:
+        """A reconciled state re-renders the summary: validate it in full, once per summary."""
+        import hashlib
+
+        from compactor.invariants import validate
+        from compactor.view import build_view
+
+        key = hashlib.sha256(_dumps([ckpt.summary, ckpt.state])).hexdigest()
+        if key in self._checked:
+            return []
+        evs = self.old_events() + self.new
+        view = build_view(evs, ckpt)
+        arts = self.acts._view_artifacts(self.log, evs, ckpt, view)
+        vio = [v for v in validate(events=evs, checkpoint=ckpt, view=view, target_tokens=None,
+                                   artifacts=arts, prev_checkpoint=self.prev)
+               if v.code not in SOFT_VIOLATIONS]
+        if not vio:
+            self._checked.add(key)
+        return vio
 
 
 class StoreActivities:
@@ -278,8 +397,13 @@ class StoreActivities:
             )
             evs = self.engine_events(log, snap, head)
             tokens = sum(e.tokens or 0 for e in evs) + (prev.summary_tokens if prev and end else 0)
+            run = _workflow_run_id()
+            own = None
+            if run and head.checkpoint_run == run and prev is not None:
+                own = self._own_commit(log, head, prev, run, tokens)
             return snap.model_copy(
                 update={
+                    "own_commit": own,
                     "events": head.version,
                     "view_tokens": tokens,
                     "tool_uses": sum(len(e.tool_uses) for e in evs),
@@ -290,6 +414,37 @@ class StoreActivities:
             )
 
         return await self._run(work)
+
+    def _own_commit(self, log: SessionLog, head: Head, ckpt: Checkpoint, run: str, tokens_now: int) -> OwnCommit:
+        """What this run committed before it was executed again: the head's checkpoint, the
+        record that execution stored (if any), and the view size before and after it."""
+        key = f"{log.prefix}records/{run}.json"
+        try:
+            record = log.read_record(key)
+        except errors.NotFound:
+            record = None
+        prev = None
+        if ckpt.based_on:
+            try:  # only counted here, never served or built on
+                prev = log.read_checkpoint(ckpt.based_on)
+            except errors.NotFound:
+                pass
+        start = 0 if prev is None or prev.covers.empty else prev.covers.end
+        upto = ckpt.snapshot_version or head.version
+        before = sum(e.tokens or 0 for e in log.read_pinned_and_after(start, upto, head=head))
+        before += prev.summary_tokens if prev is not None and start else 0
+        return OwnCommit(
+            checkpoint=ckpt.id,
+            checkpoint_sha256=head.checkpoint_sha256,
+            committed_version=upto,
+            covers_end=0 if ckpt.covers.empty else ckpt.covers.end,
+            summarizer=ckpt.summarizer,
+            summary_tokens=ckpt.summary_tokens,
+            tokens_before=before,
+            tokens_after=tokens_now,
+            record=record,
+            record_key=key,
+        )
 
     # --- 2. plan ----------------------------------------------------------------------------
     @activity.defn(name=ActivityName.PLAN_COMPACTION)
@@ -588,16 +743,20 @@ class StoreActivities:
         Merge: events appended after the snapshot stay verbatim after the checkpoint (it still
         covers 1..k <= v); results that resolve an action the state marked unknown are
         reconciled (``engine.reconcile_checkpoint``: state updated, summary re-rendered, late
-        results shown as text naming their covered call), the new view is validated again and
-        the CAS retried, at most ``max_merges`` times. Events appended after the snapshot are
-        never overwritten: the head keeps its segments, only ``checkpoint`` changes.
+        results shown as text naming their covered call), and the CAS is retried, at most
+        ``max_merges`` times. A merge costs O(events appended since the snapshot): only what
+        they can break is re-checked (``invariants.validate_merge``), plus the summary checks
+        when the state was reconciled. Events appended after the snapshot are never
+        overwritten: the head keeps its segments, only ``checkpoint`` changes.
+
+        Exactly once per run: the head records the committing workflow run
+        (``Head.checkpoint_run``); a re-execution of the run that finds its own commit (a lost
+        worker, a replayed workflow task) reports it instead of failing or committing again.
         """
         meta = self._meta()
+        run = _workflow_run_id()
 
         def work() -> CommitOutput:
-            from compactor.engine import prepare, reconcile_checkpoint
-            from compactor.events import content_hash
-            from compactor.invariants import validate
             from compactor.measure import view_tokens
             from compactor.view import build_view
 
@@ -605,29 +764,29 @@ class StoreActivities:
             snap = inp.snapshot
             log = self.log(snap.tenant, snap.session)
             base = Checkpoint.model_validate(self._get_json(inp.candidate_key))
-            prev = self._prev(log, snap)
+            merge = _Merge(self, log, snap, base, self._prev(log, snap))
             ckpt = base
             etag = snap.etag
-            merges = 0
-            reconciled: list[str] = []
+            head: Head | None = None
+            written: set[str] = set()
             cas = 0
-            new_events: list[Event] = []
             while True:
-                ckpt = self._write_or_adopt(log, ckpt)
-                if ckpt.id == base.id:
-                    base = ckpt
+                if ckpt.id not in written:  # a merge that reconciled nothing keeps the same one
+                    ckpt = self._write_or_adopt(log, ckpt)
+                    written.add(ckpt.id)
+                    if ckpt.id == base.id:
+                        merge.base = base = ckpt
                 cas += 1
                 try:
-                    head = log.set_checkpoint(ckpt.id, expected_etag=etag)
+                    head = log.set_checkpoint(ckpt.id, expected_etag=etag, run=run or None, head=head)
                     break
                 except errors.PreconditionFailed:
                     head = log.head()
-                if head.checkpoint is not None and (
-                    head.checkpoint == base.id or head.checkpoint.startswith(base.id + "-m")
-                ):
-                    # An earlier attempt of this activity committed (its reply was lost).
-                    ckpt = log.read_checkpoint(head.checkpoint, head.checkpoint_sha256)
-                    new_events = log.read_events(snap.version + 1, head.version, head=head)
+                if _own_commit(head, run, base.id):
+                    # An earlier execution of this run committed (its reply or its workflow
+                    # task was lost): report that commit.
+                    ckpt = log.read_checkpoint(head.checkpoint or "", head.checkpoint_sha256)
+                    merge.read_new(head)
                     break
                 if head.checkpoint != snap.checkpoint:
                     raise ApplicationError(
@@ -638,46 +797,24 @@ class StoreActivities:
                         type=str(ErrorType.SNAPSHOT_CHANGED),
                         non_retryable=True,
                     )
-                if merges >= inp.max_merges:
+                if merge.count >= inp.max_merges:
                     raise ApplicationError(
-                        f"the head of {snap.tenant}/{snap.session} kept moving: {merges} merges "
+                        f"the head of {snap.tenant}/{snap.session} kept moving: {merge.count} merges "
                         f"did not land; nothing was changed - retry the compaction",
                         type=str(ErrorType.CONFLICT_RETRIES_EXHAUSTED),
                         non_retryable=True,
                     )
-                merges += 1
-                new_events = log.read_events(snap.version + 1, head.version, head=head)
-                merged_id = f"{base.id}-m{content_hash(new_events)[:10]}"[:128]
-                ckpt, reconciled = reconcile_checkpoint(base, new_events, checkpoint_id=merged_id)
-                evs = prepare(self.engine_events(log, snap, head), prev) + new_events
-                view = build_view(evs, ckpt)
-                arts = self._view_artifacts(log, evs, ckpt, view)
-                vio = [
-                    v
-                    for v in validate(events=evs, checkpoint=ckpt, view=view, target_tokens=None,
-                                      artifacts=arts, prev_checkpoint=prev)
-                    if v.code not in SOFT_VIOLATIONS
-                ]
-                if vio:
-                    raise ApplicationError(
-                        "merging the events appended during the compaction breaks "
-                        f"{len(vio)} invariant(s); nothing was changed: "
-                        + "; ".join(str(v) for v in vio),
-                        [str(v) for v in vio],
-                        type=str(ErrorType.INVARIANT_VIOLATION),
-                        non_retryable=True,
-                    )
+                ckpt = merge.candidate(head)
                 etag = head.etag
             tokens_after = 0  # unchanged view: the workflow keeps validate's count
-            if new_events:
-                evs = prepare(self.engine_events(log, snap, head), prev) + list(new_events)
-                tokens_after = view_tokens(build_view(evs, ckpt))
+            if merge.new:
+                tokens_after = view_tokens(build_view(merge.old_events() + merge.new, ckpt))
             return CommitOutput(
                 checkpoint_id=ckpt.id,
                 committed_version=head.version,
                 checkpoint_sha256=head.checkpoint_sha256,
-                conflicts_merged=merges,
-                reconciled=reconciled,
+                conflicts_merged=merge.count,
+                reconciled=merge.reconciled,
                 tokens_after=tokens_after,
                 cas_attempts=cas,
                 ms=(time.perf_counter() - t) * 1000,

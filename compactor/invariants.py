@@ -45,7 +45,7 @@ from compactor.layers import ARTIFACT_URI
 from compactor.measure import view_tokens
 from compactor.records import Checkpoint
 from compactor.tokens import count_event
-from compactor.view import summary_event
+from compactor.view import LATE_RESULTS, summary_event
 
 CODES = [
     "tool_pairing",
@@ -129,6 +129,54 @@ def validate(
     return out
 
 
+def merge_context(tail: Sequence[Event]) -> int | None:
+    """Where the last assistant message of ``tail`` starts (an index), or None when ``tail``
+    does not show it (no assistant message, or it may begin before ``tail``): the caller then
+    reads further back, or takes the whole tail.
+
+    A merge re-checks pairing from there on: the events before it are answered or not by
+    themselves, whatever is appended later.
+    """
+    from compactor.view import message_role
+
+    i = len(tail) - 1
+    while i >= 0 and message_role(tail[i]) != "assistant":
+        i -= 1
+    if i < 0:
+        return None
+    while i > 0 and message_role(tail[i - 1]) in ("assistant", None):
+        i -= 1
+    return i if i > 0 else None
+
+
+def validate_merge(
+    *, context: Sequence[Event], new_events: Sequence[Event], checkpoint: Checkpoint, snapshot_version: int
+) -> list[Violation]:
+    """What events appended after the snapshot can break in a validated candidate (DESIGN §5
+    step 7), in O(new events): their order, the pairing of the request from the last message
+    of the snapshot's view on (``context``, see ``merge_context``), pinned events and the
+    latest request among them. Checks of the summary itself (constraints, identifiers, size,
+    unknown outcomes) are unchanged unless the merge reconciled the state; the caller
+    re-validates fully then.
+    """
+    from compactor.view import place_results
+
+    out: list[Violation] = []
+    seqs = [e.seq for e in new_events]
+    if seqs != list(range(snapshot_version + 1, snapshot_version + 1 + len(seqs))):
+        out.append(Violation(code="range_not_contiguous",
+                             message=f"events appended after {snapshot_version} have gaps or repeats"))
+    window = [*context, *new_events]
+    shown = [e.with_(blocks=list(checkpoint.replacements[e.seq]), tokens=None)
+             if e.seq in checkpoint.replacements else e for e in window]
+    view = place_results(shown, checkpoint)
+    out += check_tool_pairing(window, view)
+    out += check_pinned(new_events, view)
+    if any(e.is_user_request for e in new_events):
+        out += check_latest_request(window, view)
+    return out
+
+
 def _end(ckpt: Checkpoint | None) -> int:
     return 0 if ckpt is None or ckpt.covers.empty else ckpt.covers.end
 
@@ -140,7 +188,10 @@ def check_tool_pairing(events: Sequence[Event], view: Sequence[Event]) -> list[V
     """The rendered request is valid for the Messages API: each assistant tool_use is answered
     in the very next user message, and each tool_result answers the message just before."""
     out: list[Violation] = []
-    answered_in_source = {r.tool_use_id for e in events for r in e.tool_results}
+    # A result the view shows as text where it arrived (view.place_results) is not an answer:
+    # its call is closed as unanswered by render_request.
+    shown_late = {uid for e in view for uid in e.meta.get(LATE_RESULTS, ())}
+    answered_in_source = {r.tool_use_id for e in events for r in e.tool_results} - shown_late
     seq_of_use = {u.id: e.seq for e in view for u in e.tool_uses}
     _, messages = to_anthropic(view)
     seen_uses: set[str] = set()

@@ -15,6 +15,7 @@ import json
 from typing import Any, Iterable, Sequence
 
 from compactor.events import Event, to_anthropic
+from compactor.view import LATE_RESULTS
 from compactor.tokens import IMAGE_TOKENS, MESSAGE_OVERHEAD, count_text
 
 
@@ -50,11 +51,13 @@ def count_messages(system: str, messages: Iterable[dict[str, Any]]) -> int:
 NO_RESULT_TEXT = (
     "[no result in the log: the call was interrupted or is still running; its outcome is unknown]"
 )
+LATE_RESULT_TEXT = "[no result at this point: it arrived later, after the conversation moved on (shown below)]"
 
 
 def render_request(view: Sequence[Event]) -> tuple[str, list[dict[str, Any]]]:
     """(system, messages) for the Anthropic Messages API, every tool_use answered."""
     system, messages = to_anthropic(view)
+    late = {uid for e in view for uid in e.meta.get(LATE_RESULTS, ())}
     out: list[dict[str, Any]] = []
     for i, m in enumerate(messages):
         out.append(m)
@@ -69,7 +72,7 @@ def render_request(view: Sequence[Event]) -> tuple[str, list[dict[str, Any]]]:
             got = {b["tool_use_id"] for b in nxt["content"] if b.get("type") == "tool_result"}
         missing = [
             {"type": "tool_result", "tool_use_id": u, "is_error": True,
-             "content": [{"type": "text", "text": NO_RESULT_TEXT}]}
+             "content": [{"type": "text", "text": LATE_RESULT_TEXT if u in late else NO_RESULT_TEXT}]}
             for u in uses if u not in got
         ]
         if not missing:

@@ -43,6 +43,12 @@ class Head(BaseModel):
         description="Hex sha256 of the stored checkpoint's bytes; verified when it is read. None "
         "on heads written before checkpoints were verified (read, reported as unverified).",
     )
+    checkpoint_run: str | None = Field(
+        default=None,
+        description="Workflow run id that set ``checkpoint`` (None for inline compactions, "
+        "rollbacks and older heads). A compaction run re-executed after a lost worker finds "
+        "its own commit by it and reports it instead of committing a second checkpoint.",
+    )
     segments: list[Segment] = Field(default_factory=list)
     log_id: str | None = Field(
         default=None,

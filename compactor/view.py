@@ -47,49 +47,114 @@ def summary_event(ckpt: Checkpoint) -> Event:
     )
 
 
+LATE_RESULTS = "late_results"
+"""Event ``meta`` key: tool_use ids whose results this view event shows as text (see
+``place_results``); ``invariants.check_tool_pairing`` and ``measure.render_request`` read it."""
+
+
 def build_view(events: Sequence[Event], ckpt: Checkpoint | None) -> list[Event]:
     """View = pinned events + summary (if any) + events after the checkpoint's range.
 
     ``events`` are all events of the log in seq order (or at least every pinned event and
-    every event after the checkpoint).
+    every event after the checkpoint). A tool_result that does not answer the message just
+    before it (DESIGN §7.1: a late result, or one whose call the summary covers) is shown as
+    text naming its call (``place_results``).
     """
     if ckpt is None or ckpt.covers.empty:
         out = list(events)
         if ckpt is not None and ckpt.replacements:
             out = [_replace(e, ckpt) for e in out]
-        return out
+        return place_results(out, ckpt)
     end = ckpt.covers.end
     pinned = [e for e in events if e.kind == "pinned" and e.seq <= end]
     tail = [_replace(e, ckpt) for e in events if e.seq > end]
-    return pinned + [summary_event(ckpt)] + _covered_results_as_text(tail, ckpt)
+    return pinned + [summary_event(ckpt)] + place_results(tail, ckpt)
 
 
-def _covered_results_as_text(tail: list[Event], ckpt: Checkpoint) -> list[Event]:
-    """A tool_result whose call the summary covers (a late result of an abandoned call,
-    appended after the checkpoint was committed) is shown as text naming the call, as
-    ``engine.reconcile_checkpoint`` does during a merge: the Messages API rejects a
-    tool_result without its tool_use. The log is untouched."""
-    uses = {u.id for e in tail for u in e.tool_uses}
-    if all(r.tool_use_id in uses for e in tail for r in e.tool_results):
-        return tail
-    names = {u.get("tool_use_id"): u.get("name") for u in (ckpt.state or {}).get("unknown_actions", []) or []}
+def message_role(e: Event) -> str | None:
+    """The Messages API role ``events.to_anthropic`` gives this event, or None when it adds no
+    message (system prompt parts, events with nothing to render)."""
+    if e.role == "system" and (e.kind == "pinned" or e.injected):
+        return None
+    if not any(_renders(b) for b in e.blocks):
+        return None
+    return "user" if e.role == "system" else e.role
+
+
+def _renders(b: object) -> bool:
+    if isinstance(b, TextBlock):
+        return bool(b.text.strip())
+    if isinstance(b, ThinkingBlock):
+        return False
+    if isinstance(b, CompactionBlock):
+        return b.raw is not None or bool(b.content.strip())
+    return True
+
+
+def place_results(
+    tail: Sequence[Event], ckpt: Checkpoint | None, names: dict[str, str] | None = None
+) -> list[Event]:
+    """Keep the request valid for the Messages API without reordering the log.
+
+    A tool_result must answer a tool_use of the assistant message right before it. One that
+    does not - its call is covered by the summary, or the agent moved on and the result came
+    later (DESIGN §7.1), or it repeats an answer - is shown where it arrived as text naming
+    the call; its call is then closed as unanswered by ``measure.render_request``. Consecutive
+    same-role events are one message, as in ``to_anthropic``. ``names``: tool names of calls
+    before ``tail`` (for the text). The log is untouched; the ids are listed in the event's
+    ``meta[LATE_RESULTS]``.
+    """
+    in_tail = {u.id: u.name for e in tail for u in e.tool_uses}
+    covered: dict[str, str] = {}
+    if ckpt is not None and not ckpt.covers.empty:
+        for u in (ckpt.state or {}).get("unknown_actions", []) or []:
+            covered[u.get("tool_use_id")] = u.get("name")
+    asked: set[str] = set()
+    answered: set[str] = set()
+    role: str | None = None
     out: list[Event] = []
     for e in tail:
-        if all(r.tool_use_id in uses for r in e.tool_results):
-            out.append(e)
-            continue
-        blocks: list = []
-        for b in e.blocks:
-            if isinstance(b, ToolResultBlock) and b.tool_use_id not in uses:
-                err = " (error)" if b.is_error else ""
-                name = f" ({names[b.tool_use_id]})" if names.get(b.tool_use_id) else ""
-                head = f"[result{err} of the earlier call {b.tool_use_id}{name}, which the summary covers]\n"
-                blocks.append(TextBlock(text=head + b.text))
-                blocks.extend(c for c in b.content if not isinstance(c, TextBlock))  # images, refs
-            else:
-                blocks.append(b)
-        out.append(e.with_(blocks=blocks, tokens=None))
+        r = message_role(e)
+        if r == "assistant":
+            if role != "assistant":
+                asked = set()
+            asked.update(u.id for u in e.tool_uses)
+        elif r == "user":
+            if role != "user":
+                answered = set()
+            late = {b.tool_use_id for b in e.tool_results if b.tool_use_id not in asked or b.tool_use_id in answered}
+            answered.update(b.tool_use_id for b in e.tool_results)
+            if late:
+                e = _as_text(e, late, in_tail, covered, names or {}, ckpt)
+        if r is not None:
+            role = r
+        out.append(e)
     return out
+
+
+def _as_text(
+    e: Event, late: set[str], in_tail: dict[str, str], covered: dict[str, str],
+    names: dict[str, str], ckpt: Checkpoint | None,
+) -> Event:
+    blocks: list = []
+    for b in e.blocks:
+        if not (isinstance(b, ToolResultBlock) and b.tool_use_id in late):
+            blocks.append(b)
+            continue
+        uid = b.tool_use_id
+        err = " (error)" if b.is_error else ""
+        if uid in in_tail or uid in names:
+            name = in_tail.get(uid) or names[uid]
+            head = f"[result{err} of the earlier call {uid} ({name}), which arrived after the conversation had moved on]\n"
+        elif ckpt is not None and not ckpt.covers.empty:
+            name = f" ({covered[uid]})" if covered.get(uid) else ""
+            head = f"[result{err} of the earlier call {uid}{name}, which the summary covers]\n"
+        else:
+            head = f"[result{err} of call {uid}, whose call is not in this conversation]\n"
+        blocks.append(TextBlock(text=head + b.text))
+        blocks.extend(c for c in b.content if not isinstance(c, TextBlock))  # images, refs
+    meta = {**e.meta, LATE_RESULTS: sorted(late | set(e.meta.get(LATE_RESULTS, [])))}
+    return e.with_(blocks=blocks, tokens=None, meta=meta)
 
 
 def _replace(e: Event, ckpt: Checkpoint) -> Event:

@@ -160,6 +160,13 @@ def check_input(inp: CompactSessionInput) -> None:
         ) from None
 
 
+# Exactly once per run: a run executed again after its commit (a worker lost after commit_swap
+# but before the workflow task was recorded, or "Workflow task not found" under load) finds its
+# own commit in freeze_snapshot (the head names the run) and reports it instead of planning
+# again, so it never reports noop/failed for a committed swap nor commits a second checkpoint.
+EXACTLY_ONCE_PATCH = "exactly-once-commit"
+
+
 def _repairs(ext: ExternalizeOutput, val: ValidateOutput, summarizer: str) -> list[str]:
     """What the candidate needed instead of being abandoned: counts and section names only."""
     out: list[str] = []
@@ -263,6 +270,9 @@ class CompactSessionWorkflow:
             # No such session / bad ids: say so; nothing exists to record a compaction against.
             raise self._failure(err) from err
         self._set(snapshot_version=snap.version)
+        # Asked only when there is an own commit, so other histories carry no marker.
+        if snap.own_commit is not None and workflow.patched(EXACTLY_ONCE_PATCH):
+            return await self._report_own_commit(record, snap, started)
         phash = params_hash(
             policy=policy.model_dump(),
             summarizer=inp.summarizer,
@@ -309,6 +319,44 @@ class CompactSessionWorkflow:
             )
             await self._finish(failed, None, started)
             raise failure from err
+
+    async def _report_own_commit(
+        self, record: CompactionRecord, snap: SnapshotRef, started: Any
+    ) -> CompactSessionOutput:
+        """The outcome an earlier execution of this run committed: its stored record when it
+        got that far (not written again: the first one stands), else one built from the head
+        and the checkpoint."""
+        own = snap.own_commit
+        assert own is not None
+        self._set(checkpoint=own.checkpoint)
+        stored = own.record
+        if stored is not None and stored.status == "committed" and stored.checkpoint == own.checkpoint:
+            workflow.upsert_search_attributes([
+                SA_TOKENS_BEFORE.value_set(stored.tokens_before),
+                SA_STATUS.value_set(stored.status),
+                SA_TOKENS_AFTER.value_set(stored.tokens_after),
+            ])
+            if workflow.patched(BREAKER_PATCH) and not self._breaker_refused:
+                await self._breaker_record(stored)
+            self._set(step="done")
+            return CompactSessionOutput(
+                status="committed", checkpoint=own.checkpoint, record_key=own.record_key, record=stored
+            )
+        workflow.upsert_search_attributes([SA_TOKENS_BEFORE.value_set(own.tokens_before)])
+        committed = record.model_copy(
+            update={
+                "status": "committed",
+                "checkpoint": own.checkpoint,
+                "checkpoint_sha256": own.checkpoint_sha256,
+                "committed_version": own.committed_version,
+                "covers": SeqRange(start=1, end=own.covers_end),
+                "summarizer": own.summarizer,
+                "summary_tokens": own.summary_tokens,
+                "tokens_before": own.tokens_before,
+                "tokens_after": own.tokens_after,
+            }
+        )
+        return await self._finish(committed, own.checkpoint, started)
 
     def _failure(self, err: Exception) -> ApplicationError:
         """The workflow's own failure: the step, the error type, its message."""

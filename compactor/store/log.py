@@ -569,6 +569,7 @@ class SessionLog:
                 version=chunks[-1].last,
                 checkpoint=head.checkpoint,
                 checkpoint_sha256=ckpt_sha,
+                checkpoint_run=head.checkpoint_run,
                 segments=[*kept, *written],
                 updated_at=_now(),
             )
@@ -810,7 +811,13 @@ class SessionLog:
         return None
 
     def set_checkpoint(
-        self, ckpt_id: str | None, *, expected_etag: str | None, sha256: str | None = None
+        self,
+        ckpt_id: str | None,
+        *,
+        expected_etag: str | None,
+        sha256: str | None = None,
+        run: str | None = None,
+        head: Head | None = None,
     ) -> Head:
         """Point the head at ``ckpt_id`` (or none) by CAS; the head records its digest.
 
@@ -818,11 +825,16 @@ class SessionLog:
         moved since. ``None`` means "whatever the head is now" (read-modify-write, retried).
         ``sha256``: the digest the checkpoint must have (a rollback passes the one its record
         holds); without it, the bytes this object wrote or read are the reference.
+        ``run``: the workflow run that commits (``Head.checkpoint_run``), so a re-execution of
+        that run recognizes its own commit. ``head``: the head the caller just read at
+        ``expected_etag`` (saves a GET; the CAS still guards it).
         """
         if ckpt_id is not None:
             self._ckpt_key(ckpt_id)  # validate before I/O
         for attempt in range(self.max_attempts):
-            head = self.head()
+            given = attempt == 0 and head is not None and head.etag == expected_etag and expected_etag
+            head = head if given else self.head()
+            assert head is not None
             if expected_etag is not None and head.etag != expected_etag:
                 raise PreconditionFailed(
                     f"head of {self.tenant}/{self.session} moved (expected etag {expected_etag}, "
@@ -842,6 +854,7 @@ class SessionLog:
                     )
             new = head.model_copy(update={
                 "checkpoint": ckpt_id, "checkpoint_sha256": digest, "updated_at": _now(), "etag": None,
+                "checkpoint_run": run if ckpt_id is not None else None,
             })
             try:
                 etag = self._put_head(new, head.etag)
@@ -850,6 +863,7 @@ class SessionLog:
                 if (
                     cur.checkpoint == ckpt_id
                     and cur.checkpoint_sha256 == digest
+                    and cur.checkpoint_run == new.checkpoint_run
                     and cur.version == head.version
                     and cur.segments == head.segments
                 ):

@@ -83,3 +83,58 @@ async def test_worker_killed_in_commit_swap_second_worker_finishes(
     history = await handle.fetch_history()
     lost = {EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT, EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT}
     assert any(e.event_type in lost for e in history.events)
+
+
+async def test_worker_killed_after_commit_swap_the_run_reports_its_commit(
+    temporal_address, s3_endpoint, s3_bucket, task_queue
+):
+    # The swap lands, then the worker dies before its workflow task is recorded: the task runs
+    # again from its last recorded point against the new head. The run must report the commit
+    # it made (not noop, not SnapshotChanged) and never commit a second checkpoint.
+    from workflows.compact_session import SA_STATUS
+
+    store = S3Store(s3_bucket, "compactor", endpoint_url=s3_endpoint)
+    tenant, session = new_ids()
+    log = SessionLog(store, tenant, session)
+    events = coding_session()
+    log.append(events)
+    env = dict(os.environ, AWS_ENDPOINT_URL=s3_endpoint, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.integration.crash_worker", temporal_address,
+         f"s3://{s3_bucket}/compactor", task_queue, "after"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    try:
+        await _readline(proc, "ready")
+        from workers.settings import Settings
+        from workers.worker import connect
+
+        client = await connect(Settings(store=store.url), temporal_address, s3_client=store.client)
+        cc = CompactorClient(client, store, tenant=tenant, task_queue=task_queue)
+        handle = await cc.start_compaction(session, target_tokens=4_000)
+        await _readline(proc, "after-commit-swap")
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    committed = log.head()
+    assert committed.checkpoint is not None and committed.checkpoint_run is not None
+    # the agent keeps appending before the run is picked up again
+    log.append([e.model_copy(update={"id": e.id + "-later", "seq": 0}) for e in events[-3:-1]])
+
+    async with running_worker(temporal_address, store, task_queue, with_llm=False):
+        out = await asyncio.wait_for(handle.result(), timeout=90)
+    head = log.head()
+    assert out.status == "committed" and out.checkpoint == head.checkpoint == committed.checkpoint
+    assert out.record.checkpoint == head.checkpoint and out.record.checkpoint_sha256 == head.checkpoint_sha256
+    assert [c.id for c in log.list_checkpoints()] == [head.checkpoint]
+    [rec] = log.list_records()
+    assert rec.status == "committed" and rec.checkpoint == head.checkpoint and rec.id == committed.checkpoint_run
+    desc = await handle.describe()
+    assert desc.typed_search_attributes.get(SA_STATUS) == "committed"
+    assert [e.id for e in log.read_events()][: len(events)] == [e.id for e in events]
+    from tests.integration.durable_support import save_history
+
+    await save_history(client, handle.id, "compact-crash-after-commit")

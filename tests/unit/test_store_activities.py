@@ -3,10 +3,15 @@ result, and commit_swap's compare-and-swap / merge / idempotency rules hold."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import hashlib
+import threading
+import time
 
 import pytest
 from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
 
 from activities.contracts import (
     CommitInput,
@@ -22,6 +27,8 @@ from activities.contracts import (
 from activities.store_activities import StoreActivities
 from compactor.engine import compact
 from compactor.events import Event, TextBlock, ToolResultBlock
+from compactor.invariants import check_tool_pairing
+from compactor.measure import render_request
 from compactor.policy import make_policy
 from compactor.store import SessionLog, open_store
 from tests.integration.durable_support import coding_session
@@ -107,3 +114,121 @@ async def test_bounded_merges_and_changed_snapshot_leave_the_head_alone(setup):
         await acts.commit_swap(CommitInput(snapshot=snap, policy=pol, candidate_key=val.candidate_key))
     assert info.value.type == ErrorType.SNAPSHOT_CHANGED
     assert log.head().checkpoint == "ck-other"
+
+
+# --- exactly once per run, late results, merges that land ----------------------------------------
+
+
+def _env(run: str) -> ActivityEnvironment:
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, workflow_run_id=run)
+    return env
+
+
+async def test_a_run_executed_again_after_its_commit_reports_that_commit(setup):
+    acts, store, log = setup
+    run_a = _env("run-a")
+    snap, pol, val = await _candidate(acts, "t1", "s1")
+    out = await run_a.run(acts.commit_swap, CommitInput(snapshot=snap, policy=pol, candidate_key=val.candidate_key))
+    assert log.head().checkpoint_run == "run-a"
+    log.append([Event(id="after", role="assistant", blocks=[TextBlock(text="continuing")])])
+    assert log.head().checkpoint_run == "run-a"  # appends keep who committed
+    # the whole workflow task re-runs: freeze finds the run's own commit instead of a new snapshot
+    again = await run_a.run(acts.freeze_snapshot, FreezeInput(tenant="t1", session="s1"))
+    own = again.own_commit
+    assert own is not None and own.checkpoint == out.checkpoint_id == log.head().checkpoint
+    assert own.checkpoint_sha256 == log.head().checkpoint_sha256 and own.record is None
+    assert own.tokens_before > own.tokens_after > 0
+    # a replayed commit_swap (earlier steps recorded, the swap not) succeeds on its own commit
+    ckpts = store.list("t/t1/s/s1/ckpt/")
+    redo = await run_a.run(acts.commit_swap, CommitInput(snapshot=snap, policy=pol, candidate_key=val.candidate_key))
+    assert redo.checkpoint_id == out.checkpoint_id and store.list("t/t1/s/s1/ckpt/") == ckpts
+    # another run sees an ordinary snapshot
+    other = await _env("run-b").run(acts.freeze_snapshot, FreezeInput(tenant="t1", session="s1"))
+    assert other.own_commit is None
+
+
+async def test_a_merged_commit_is_found_by_its_run_too(setup):
+    acts, store, log = setup
+    run_a = _env("run-a")
+    snap, pol, val = await _candidate(acts, "t1", "s1")
+    log.append([Event(id="more", role="assistant", blocks=[TextBlock(text="still working")])])
+    out = await run_a.run(acts.commit_swap, CommitInput(snapshot=snap, policy=pol, candidate_key=val.candidate_key))
+    assert out.conflicts_merged == 1
+    log.append([Event(id="more2", role="assistant", blocks=[TextBlock(text="and more")])])
+    redo = await run_a.run(acts.commit_swap, CommitInput(snapshot=snap, policy=pol, candidate_key=val.candidate_key))
+    assert redo.checkpoint_id == out.checkpoint_id == log.head().checkpoint
+
+
+async def test_a_late_result_of_a_tail_call_merges_and_the_view_stays_valid(tmp_path):
+    store = open_store(f"file://{tmp_path}")
+    log = SessionLog(store, "t1", "s1")
+    log.append(coding_session())  # ends with a pending call toolu_efinal01
+    log.append([Event(id="moved-on", role="user", blocks=[TextBlock(text="Meanwhile, which branch is this?")]),
+                Event(id="reply", role="assistant", blocks=[TextBlock(text="main")])])
+    acts = StoreActivities(store)
+    snap, pol, val = await _candidate(acts, "t1", "s1")
+    log.append([Event(id="late", role="user", blocks=[
+        ToolResultBlock(tool_use_id="toolu_efinal01", content=[TextBlock(text="12 passed")])])])
+    out = await acts.commit_swap(CommitInput(snapshot=snap, policy=pol, candidate_key=val.candidate_key))
+    assert out.conflicts_merged == 1 and log.head().checkpoint == out.checkpoint_id
+    view = log.read_view()
+    assert check_tool_pairing(log.read_events(), view) == []
+    _, messages = render_request(view)
+    for i, m in enumerate(messages):
+        asked = {b["id"] for b in messages[i - 1]["content"] if b["type"] == "tool_use"} if i else set()
+        assert {b["tool_use_id"] for b in m["content"] if b["type"] == "tool_result"} <= asked
+    assert "12 passed" in next(e for e in view if e.id == "late").text
+
+
+class _SlowStore:
+    """An object store whose every request takes ``delay`` seconds (a slow S3)."""
+
+    def __init__(self, inner, delay: float) -> None:
+        self._inner, self._delay = inner, delay
+
+    def __getattr__(self, name):
+        attr = getattr(self._inner, name)
+        if name not in ("get", "put", "head", "list", "delete"):
+            return attr
+
+        def slow(*a, **kw):
+            time.sleep(self._delay)
+            return attr(*a, **kw)
+
+        return slow
+
+
+async def test_merges_land_under_steady_appends(tmp_path):
+    # An agent appends every 20 ms on a store taking 5 ms a request (a merge used to re-run
+    # the whole validation and never caught up): every compaction must land.
+    store = _SlowStore(open_store(f"file://{tmp_path}"), 0.005)
+    landed, merges = 0, []
+    for n in range(4):
+        session = f"s{n}"
+        SessionLog(store, "t1", session).append(coding_session())
+        acts = StoreActivities(store)
+        snap, pol, val = await _candidate(acts, "t1", session)
+        stop = threading.Event()
+
+        def agent(session=session):
+            log = SessionLog(store, "t1", session)
+            i = 0
+            while not stop.is_set():
+                i += 1
+                log.append([Event(id=f"a{i}", role="assistant", blocks=[TextBlock(text=f"step {i}")])])
+                time.sleep(0.02)
+
+        th = threading.Thread(target=agent)
+        th.start()
+        try:
+            await asyncio.sleep(0.1)  # the head moved a few times since the snapshot
+            out = await acts.commit_swap(CommitInput(snapshot=snap, policy=pol, candidate_key=val.candidate_key,
+                                                     max_merges=5))
+            landed += 1
+            merges.append(out.conflicts_merged)
+        finally:
+            stop.set()
+            th.join()
+        assert SessionLog(store, "t1", session).head().checkpoint == out.checkpoint_id
+    assert landed == 4 and max(merges) >= 1
