@@ -16,6 +16,7 @@ COMMAND_MODULES = [
     "compactor.cli.policy",
     "compactor.cli.compact",
     "compactor.cli.ops",
+    "compactor.cli.codec",
     "compactor.cli.bench",
 ]
 
