@@ -28,6 +28,7 @@ from temporalio.service import TLSConfig
 from temporalio.worker import Worker
 
 from workers.codec import codec_from_settings, with_codec
+from workers.redaction import RedactingInterceptor
 from workers.settings import Settings, s3_bucket_of
 
 log = logging.getLogger(__name__)
@@ -236,6 +237,7 @@ def build_workers(
         activities=acts,
         max_concurrent_activities=settings.max_concurrent_activities,
         max_concurrent_local_activities=settings.max_concurrent_activities,
+        interceptors=[RedactingInterceptor()],
         **_runner_options(settings),
     )
     workers = [main]
@@ -249,6 +251,7 @@ def build_workers(
                     activities=llm_acts,
                     max_concurrent_activities=settings.llm_concurrency,
                     max_task_queue_activities_per_second=settings.llm_rate_limit,
+                    interceptors=[RedactingInterceptor()],
                 )
             )
     return workers
