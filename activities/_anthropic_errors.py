@@ -9,8 +9,13 @@ non-retryable with the API's own message, so the workflow falls back at once ins
 burning attempts. Prompt-too-long is handled before this, inside the activity (shrink and
 retry); when it still reaches here the shrinking ran out and it is non-retryable.
 
-Messages carry the status, the API's error type and message and the request id, never
-request headers (the API key lives only in the client).
+Messages carry the status, the API's error type and the request id, never request headers
+(the API key lives only in the client). They reach Temporal history, so the API's own message
+is kept only for error types that describe the account or the service (authentication,
+permission, not found, rate limit, overload) and for prompt-too-long (re-rendered from its
+numbers); an ``invalid_request_error`` or ``api_error`` message may quote the request, i.e. the
+conversation, so it stays in the worker log (:func:`provider_message`) and out of history.
+Exceptions and their text are never chained (``from None``) for the same reason.
 """
 
 from __future__ import annotations
@@ -30,6 +35,11 @@ RETRYABLE_STATUS = frozenset({408, 409, 429})
 RETRYABLE_ERROR_TYPES = frozenset(
     {"overloaded_error", "api_error", "rate_limit_error", "timeout_error", "gateway_timeout_error"}
 )
+SAFE_MESSAGE_TYPES = frozenset(
+    {"authentication_error", "permission_error", "not_found_error", "rate_limit_error",
+     "overloaded_error", "billing_error"}
+)
+"""API error types whose message describes the account or the service, never the request."""
 MAX_RETRY_DELAY = timedelta(minutes=10)
 """Cap on a provider-requested delay (a bogus header must not park a workflow for days)."""
 
@@ -88,28 +98,46 @@ def to_application_error(exc: BaseException) -> ApplicationError | None:
     if isinstance(exc, anthropic.APIStatusError):
         return _status_error(exc)
     if isinstance(exc, anthropic.APITimeoutError):
-        return ApplicationError(
-            f"Anthropic API request timed out: {exc}", type=ProviderErrorType.TIMEOUT
-        )
+        return ApplicationError("Anthropic API request timed out", type=ProviderErrorType.TIMEOUT)
     if isinstance(exc, anthropic.APIConnectionError):
+        cause = type(exc.__cause__).__name__ if exc.__cause__ else type(exc).__name__
         return ApplicationError(
-            f"could not reach the Anthropic API: {exc}", type=ProviderErrorType.CONNECTION
+            f"could not reach the Anthropic API ({cause})", type=ProviderErrorType.CONNECTION
         )
     if isinstance(exc, StreamIncomplete):
         return ApplicationError(str(exc), type=ProviderErrorType.STREAM_INCOMPLETE)
     if isinstance(exc, httpx2.TransportError):
         # Raised while iterating a stream whose connection dropped mid-body.
         return ApplicationError(
-            f"Anthropic API stream broke off: {type(exc).__name__}: {exc}",
+            f"Anthropic API stream broke off: {type(exc).__name__}",
             type=ProviderErrorType.STREAM_INCOMPLETE,
         )
     return None
 
 
+def provider_message(exc: BaseException) -> str:
+    """The provider's full error text, for the worker log only (it may quote the request)."""
+    if isinstance(exc, anthropic.APIStatusError):
+        return exc.api_message or str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _history_message(etype: str, api_message: str) -> str:
+    """What of the API's message may go to history (see the module docstring)."""
+    from compactor.prompting import parse_prompt_too_long
+
+    too_long = parse_prompt_too_long(api_message)
+    if too_long is not None:
+        return f"prompt is too long: {too_long[0]} tokens > {too_long[1]} maximum"
+    if etype in SAFE_MESSAGE_TYPES:
+        return api_message[:300]
+    return "message withheld from history (it may quote the request; see the worker log)"
+
+
 def _status_error(exc: anthropic.APIStatusError) -> ApplicationError:
     status = exc.status_code
     etype = exc.type or ""
-    api_message = exc.api_message or str(exc)
+    api_message = _history_message(etype, exc.api_message or "")
     details = {
         "status": status,
         "error_type": etype or None,

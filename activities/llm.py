@@ -43,7 +43,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities._anthropic_errors import StreamIncomplete, to_application_error
+from activities._anthropic_errors import StreamIncomplete, provider_message, to_application_error
 from activities.contracts import ErrorType, SummarizeInput, SummarizeOutput
 from compactor import prompting
 from compactor.errors import InvalidInput, NotFound
@@ -263,8 +263,10 @@ class LlmActivities:
             if mapped is None:
                 raise
             if activity.in_activity():
-                activity.logger.warning("anthropic call failed: %s", mapped.message)
-            raise mapped from e
+                activity.logger.warning("anthropic call failed: %s (%s)", mapped.message, provider_message(e))
+            # Not chained: the client's exception text quotes the response body, which may
+            # quote the request, and a chained cause is recorded in history.
+            raise mapped from None
         attempt = activity.info().attempt if activity.in_activity() else 1
         return SummarizeOutput(
             output_key=inp.output_key,

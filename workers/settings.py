@@ -124,6 +124,20 @@ class Settings(BaseSettings):
         "(`compactor replay`, tests/histories).",
     )
 
+    codec_keys: SecretStr | None = Field(
+        default=None,
+        description="Payload encryption keys, e.g. `k2:BASE64,k1:BASE64` (AES, 16/24/32 bytes, "
+        "base64; make one with `compactor codec-key`). Setting it turns the payload codec on: "
+        "every Temporal payload and failure message is AES-GCM ciphertext; the first key "
+        "encrypts, every key decrypts (rotate by adding a key in front). `TENANT/ID:BASE64` is a "
+        "key of that tenant only. Unset (default): payloads are plain JSON.",
+    )
+    codec_key_file: str | None = Field(
+        default=None,
+        description="File holding codec keys in the same format (one per line, `#` comments); "
+        "combined with COMPACTOR_CODEC_KEYS when both are set.",
+    )
+
     max_line_bytes: int = Field(
         default=16 << 20,
         gt=0,

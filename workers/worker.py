@@ -1,6 +1,7 @@
 """Build Temporal clients and workers for the compactor.
 
-* Every client uses the pydantic data converter; when the store is S3 (or a payload bucket is
+* Every client uses the pydantic data converter, with the AES-GCM payload codec when codec
+  keys are configured (workers/codec.py); when the store is S3 (or a payload bucket is
   configured) Temporal's external storage (``temporalio.contrib.aws.s3driver``) backs any
   payload that still grows past the threshold, through a boto3 client.
 * Store activities run on ``task_queue``; LLM summarizers on ``llm_task_queue`` with a
@@ -26,6 +27,8 @@ from temporalio.converter import DataConverter, ExternalStorage
 from temporalio.service import TLSConfig
 from temporalio.worker import Worker
 
+from workers.codec import codec_from_settings, with_codec
+from workers.redaction import RedactingInterceptor
 from workers.settings import Settings, s3_bucket_of
 
 log = logging.getLogger(__name__)
@@ -67,17 +70,19 @@ class Boto3StorageDriverClient(S3StorageDriverClient):
 
 
 def build_data_converter(settings: Settings, s3_client: Any | None = None) -> DataConverter:
-    """pydantic data converter, with S3 external storage when there is a bucket for it."""
+    """pydantic data converter, with the payload codec when keys are configured
+    (workers/codec.py) and S3 external storage when there is a bucket for it."""
+    base = with_codec(pydantic_data_converter, codec_from_settings(settings))
     bucket = settings.payload_bucket or s3_bucket_of(settings.store)
     if not bucket:
-        return pydantic_data_converter
+        return base
     if s3_client is None:
         import boto3
 
         s3_client = boto3.client("s3")
     driver = S3StorageDriver(client=Boto3StorageDriverClient(s3_client), bucket=bucket)
     return dataclasses.replace(
-        pydantic_data_converter,
+        base,
         external_storage=ExternalStorage(
             drivers=[driver], payload_size_threshold=settings.payload_threshold
         ),
@@ -233,7 +238,7 @@ def build_workers(
         activities=acts,
         max_concurrent_activities=settings.max_concurrent_activities,
         max_concurrent_local_activities=settings.max_concurrent_activities,
-        interceptors=guard,
+        interceptors=[*guard, RedactingInterceptor()],
         **_runner_options(settings),
     )
     workers = [main]
@@ -247,7 +252,7 @@ def build_workers(
                     activities=llm_acts,
                     max_concurrent_activities=settings.llm_concurrency,
                     max_task_queue_activities_per_second=settings.llm_rate_limit,
-                    interceptors=guard,
+                    interceptors=[*guard, RedactingInterceptor()],
                 )
             )
     return workers

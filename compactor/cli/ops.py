@@ -511,8 +511,12 @@ async def _replay(args: argparse.Namespace) -> int:
         history = WorkflowHistory.from_json(path.stem, path.read_text())
     else:
         history = await _fetch_history(_settings(args), args.source)
+    from workers.codec import codec_from_settings, with_codec
+
+    # Encrypted histories replay with the configured keys; plain ones pass through the codec.
+    converter = with_codec(pydantic_data_converter, codec_from_settings(_settings(args)))
     replayer = Replayer(workflows=[CompactSessionWorkflow, SweepSessionsWorkflow],
-                        data_converter=pydantic_data_converter)
+                        data_converter=converter)
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     if result.replay_failure is not None:
         print(f"replay of {history.workflow_id} FAILED: {result.replay_failure}", file=sys.stderr)

@@ -117,6 +117,23 @@ CHUNK_EVENTS = 4096  # a large append (bulk import) is split into segments of th
 CHUNK_BYTES = 8 << 20
 
 
+def parse_problem(exc: Exception) -> str:
+    """Where and why stored JSON failed to parse, without the offending value.
+
+    pydantic's own message quotes the input (``input_value=...``), which for a segment or a
+    checkpoint is conversation text; this message reaches Temporal history, the text may not.
+    """
+    if isinstance(exc, ValidationError):
+        errs = exc.errors(include_input=False, include_url=False)
+        first = errs[0] if errs else {}
+        loc = ".".join(str(p) for p in first.get("loc", ())) or "(document)"
+        more = f" (+{len(errs) - 1} more)" if len(errs) > 1 else ""
+        return f"{loc}: {first.get('type', 'invalid')}{more}"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not JSON (line {exc.lineno} column {exc.colno})"
+    return type(exc).__name__
+
+
 def validate_id(value: str, what: str) -> str:
     """Check a tenant/session/checkpoint/record id; raise InvalidId (before any I/O)."""
     if not isinstance(value, str) or not _ID_RE.fullmatch(value) or ".." in value or value == ".":
@@ -351,7 +368,7 @@ class SessionLog:
             head = Head.model_validate_json(data)
         except ValidationError as exc:
             raise IntegrityError(
-                f"head {self.head_key!r} in {self.store.url} is not a valid manifest: {exc}",
+                f"head {self.head_key!r} in {self.store.url} is not a valid manifest: {parse_problem(exc)}",
                 key=self.head_key,
             ) from None
         if head.tenant != self.tenant or head.session != self.session:
@@ -418,7 +435,7 @@ class SessionLog:
                 events = _parse_events(b"[" + body + b"]")
             except ValidationError as exc:
                 raise IntegrityError(
-                    f"segment {seg.key!r} holds events that do not parse: {exc}", key=seg.key
+                    f"segment {seg.key!r} holds events that do not parse: {parse_problem(exc)}", key=seg.key
                 ) from None
             if [e.seq for e in events] != list(range(seg.first, seg.last + 1)):
                 raise IntegrityError(
@@ -755,7 +772,7 @@ class SessionLog:
         try:
             ckpt = Checkpoint.model_validate_json(data)
         except ValidationError as exc:
-            raise IntegrityError(f"checkpoint {key!r} does not parse: {exc}", key=key) from None
+            raise IntegrityError(f"checkpoint {key!r} does not parse: {parse_problem(exc)}", key=key) from None
         if (ckpt.id, ckpt.tenant, ckpt.session) != (ckpt_id, self.tenant, self.session):
             raise IntegrityError(
                 f"checkpoint {key!r} names {ckpt.tenant}/{ckpt.session}/{ckpt.id}", key=key
@@ -912,7 +929,7 @@ class SessionLog:
             doc = json.loads(data)
             rec = CompactionRecord.model_validate(doc)
         except (ValueError, ValidationError) as exc:
-            raise IntegrityError(f"record {key!r} does not parse: {exc}", key=key) from None
+            raise IntegrityError(f"record {key!r} does not parse: {parse_problem(exc)}", key=key) from None
         if rec.sha256 is not None and record_digest(doc) != rec.sha256:
             raise IntegrityError(
                 f"record {key!r} in {self.store.url} does not match its sha256 "

@@ -77,7 +77,8 @@ class Fault:
     constraints), ``cut_stream`` (a streamed response that stops after ``after_deltas`` text
     deltas, the connection closed without ``message_stop``), ``stream_error`` (an SSE
     ``error`` event after the first delta), ``delay`` (sleep ``seconds`` then answer normally),
-    ``malformed`` (200 whose text is prose with no JSON object in it).
+    ``malformed`` (200 whose text is prose with no JSON object in it), ``reply`` (200 whose
+    text is ``message``, verbatim).
     ``endpoint``: ``messages``, ``count_tokens`` or ``any``.
     """
 
@@ -629,6 +630,8 @@ class _Handler(BaseHTTPRequestHandler):
         text = probe_reply(body)
         if fault is not None and fault.kind == "malformed":
             text = MALFORMED_TEXT
+        elif fault is not None and fault.kind == "reply":
+            text = fault.message
         elif text is None:
             text = template_summary(body, drop_constraints=fault is not None and fault.kind == "drop_constraints")
         out_tokens = max(1, math.ceil(len(text) / 4))

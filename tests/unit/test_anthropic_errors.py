@@ -71,13 +71,24 @@ async def test_transient_statuses_are_retryable_with_retry_after(client, fake, f
 
 
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 413, 422])
-async def test_other_4xx_are_not_retryable_and_keep_the_api_message(client, fake, status):
+async def test_other_4xx_are_not_retryable(client, fake, status):
     err = to_application_error(await _raise(client, fake, Fault.bad_request("model: no such model", status=status)))
     assert err is not None
     assert err.type == ErrorType.SUMMARIZER_FAILED
     assert err.non_retryable
-    assert "model: no such model" in err.message
     assert err.details[0]["status"] == status
+    # Account/service errors keep the API's words; request errors (which may quote the
+    # request, i.e. the conversation) keep them out of the message that reaches history.
+    assert ("model: no such model" in err.message) == (status in (401, 403, 404))
+
+
+async def test_provider_text_echoing_the_request_never_reaches_the_failure(client, fake):
+    echo = "messages.0.content: unexpected 'ZQX-SECRET-7731 in the prompt'"
+    for fault in (Fault.bad_request(echo), Fault("status", status=500, message=echo)):
+        exc = await _raise(client, fake, fault)
+        err = to_application_error(exc)
+        assert err is not None and "ZQX-SECRET-7731" not in err.message
+        assert "ZQX-SECRET-7731" not in repr(err.details)
 
 
 async def test_prompt_too_long_that_escapes_is_not_retryable(client, fake):
