@@ -276,8 +276,12 @@ class StoreActivities:
                 checkpoint_sha256=head.checkpoint_sha256,
                 prev_covers_end=end,
             )
+            from compactor.engine import prepare
+            from compactor.measure import view_tokens
+            from compactor.view import build_view
+
             evs = self.engine_events(log, snap, head)
-            tokens = sum(e.tokens or 0 for e in evs) + (prev.summary_tokens if prev and end else 0)
+            tokens = view_tokens(build_view(prepare(evs, prev), prev))
             return snap.model_copy(
                 update={
                     "events": head.version,
@@ -338,7 +342,7 @@ class StoreActivities:
 
         def work() -> ExternalizeOutput:
             from compactor.engine import MIN_SUMMARY_TOKENS, Plan, apply_layers
-            from compactor.tokens import count_text
+            from compactor.tokens import count_event, count_text
             from compactor.view import SUMMARY_PREFIX
 
             t = time.perf_counter()
@@ -357,7 +361,7 @@ class StoreActivities:
             list(self._io_pool.map(log.put_artifact, res.artifacts.values()))
             self._remember_artifacts(res.artifacts)
             end = 0 if ckpt.covers.empty else ckpt.covers.end
-            covered_tokens = sum(e.tokens or 0 for e in evs if e.kind != "pinned" and snap.prev_covers_end < e.seq <= end)
+            covered_tokens = sum(count_event(e) for e in evs if e.kind != "pinned" and snap.prev_covers_end < e.seq <= end)
             # Room an LLM summary may take: what the structured one had, up to the target.
             room = p.target_tokens - (res.tokens_after - res.summary_tokens) - 4
             budget = min(room, policy.summary_max_tokens)
