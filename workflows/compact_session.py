@@ -251,12 +251,15 @@ class CompactSessionWorkflow:
             # Local activities raise the activity's ApplicationError itself, others wrap it.
             failure = self._failure(err)
             if workflow.patched(FREEZE_FAILURE_PATCH):
-                failed = record.model_copy(update={"status": "failed", "error": f"{failure.type}: {failure.message}"})
-                try:
-                    await self._finish(failed, None, started)
-                except (ActivityError, ApplicationError) as rec_err:
-                    # bad ids: nothing can be stored under them; the status still says failed
-                    workflow.logger.warning("no record for a failed freeze: %s", rec_err)
+                workflow.upsert_search_attributes([SA_STATUS.value_set("failed")])
+                # No such session / bad ids: nothing exists to record a compaction against (and
+                # nothing is written); any other failure gets its record and breaker count.
+                if failure.type not in (str(ErrorType.NOT_FOUND), str(ErrorType.INVALID_INPUT)):
+                    failed = record.model_copy(update={"status": "failed", "error": f"{failure.type}: {failure.message}"})
+                    try:
+                        await self._finish(failed, None, started)
+                    except (ActivityError, ApplicationError) as rec_err:
+                        workflow.logger.warning("no record for a failed freeze: %s", rec_err)
             raise failure from err
         self._set(snapshot_version=snap.version)
         phash = params_hash(
@@ -294,7 +297,7 @@ class CompactSessionWorkflow:
             record = record.model_copy(
                 update={"status": "noop", "error": plan.reason or None, "tokens_after": plan.tokens_before}
             )
-            return await self._finish(record, None, started, mark_noop=True)
+            return await self._finish(record, None, started)
 
         self._record = record
         try:
