@@ -409,6 +409,11 @@ class RecordInput(BaseModel):
     model_config = _cfg()
 
     record: CompactionRecord
+    mark_noop: bool = Field(
+        default=False,
+        description="The run could not shrink the view: note it on the head (noop_view_tokens) "
+        "so sweeps and ensure_budget wait until the view has grown.",
+    )
 
 
 class RecordOutput(_Out):
@@ -418,14 +423,32 @@ class RecordOutput(_Out):
 
 
 class SweepInput(BaseModel):
-    """One sweep over a tenant's sessions: compact every session over its trigger."""
+    """One sweep over a tenant's sessions: compact every session over its trigger.
+
+    The sweep pages through the sessions (``page_size`` per activity) and continues as new
+    every ``pages_per_run`` pages, carrying the cursor and the totals, so its history stays
+    small for any number of sessions.
+    """
 
     model_config = _cfg()
 
     tenant: str = "default"
     policy: PolicyRef = Field(default_factory=PolicyRef)
     summarizer: SummarizerName = "structured"
-    max_sessions: int = 1000
+    max_sessions: int = Field(default=1000, description="Compactions started by the whole sweep, at most.")
+    page_size: int | None = Field(
+        default=None, description="Sessions read per activity; None: every session in one (legacy)."
+    )
+    pages_per_run: int = Field(default=20, ge=1, description="Pages before continue-as-new.")
+    cursor: str | None = Field(default=None, description="Last session id of the previous page.")
+    carried: SweepOutput | None = Field(default=None, description="Totals of earlier runs.")
+
+
+class SkippedSession(BaseModel):
+    model_config = _cfg()
+
+    session: str
+    error: str = Field(description="Error type and message; the sweep went on without it.")
 
 
 class DueSessions(_Out):
@@ -433,6 +456,13 @@ class DueSessions(_Out):
 
     sessions: list[str] = Field(default_factory=list)
     scanned: int = 0
+    next_cursor: str | None = Field(default=None, description="None: no more pages.")
+    skipped: list[SkippedSession] = Field(default_factory=list)
+    unshrinkable: int = Field(default=0, description="Over the trigger, but marked noop and not grown.")
+    objects_read: int = Field(default=0, description="Store reads (GET) this page cost.")
+
+
+MAX_REPORTED = 1000  # ids listed in a sweep's output; counts are always complete
 
 
 class SweepOutput(BaseModel):
@@ -440,3 +470,9 @@ class SweepOutput(BaseModel):
 
     scanned: int = 0
     started: list[str] = Field(default_factory=list)
+    started_count: int = 0
+    skipped: list[SkippedSession] = Field(default_factory=list)
+    skipped_count: int = 0
+    unshrinkable: int = 0
+    pages: int = 0
+    runs: int = Field(default=1, description="Workflow runs (continue-as-new) the sweep took.")

@@ -51,6 +51,7 @@ from activities.contracts import (
     PolicyRef,
     RecordInput,
     RecordOutput,
+    SkippedSession,
     SnapshotRef,
     SummarizeInput,
     SummarizeOutput,
@@ -61,7 +62,7 @@ from activities.contracts import (
 from compactor import errors
 from compactor.events import Event
 from compactor.records import Checkpoint, Head
-from compactor.store import SegmentCache, SessionLog, list_sessions
+from compactor.store import SegmentCache, SessionLog, list_sessions, list_sessions_page
 
 T = TypeVar("T")
 
@@ -395,8 +396,12 @@ class StoreActivities:
                 checkpoint_sha256=head.checkpoint_sha256,
                 prev_covers_end=end,
             )
+            from compactor.engine import prepare
+            from compactor.measure import view_tokens
+            from compactor.view import build_view
+
             evs = self.engine_events(log, snap, head)
-            tokens = sum(e.tokens or 0 for e in evs) + (prev.summary_tokens if prev and end else 0)
+            tokens = view_tokens(build_view(prepare(evs, prev), prev))
             run = _workflow_run_id()
             own = None
             if run and head.checkpoint_run == run and prev is not None:
@@ -431,8 +436,12 @@ class StoreActivities:
                 pass
         start = 0 if prev is None or prev.covers.empty else prev.covers.end
         upto = ckpt.snapshot_version or head.version
-        before = sum(e.tokens or 0 for e in log.read_pinned_and_after(start, upto, head=head))
-        before += prev.summary_tokens if prev is not None and start else 0
+        from compactor.engine import prepare
+        from compactor.measure import view_tokens
+        from compactor.view import build_view
+
+        shown = prepare(log.read_pinned_and_after(start, upto, head=head), prev)
+        before = view_tokens(build_view(shown, prev))
         return OwnCommit(
             checkpoint=ckpt.id,
             checkpoint_sha256=head.checkpoint_sha256,
@@ -493,7 +502,7 @@ class StoreActivities:
 
         def work() -> ExternalizeOutput:
             from compactor.engine import MIN_SUMMARY_TOKENS, Plan, apply_layers
-            from compactor.tokens import count_text
+            from compactor.tokens import count_event, count_text
             from compactor.view import SUMMARY_PREFIX
 
             t = time.perf_counter()
@@ -512,7 +521,7 @@ class StoreActivities:
             list(self._io_pool.map(log.put_artifact, res.artifacts.values()))
             self._remember_artifacts(res.artifacts)
             end = 0 if ckpt.covers.empty else ckpt.covers.end
-            covered_tokens = sum(e.tokens or 0 for e in evs if e.kind != "pinned" and snap.prev_covers_end < e.seq <= end)
+            covered_tokens = sum(count_event(e) for e in evs if e.kind != "pinned" and snap.prev_covers_end < e.seq <= end)
             # Room an LLM summary may take: what the structured one had, up to the target.
             room = p.target_tokens - (res.tokens_after - res.summary_tokens) - 4
             budget = min(room, policy.summary_max_tokens)
@@ -758,6 +767,7 @@ class StoreActivities:
 
         def work() -> CommitOutput:
             from compactor.measure import view_tokens
+            from compactor.tokens import count_event
             from compactor.view import build_view
 
             t = time.perf_counter()
@@ -777,8 +787,11 @@ class StoreActivities:
                     if ckpt.id == base.id:
                         merge.base = base = ckpt
                 cas += 1
+                # The head carries the new view's size (what a sweep reads instead of the log).
+                n_view = view_tokens(build_view(merge.old_events() + list(merge.new), ckpt))
                 try:
-                    head = log.set_checkpoint(ckpt.id, expected_etag=etag, run=run or None, head=head)
+                    head = log.set_checkpoint(ckpt.id, expected_etag=etag, run=run or None, head=head,
+                                              view_tokens=n_view)
                     break
                 except errors.PreconditionFailed:
                     head = log.head()
@@ -857,6 +870,8 @@ class StoreActivities:
                 # An earlier execution of this run (before a lost worker) recorded it already;
                 # records are per run and the first one stands.
                 key = f"{log.prefix}records/{rec.id}.json"
+            if inp.mark_noop and rec.snapshot_version:
+                log.mark_noop(rec.snapshot_version, rec.tokens_before)
             return RecordOutput(key=key, ms=(time.perf_counter() - t) * 1000, **meta)
 
         return await self._run(work)
@@ -864,39 +879,76 @@ class StoreActivities:
     # --- sweep ------------------------------------------------------------------------------
     @activity.defn(name=ActivityName.LIST_DUE_SESSIONS)
     async def list_due_sessions(self, inp: SweepInput) -> DueSessions:
-        """Sessions of a tenant whose view is over the policy's trigger (token counts only)."""
+        """One page of a tenant's sessions (after ``inp.cursor``): those over the trigger.
+
+        Reads one object per session, the head, which carries the view's token count and the
+        noop mark (legacy heads without a count: the view is read and counted). A session
+        that fails (damaged head, unreadable checkpoint, anything) is reported in
+        ``skipped`` and the page goes on: one session never stops a tenant's sweep.
+        """
         meta = self._meta()
 
         def work() -> DueSessions:
-            from compactor.policy import should_compact
-
             t = time.perf_counter()
             policy = _policy(inp.policy)
+            counting = _CountingStore(self.store)
+            if inp.page_size is None:
+                sessions, nxt = list_sessions(self.store, inp.tenant), None
+            else:
+                sessions, nxt = list_sessions_page(self.store, inp.tenant, inp.cursor, inp.page_size)
             due: list[str] = []
-            sessions = list_sessions(self.store, inp.tenant)
+            skipped: list[SkippedSession] = []
+            unshrinkable = 0
             for s in sessions:
-                log = self.log(inp.tenant, s)
                 try:
-                    head = log.head()
-                    if head.version == 0:
-                        continue
-                    prev = log.current_checkpoint(head)
-                except errors.IntegrityError as exc:
-                    # One damaged session must not stop the sweep of the others; a compaction
-                    # of it would be refused anyway (`compactor verify` reports it).
+                    verdict = self._sweep_verdict(counting, inp, policy, s)
+                except Exception as exc:  # noqa: BLE001 - reported, the sweep goes on
+                    skipped.append(SkippedSession(session=s, error=f"{type(exc).__name__}: {exc}"[:500]))
                     if activity.in_activity():
-                        activity.logger.warning("skipping damaged session %s/%s: %s", inp.tenant, s, exc)
+                        activity.logger.warning("sweep skips %s/%s: %s", inp.tenant, s, exc)
                     continue
-                end = 0 if prev is None or prev.covers.empty else prev.covers.end
-                snap = SnapshotRef(tenant=inp.tenant, session=s, version=head.version, etag=head.etag,
-                                   checkpoint=head.checkpoint, checkpoint_sha256=head.checkpoint_sha256,
-                                   prev_covers_end=end)
-                tokens = sum(e.tokens or 0 for e in self.engine_events(log, snap, head))
-                tokens += prev.summary_tokens if prev is not None and end else 0
-                if should_compact(policy, tokens) != "none":
+                if verdict == "start":
                     due.append(s)
-                if len(due) >= inp.max_sessions:
-                    break
-            return DueSessions(sessions=due, scanned=len(sessions), ms=(time.perf_counter() - t) * 1000, **meta)
+                elif verdict == "unshrinkable":
+                    unshrinkable += 1
+            return DueSessions(
+                sessions=due, scanned=len(sessions), next_cursor=nxt, skipped=skipped,
+                unshrinkable=unshrinkable, objects_read=counting.gets,
+                ms=(time.perf_counter() - t) * 1000, **meta,
+            )
 
         return await self._run(work)
+
+    def _sweep_verdict(self, store: Any, inp: SweepInput, policy: Any, session: str) -> str:
+        """policy.start_decision for one session, from its head (the view if the head has no
+        count)."""
+        from compactor.measure import view_tokens
+        from compactor.policy import should_compact, start_decision
+
+        log = SessionLog(store, inp.tenant, session, cache=self.cache)
+        head = log.head()
+        if head.version == 0:
+            return "none"
+        tokens = head.view_tokens
+        if tokens is None:
+            tokens = view_tokens(log.read_view(head=head))
+        return start_decision(
+            policy, should_compact(policy, tokens), tokens,
+            target_tokens=inp.policy.target_tokens, noop_view_tokens=head.noop_view_tokens,
+        )
+
+
+class _CountingStore:
+    """An ObjectStore wrapper that counts reads (what a sweep costs per session)."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self.url = store.url
+        self.gets = 0
+
+    def get(self, key: str) -> tuple[bytes, str]:
+        self.gets += 1
+        return self._store.get(key)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)

@@ -4,6 +4,10 @@ A platform holds one :class:`CompactorClient` (a Temporal client + the object st
 :meth:`CompactorClient.ensure_budget` before each model request. Under the soft trigger it
 does nothing; past it, it starts a background compaction and returns the current view at once
 (the agent's next turn is never blocked); past the hard limit it waits for the compaction.
+It never starts (or waits on) a run known to end ``noop``: one whose target the view already
+fits (``policy.post_compact_tokens`` sits below the soft threshold, so this only happens with
+provider usage or calibration above our count), or one for a session whose last compaction
+could not shrink it and that has not grown since (the head's ``noop_view_tokens``).
 
 Appends and view reads go straight to the object store (the session log is the source of
 truth, and appends are safe against a running compaction: the swap merges them); only
@@ -32,9 +36,10 @@ from temporalio.common import (
 
 from compactor.errors import InvalidInput, TenantNotAllowed
 from compactor.events import Event
-from compactor.policy import make_policy, should_compact
+from compactor.measure import view_tokens
+from compactor.policy import make_policy, should_compact, start_decision
 from compactor.tenancy import TenantScope, check_compaction_request, tenant_of_workflow_id
-from compactor.tokens import estimate_context_tokens
+from compactor.tokens import calibration_ratio
 
 WORKFLOW_NAME = "CompactSessionWorkflow"  # = activities.contracts.WORKFLOW_NAME
 
@@ -58,6 +63,12 @@ class BudgetResult(BaseModel):
     view: list[Event]
     workflow_id: str | None = None
     result: Any | None = Field(default=None, description="CompactSessionOutput when waited.")
+    reason: str | None = Field(
+        default=None,
+        description="Why no compaction was started although a trigger was reached: "
+        "within_target (the run would end noop) or unshrinkable (the last run could not shrink "
+        "the view and it has not grown since; the agent is not blocked on a run that cannot help).",
+    )
 
 
 class CompactorClient:
@@ -248,13 +259,16 @@ class CompactorClient:
     ) -> BudgetResult:
         """Keep a session within its window (see module docstring)."""
         pol = make_policy(policy or self.policy, window=window, max_output=max_output)
-        view = await self.view(session, tenant=tenant)
-        # Counted at append and cached on each event, calibrated by provider usage: no
-        # re-tokenizing on the hot path of every turn.
-        tokens = estimate_context_tokens(view)
+        head, view = await asyncio.to_thread(self._head_and_view, session, tenant)
+        raw = view_tokens(view)  # per-event counts cached at append: nothing re-tokenized
+        tokens = round(raw * calibration_ratio(view))
         need = should_compact(pol, tokens, provider_usage)
-        if need == "none":
-            return BudgetResult(action="none", need=need, tokens=tokens, view=view)
+        decision = start_decision(
+            pol, need, raw, target_tokens=kw.get("target_tokens"), noop_view_tokens=head.noop_view_tokens
+        )
+        if decision != "start":
+            reason = None if decision == "none" else decision
+            return BudgetResult(action="none", need=need, tokens=tokens, view=view, reason=reason)
         handle = await self.start_compaction(
             session,
             tenant=tenant,
@@ -273,8 +287,13 @@ class CompactorClient:
         return BudgetResult(
             action="waited",
             need=need,
-            tokens=estimate_context_tokens(view),
+            tokens=round(view_tokens(view) * calibration_ratio(view)),
             view=view,
             workflow_id=handle.id,
             result=result,
         )
+
+    def _head_and_view(self, session: str, tenant: str | None) -> tuple[Any, list[Event]]:
+        log = self._log(session, tenant)
+        head = log.head()
+        return head, log.read_view(head=head)

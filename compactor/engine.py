@@ -516,8 +516,9 @@ def compact(
                        tenant=tenant, session=session)
     ckpt = res.checkpoint
     assert ckpt is not None
-    if not res.layers:
-        # nothing to externalize, clear or cover: the view stays as it is
+    if not res.layers or res.tokens_after >= p.tokens_before:
+        # nothing to externalize, clear or cover, or nothing that shrinks the view: the view
+        # stays as it is and no checkpoint is written (the durable workflow does the same)
         return noop(
             res.violations,
             "nothing left to compact: pinned events, the latest request and pending calls "

@@ -5,8 +5,13 @@ with no tool_result in the next message (a call still running when the log was r
 the agent abandoned) gets an explicit placeholder result saying the outcome is unknown, the way
 agents close dangling calls on resume. The log and the view are untouched.
 
-Budgets (``target_tokens``) are checked on this request: the system prompt plus the messages,
-counted with cl100k per block the same way ``tokens.count_event`` counts events.
+Budgets (``target_tokens``) are checked on this request. Its size is one measure used
+everywhere (import report, plan, record, ``view``, the head's running count, the sweep,
+``ensure_budget``): the sum of ``tokens.count_event`` over the view's events (each event
+counted as the blocks the request carries for it: no thinking, no whitespace-only text, plus
+a per-message overhead), plus the blocks ``render_request`` adds (placeholder results for
+dangling calls, a leading ``(continued)`` turn). Additive per event, so the session head can
+keep it up to date on every append without reading the log.
 """
 
 from __future__ import annotations
@@ -15,8 +20,8 @@ import json
 from typing import Any, Iterable, Sequence
 
 from compactor.events import Event, to_anthropic
+from compactor.tokens import IMAGE_TOKENS, MESSAGE_OVERHEAD, count_event, count_text
 from compactor.view import LATE_RESULTS
-from compactor.tokens import IMAGE_TOKENS, MESSAGE_OVERHEAD, count_text
 
 
 def _block_tokens(b: dict[str, Any]) -> int:
@@ -57,8 +62,19 @@ LATE_RESULT_TEXT = "[no result at this point: it arrived later, after the conver
 def render_request(view: Sequence[Event]) -> tuple[str, list[dict[str, Any]]]:
     """(system, messages) for the Anthropic Messages API, every tool_use answered."""
     system, messages = to_anthropic(view)
-    late = {uid for e in view for uid in e.meta.get(LATE_RESULTS, ())}
+    return system, _answer_dangling(messages, _late(view))[0]
+
+
+def _late(view: Sequence[Event]) -> set[str]:
+    return {uid for e in view for uid in e.meta.get(LATE_RESULTS, ())}
+
+
+def _answer_dangling(messages: list[dict[str, Any]], late: set[str] | frozenset[str] = frozenset()
+                     ) -> tuple[list[dict[str, Any]], int]:
+    """Messages with a placeholder result for every unanswered tool_use (one answered later
+    says so); and the tokens the placeholders add."""
     out: list[dict[str, Any]] = []
+    added = 0
     for i, m in enumerate(messages):
         out.append(m)
         if m["role"] != "assistant":
@@ -77,16 +93,34 @@ def render_request(view: Sequence[Event]) -> tuple[str, list[dict[str, Any]]]:
         ]
         if not missing:
             continue
+        added += sum(count_text(b["content"][0]["text"]) + 4 for b in missing)
         if nxt is not None and nxt["role"] == "user":
             results = [b for b in nxt["content"] if b.get("type") == "tool_result"]
             rest = [b for b in nxt["content"] if b.get("type") != "tool_result"]
             messages[i + 1] = {"role": "user", "content": [*results, *missing, *rest]}
         else:
             out.append({"role": "user", "content": missing})
-    return system, out
+    return out, added
+
+
+_CONTINUED_TOKENS = MESSAGE_OVERHEAD + count_text("(continued)")
+
+
+def repair_tokens(view: Sequence[Event]) -> int:
+    """Tokens of what ``render_request`` adds to the view's own events (0 for a view whose
+    every call is answered and whose first message is the user's)."""
+    _, messages = to_anthropic(view)
+    total = 0
+    first = next((e for e in view if count_event(e) and not (e.role == "system" and (e.kind == "pinned" or e.injected))), None)
+    if first is not None and messages and messages[0].get("content") == [{"type": "text", "text": "(continued)"}] \
+            and (first.role == "assistant"):
+        total += _CONTINUED_TOKENS
+    before = len(messages)
+    out, added = _answer_dangling(messages, _late(view))
+    total += added + (len(out) - before) * MESSAGE_OVERHEAD
+    return total
 
 
 def view_tokens(view: Sequence[Event]) -> int:
-    """Tokens of the request the view renders to."""
-    system, messages = render_request(view)
-    return count_messages(system, messages)
+    """Tokens of the request the view renders to (see the module docstring)."""
+    return sum(count_event(e) for e in view) + repair_tokens(view)

@@ -29,6 +29,13 @@ PRESETS: list[str] = ["default", "claude-code", "codex", "opencode", "deepseek"]
 
 CompactionNeed = Literal["none", "soft", "hard"]
 
+POST_COMPACT_SHARE = 75
+"""Percent of the soft threshold a compaction aims for by default (room for a few turns)."""
+REGROW_MIN_TOKENS = 500
+REGROW_SHARE = 5
+"""A view marked unshrinkable is compacted again once it has grown by this percent (at least
+REGROW_MIN_TOKENS): a turn or two of new events, not every appended byte."""
+
 # claude-code constants (autoCompact.ts / sessionMemoryCompact.ts as published)
 CC_MAX_SUMMARY_OUTPUT = 20_000
 CC_WARNING_BUFFER = 20_000
@@ -138,9 +145,23 @@ class Policy(BaseModel):
         return self
 
     @property
+    def soft_tokens(self) -> int:
+        """Where a background compaction starts: the trigger, or the predictive threshold."""
+        if self.predictive_tokens is None:
+            return self.trigger_tokens
+        return min(self.trigger_tokens, self.predictive_tokens)
+
+    @property
     def post_compact_tokens(self) -> int:
-        """Default target after a compaction when the caller gives none: tail + summary room."""
-        return min(self.trigger_tokens, self.tail_max_tokens + self.summary_max_tokens)
+        """Default target after a compaction when the caller gives none: tail + summary room,
+        and at most ``POST_COMPACT_SHARE`` of the soft threshold.
+
+        Consistent with the trigger on purpose: a target at or above the threshold that
+        starts a compaction would make every run started between the two end ``noop`` (seen
+        at W=40,000: predictive 17,250, target 23,000), and a view just under the threshold
+        after a run would trigger again on the next turn.
+        """
+        return min(self.soft_tokens * POST_COMPACT_SHARE // 100, self.tail_max_tokens + self.summary_max_tokens)
 
 
 def make_policy(
@@ -350,6 +371,39 @@ def should_compact(
     if used >= soft:
         return "soft"
     return "none"
+
+
+def has_grown(noop_view_tokens: int | None, tokens: int) -> bool:
+    """Has a view grown enough since a compaction could not shrink it at ``noop_view_tokens``?"""
+    if noop_view_tokens is None:
+        return True
+    margin = max(REGROW_MIN_TOKENS, noop_view_tokens * REGROW_SHARE // 100)
+    return tokens > noop_view_tokens + margin
+
+
+StartDecision = Literal["none", "start", "within_target", "unshrinkable"]
+
+
+def start_decision(
+    policy: Policy,
+    need: CompactionNeed,
+    tokens: int,
+    *,
+    target_tokens: int | None = None,
+    noop_view_tokens: int | None = None,
+) -> StartDecision:
+    """Should a compaction be started for a view of ``tokens`` (our measure) whose trigger
+    verdict is ``need``? Never one that is known to end ``noop``: a view within the run's
+    target (the plan would do nothing), or one a run could not shrink and that has not grown
+    since (``noop_view_tokens``, from the session head)."""
+    if need == "none":
+        return "none"
+    target = target_tokens if target_tokens is not None else policy.post_compact_tokens
+    if tokens <= target:
+        return "within_target"
+    if not has_grown(noop_view_tokens, tokens):
+        return "unshrinkable"
+    return "start"
 
 
 def policy_rows(policy: Policy) -> list[tuple[str, str]]:

@@ -57,6 +57,19 @@ class Head(BaseModel):
     )
     etag: str | None = Field(default=None, description="Store etag it was read with (not stored).")
     updated_at: datetime | None = None
+    view_tokens: int | None = Field(
+        default=None,
+        description="Tokens of the view (measure.view_tokens without request repairs): + the "
+        "appended events' count_event on every append, the committed view's count on every "
+        "swap. Lets a sweep decide from this one small object. None on heads written before it "
+        "(and after a rollback) until the next swap: readers then count the view.",
+    )
+    noop_view_tokens: int | None = Field(
+        default=None,
+        description="view_tokens when the last compaction could not shrink the view (noop). "
+        "Sweeps and ensure_budget do not start another until the view has grown past it "
+        "(policy.has_grown); cleared by the next swap.",
+    )
 
     def integrity_problems(self) -> list[str]:
         """What is inconsistent in this manifest on its own (no I/O); empty when sound.

@@ -88,21 +88,23 @@ def count_texts(texts: Sequence[str]) -> list[int]:
 
 
 def _block_text(b: object) -> tuple[str, int]:
-    """Text that stands for a block, and a fixed extra cost (images)."""
+    """Text that stands for a block in the rendered request, and a fixed extra cost.
+
+    Mirrors ``events.to_anthropic``: thinking blocks and whitespace-only text are not sent,
+    so they cost nothing (one measure everywhere: import, plan, record and view agree).
+    """
     if isinstance(b, TextBlock):
-        return b.text, 0
+        return (b.text, 0) if b.text.strip() else ("", 0)
     if isinstance(b, ThinkingBlock):
-        return b.thinking, 0
+        return "", 0
     if isinstance(b, ToolUseBlock):
         return b.name + " " + json.dumps(b.input, ensure_ascii=False), 8
     if isinstance(b, ToolResultBlock):
-        parts: list[str] = []
-        extra = 4
+        total = 4
         for c in b.content:
             t, x = _block_text(c)
-            parts.append(t)
-            extra += x
-        return "\n".join(parts), extra
+            total += count_text(t) + x
+        return "", total
     if isinstance(b, ArtifactRefBlock):
         return render_artifact_ref(b), 0
     if isinstance(b, ImageBlock):
@@ -114,15 +116,23 @@ def _block_text(b: object) -> tuple[str, int]:
     raise TypeError(f"unknown block {b!r}")
 
 
+def _has_thinking(e: Event) -> bool:
+    return any(isinstance(b, ThinkingBlock) for b in e.blocks)
+
+
 def count_event(e: Event) -> int:
-    """Tokens of one event (uses the cached count when the event carries one)."""
-    if e.tokens is not None:
+    """Tokens one event adds to the rendered request (``measure.view_tokens`` sums these).
+
+    Uses the count cached on the event, except for events with thinking blocks: counts
+    cached before thinking was excluded included it, so those are recounted (cheap: block
+    texts are memoized).
+    """
+    if e.tokens is not None and not _has_thinking(e):
         return e.tokens
-    total = MESSAGE_OVERHEAD
-    for b in e.blocks:
-        t, extra = _block_text(b)
-        total += count_text(t) + extra
-    return total
+    counted = [_block_text(b) for b in e.blocks]
+    if not any(t or x for t, x in counted):
+        return 0  # renders to nothing: the request does not carry it
+    return MESSAGE_OVERHEAD + sum(count_text(t) + x for t, x in counted)
 
 
 def with_tokens(events: Iterable[Event]) -> list[Event]:

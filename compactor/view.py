@@ -42,7 +42,7 @@ def summary_event(ckpt: Checkpoint) -> Event:
         kind="compaction",
         role=role,
         blocks=[block],
-        tokens=ckpt.summary_tokens or None,
+        tokens=None,  # counted from its block (prefix included), like any event of the view
         meta={"checkpoint": ckpt.id, "covers": [ckpt.covers.start, ckpt.covers.end]},
     )
 

@@ -165,6 +165,13 @@ def check_input(inp: CompactSessionInput) -> None:
 # own commit in freeze_snapshot (the head names the run) and reports it instead of planning
 # again, so it never reports noop/failed for a committed swap nor commits a second checkpoint.
 EXACTLY_ONCE_PATCH = "exactly-once-commit"
+# A failure at freeze_snapshot ends like every other failure: status "failed", a record and a
+# breaker count (before, the run closed with CompactorStatus "running" and no record).
+FREEZE_FAILURE_PATCH = "freeze-failure-record"
+# A run whose layers cannot shrink the view ends noop without writing a checkpoint (before, it
+# committed a same-content checkpoint under a new id: a paid summary and a new object per
+# sweep); the head is marked so sweeps and ensure_budget wait until the view has grown.
+UNSHRINKABLE_PATCH = "unshrinkable-noop"
 
 
 def _repairs(ext: ExternalizeOutput, val: ValidateOutput, summarizer: str) -> list[str]:
@@ -267,8 +274,18 @@ class CompactSessionWorkflow:
             )
         except (ActivityError, ApplicationError) as err:
             # Local activities raise the activity's ApplicationError itself, others wrap it.
-            # No such session / bad ids: say so; nothing exists to record a compaction against.
-            raise self._failure(err) from err
+            failure = self._failure(err)
+            if workflow.patched(FREEZE_FAILURE_PATCH):
+                workflow.upsert_search_attributes([SA_STATUS.value_set("failed")])
+                # No such session / bad ids: nothing exists to record a compaction against (and
+                # nothing is written); any other failure gets its record and breaker count.
+                if failure.type not in (str(ErrorType.NOT_FOUND), str(ErrorType.INVALID_INPUT)):
+                    failed = record.model_copy(update={"status": "failed", "error": f"{failure.type}: {failure.message}"})
+                    try:
+                        await self._finish(failed, None, started)
+                    except (ActivityError, ApplicationError) as rec_err:
+                        workflow.logger.warning("no record for a failed freeze: %s", rec_err)
+            raise failure from err
         self._set(snapshot_version=snap.version)
         # Asked only when there is an own commit, so other histories carry no marker.
         if snap.own_commit is not None and workflow.patched(EXACTLY_ONCE_PATCH):
@@ -293,7 +310,8 @@ class CompactSessionWorkflow:
         except (ActivityError, ApplicationError) as err:
             failure = self._failure(err)
             await self._finish(self._record.model_copy(
-                update={"status": "failed", "error": f"{failure.type}: {failure.message}"}), None, started)
+                update={"status": "failed", "error": f"{failure.type}: {failure.message}",
+                        "tokens_after": self._record.tokens_before}), None, started)
             raise failure from err
         record = record.model_copy(
             update={
@@ -314,8 +332,11 @@ class CompactSessionWorkflow:
             return await self._compact(inp, snap, policy, plan, prefix, phash, record)
         except (ActivityError, ApplicationError) as err:
             failure = self._failure(err)
+            # Nothing changed: a failed run reports the view as it was, not the rejected
+            # candidate's size (savings queries must not count failures).
             failed = self._record.model_copy(
-                update={"status": "failed", "error": f"{failure.type}: {failure.message}"}
+                update={"status": "failed", "error": f"{failure.type}: {failure.message}",
+                        "tokens_after": self._record.tokens_before}
             )
             await self._finish(failed, None, started)
             raise failure from err
@@ -401,6 +422,15 @@ class CompactSessionWorkflow:
                 "left_out": dict(ext.left_out),
             }
         )
+        if (not ext.layers or ext.tokens_after >= plan.tokens_before) and workflow.patched(UNSHRINKABLE_PATCH):
+            noop = record.model_copy(update={
+                "status": "noop", "tokens_after": plan.tokens_before, "checkpoint": None,
+                "covers": None, "layers": [], "freed_by_layer": {},
+                "error": f"nothing to compact: no layer shrinks the view below {plan.tokens_before:,} "
+                         f"tokens (pinned events, the latest request and pending calls stay verbatim); "
+                         f"not compacted again until it grows",
+            })
+            return await self._finish(noop, None, started, mark_noop=True)
         summarizer = "structured"
         summary_key = ""
         ckpt_id = ""
@@ -600,7 +630,7 @@ class CompactSessionWorkflow:
 
     # --- helpers --------------------------------------------------------------------------------
     async def _finish(
-        self, record: CompactionRecord, checkpoint: str | None, started: Any
+        self, record: CompactionRecord, checkpoint: str | None, started: Any, *, mark_noop: bool = False
     ) -> CompactSessionOutput:
         record = record.model_copy(
             update={
@@ -616,7 +646,7 @@ class CompactSessionWorkflow:
         )
         rec = await self._step(
             ActivityName.WRITE_RECORD,
-            RecordInput(record=record),
+            RecordInput(record=record, mark_noop=mark_noop),
             RecordOutput,
             f"record {record.status} for {record.tenant}/{record.session}",
         )

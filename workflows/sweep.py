@@ -4,6 +4,12 @@ Run once (``compactor sweep --once``) or from a Temporal Schedule (``compactor s
 due session gets its own ``CompactSessionWorkflow`` (id ``compact/{tenant}/{session}``) as an
 abandoned child, so a sweep never waits on, or duplicates, a running compaction; the LLM task
 queue's rate limit paces the summaries.
+
+Why it pages: a tenant may hold 100,000+ sessions. Each ``list_due_sessions`` call reads one
+page (one small head object per session: the head carries the view's token count), and the
+run continues as new every ``pages_per_run`` pages with the cursor and the totals, so neither
+an activity nor the history grows with the tenant. A session that cannot be read is reported
+in ``skipped`` and the sweep goes on; so does one whose child cannot be started.
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ with workflow.unsafe.imports_passed_through():
         WORKFLOW_NAME,
         ActivityName,
         CompactSessionInput,
+        MAX_REPORTED,
         DueSessions,
+        SkippedSession,
         SweepInput,
         SweepOutput,
     )
@@ -31,6 +39,10 @@ with workflow.unsafe.imports_passed_through():
 # Ids and numbers are checked first (pure), so a bad sweep lists nothing; behind a patch for
 # older histories.
 INPUT_CHECK_PATCH = "check-input"
+
+
+PAGED_PATCH = "sweep-pages"
+DEFAULT_PAGE_SIZE = 500
 
 
 @workflow.defn(name=SWEEP_WORKFLOW_NAME)
@@ -45,6 +57,74 @@ class SweepSessionsWorkflow:
                     f"invalid sweep request: {exc}", type=str(ErrorType.INVALID_INPUT),
                     non_retryable=True,
                 ) from None
+        if not workflow.patched(PAGED_PATCH):
+            return await self._legacy(inp)
+        total = (inp.carried or SweepOutput()).model_copy(update={"runs": (inp.carried.runs + 1) if inp.carried else 1})
+        cursor = inp.cursor
+        page_size = inp.page_size or DEFAULT_PAGE_SIZE
+        for _ in range(inp.pages_per_run):
+            page = inp.model_copy(update={"cursor": cursor, "page_size": page_size, "carried": None})
+            due = await workflow.execute_activity(
+                str(ActivityName.LIST_DUE_SESSIONS),
+                page,
+                result_type=DueSessions,
+                start_to_close_timeout=timedelta(minutes=5),
+                retry_policy=STORE_RETRY,
+                summary=f"sessions of {inp.tenant} after {cursor or 'the start'} over their trigger",
+            )
+            started, failed = await self._start(inp, due.sessions[: max(0, inp.max_sessions - total.started_count)])
+            skipped = [*due.skipped, *failed]
+            total = total.model_copy(update={
+                "scanned": total.scanned + due.scanned,
+                "started": (total.started + started)[:MAX_REPORTED],
+                "started_count": total.started_count + len(started),
+                "skipped": (total.skipped + skipped)[:MAX_REPORTED],
+                "skipped_count": total.skipped_count + len(skipped),
+                "unshrinkable": total.unshrinkable + due.unshrinkable,
+                "pages": total.pages + 1,
+            })
+            cursor = due.next_cursor
+            if cursor is None or total.started_count >= inp.max_sessions:
+                return total
+        workflow.continue_as_new(inp.model_copy(update={"cursor": cursor, "carried": total}))
+
+    async def _start(self, inp: SweepInput, sessions: list[str]) -> tuple[list[str], list[SkippedSession]]:
+        started: list[str] = []
+        failed: list[SkippedSession] = []
+        for session in sessions:
+            try:
+                if await self._start_one(inp, session):
+                    started.append(session)
+            except Exception as exc:  # noqa: BLE001 - one session never fails the sweep
+                failed.append(SkippedSession(session=session, error=f"{type(exc).__name__}: {exc}"[:500]))
+        return started, failed
+
+    async def _start_one(self, inp: SweepInput, session: str) -> bool:
+        child = CompactSessionInput(
+            tenant=inp.tenant,
+            session=session,
+            policy=inp.policy.preset,
+            window=inp.policy.window,
+            max_output=inp.policy.max_output,
+            configured=inp.policy.configured,
+            target_tokens=inp.policy.target_tokens,
+            summarizer=inp.summarizer,
+            trigger="sweep",
+        )
+        try:
+            await workflow.start_child_workflow(
+                WORKFLOW_NAME,
+                child,
+                id=workflow_id_for(inp.tenant, session),
+                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                static_summary=f"sweep: compact {inp.tenant}/{session}",
+            )
+        except WorkflowAlreadyStartedError:
+            return False  # a compaction is already running for it
+        return True
+
+    async def _legacy(self, inp: SweepInput) -> SweepOutput:
+        """The single-page sweep of histories recorded before PAGED_PATCH."""
         due = await workflow.execute_activity(
             str(ActivityName.LIST_DUE_SESSIONS),
             inp,
@@ -55,26 +135,6 @@ class SweepSessionsWorkflow:
         )
         started: list[str] = []
         for session in due.sessions[: inp.max_sessions]:
-            child = CompactSessionInput(
-                tenant=inp.tenant,
-                session=session,
-                policy=inp.policy.preset,
-                window=inp.policy.window,
-                max_output=inp.policy.max_output,
-                configured=inp.policy.configured,
-                target_tokens=inp.policy.target_tokens,
-                summarizer=inp.summarizer,
-                trigger="sweep",
-            )
-            try:
-                await workflow.start_child_workflow(
-                    WORKFLOW_NAME,
-                    child,
-                    id=workflow_id_for(inp.tenant, session),
-                    parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-                    static_summary=f"sweep: compact {inp.tenant}/{session}",
-                )
+            if await self._start_one(inp, session):
                 started.append(session)
-            except WorkflowAlreadyStartedError:
-                continue  # a compaction is already running for it
         return SweepOutput(scanned=due.scanned, started=started)

@@ -62,6 +62,7 @@ def _open(args: argparse.Namespace, session: str):
 
 def cmd_import(args: argparse.Namespace) -> int:
     from compactor import tokens
+    from compactor.measure import view_tokens
 
     path = Path(args.file)
     if path.is_dir() or not path.is_file():
@@ -83,7 +84,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         ["tool calls", f"{st.get('tool_calls', 0)} ({st.get('tool_results', 0)} results)"],
         ["pinned", st.get("pinned", 0)],
         ["compactions", f"{st.get('compactions', 0)} made by the source agent"],
-        ["tokens", f"{sum(e.tokens or 0 for e in events):,}"],
+        ["tokens", f"{view_tokens(log.read_view()):,} in the view (the measure plan, records and `view` use)"],
         ["skipped lines", len(result.skipped) or "none"],
     ]
     note = truncation_note(result)
@@ -131,12 +132,12 @@ def cmd_view(args: argparse.Namespace) -> int:
         json.dump({"system": system, "messages": messages}, sys.stdout, ensure_ascii=False, indent=1)
         sys.stdout.write("\n")
         return 0
-    from compactor import tokens
+    from compactor.measure import view_tokens
 
     ck = f", checkpoint {head.checkpoint}" if head.checkpoint else ""
     print(
         f"session {log.tenant}/{log.session}: version {head.version}{ck}; view {len(view)} "
-        f"events, {tokens.total_tokens(view):,} tokens"
+        f"events, {view_tokens(view):,} tokens"
     )
     print(view_text(view))
     return 0

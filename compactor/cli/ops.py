@@ -573,8 +573,17 @@ async def _sweep(args: argparse.Namespace) -> int:
         wf_id = f"sweep/{settings.tenant}/{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S')}"
         out: SweepOutput = await client.execute_workflow(
             SWEEP_WORKFLOW_NAME, inp, id=wf_id, task_queue=settings.task_queue, result_type=SweepOutput)
-        print(f"sweep {wf_id}: scanned {out.scanned} sessions, started {len(out.started)} compactions"
-              + (": " + ", ".join(out.started) if out.started else ""))
+        started = out.started_count or len(out.started)
+        print(f"sweep {wf_id}: scanned {out.scanned} sessions in {out.pages or 1} page(s), started "
+              f"{started} compactions" + (": " + ", ".join(out.started) if out.started else ""))
+        if out.unshrinkable:
+            print(f"  {out.unshrinkable} session(s) over the trigger not started: their last "
+                  f"compaction could not shrink them and they have not grown since")
+        if out.skipped_count:
+            print(f"  skipped {out.skipped_count} session(s) that could not be read "
+                  f"(run `compactor verify SESSION` on each):")
+            for sk in out.skipped:
+                print(f"    {sk.session}: {sk.error}")
         return 0
     schedule = Schedule(
         action=ScheduleActionStartWorkflow(SWEEP_WORKFLOW_NAME, inp, id=f"sweep/{settings.tenant}",

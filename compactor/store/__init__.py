@@ -17,6 +17,7 @@ from compactor.store.log import (
     SegmentCache,
     SessionLog,
     list_sessions,
+    list_sessions_page,
     validate_id,
 )
 
@@ -55,6 +56,7 @@ __all__ = [
     "SessionLog",
     "check_key",
     "list_sessions",
+    "list_sessions_page",
     "open_store",
     "validate_id",
 ]

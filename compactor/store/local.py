@@ -172,6 +172,19 @@ class LocalStore:
         return sorted(out)
 
 
+    def list_children(self, prefix: str, *, start_after: str | None = None, limit: int = 1000) -> list[str]:
+        """Names one level below ``prefix`` (which ends with "/"), in key order (``name/``),
+        after ``start_after``, at most ``limit``."""
+        start = self.root / prefix.rstrip("/") if prefix.strip("/") else self.root
+        try:
+            names = [n for n in os.listdir(start) if n not in _RESERVED or prefix.strip("/")]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        after = None if start_after is None else start_after + "/"
+        keyed = sorted(n + "/" for n in names if after is None or n + "/" > after)
+        return [k[:-1] for k in keyed[:limit]]
+
+
 def _quoted(etag: str) -> str:
     return etag if etag.startswith('"') else f'"{etag}"'
 

@@ -579,6 +579,7 @@ class SessionLog:
                     self._backoff(attempt)
                 continue
             kept = head.segments[: len(head.segments) - replaced]
+            added = sum(tokens_mod.count_event(batch[i]) for i in todo)
             new_head = Head(
                 tenant=self.tenant,
                 session=self.session,
@@ -589,6 +590,11 @@ class SessionLog:
                 checkpoint_run=head.checkpoint_run,
                 segments=[*kept, *written],
                 updated_at=_now(),
+                view_tokens=(
+                    added if head.version == 0
+                    else None if head.view_tokens is None else head.view_tokens + added
+                ),
+                noop_view_tokens=head.noop_view_tokens,
             )
             try:
                 etag = self._put_head(new_head, head.etag)
@@ -835,6 +841,7 @@ class SessionLog:
         sha256: str | None = None,
         run: str | None = None,
         head: Head | None = None,
+        view_tokens: int | None = None,
     ) -> Head:
         """Point the head at ``ckpt_id`` (or none) by CAS; the head records its digest.
 
@@ -845,6 +852,8 @@ class SessionLog:
         ``run``: the workflow run that commits (``Head.checkpoint_run``), so a re-execution of
         that run recognizes its own commit. ``head``: the head the caller just read at
         ``expected_etag`` (saves a GET; the CAS still guards it).
+        ``view_tokens``: the new view's size (measure.view_tokens, at the head version the
+        caller decided on); None leaves the head's count unknown until the next swap.
         """
         if ckpt_id is not None:
             self._ckpt_key(ckpt_id)  # validate before I/O
@@ -872,6 +881,10 @@ class SessionLog:
             new = head.model_copy(update={
                 "checkpoint": ckpt_id, "checkpoint_sha256": digest, "updated_at": _now(), "etag": None,
                 "checkpoint_run": run if ckpt_id is not None else None,
+                # A count for another version would be wrong, and a swap changes what the
+                # view is: the noop mark no longer applies.
+                "view_tokens": view_tokens if expected_etag is not None else None,
+                "noop_view_tokens": None,
             })
             try:
                 etag = self._put_head(new, head.etag)
@@ -899,6 +912,30 @@ class SessionLog:
             f"session {self.tenant}/{self.session}: the head kept moving while setting the "
             f"checkpoint ({self.max_attempts} attempts); retry",
         )
+
+    def mark_noop(self, version: int, view_tokens: int) -> Head | None:
+        """Note on the head that a compaction of ``version`` could not shrink the view.
+
+        Only while the head is still at ``version`` (events appended since: the view has
+        grown, nothing to note). The mark is the head's own count when it has one. Returns the
+        new head, or None when nothing was written.
+        """
+        for attempt in range(self.max_attempts):
+            head = self.head()
+            if head.version != version:
+                return None
+            mark = head.view_tokens if head.view_tokens is not None else view_tokens
+            if head.noop_view_tokens == mark:
+                return head
+            new = head.model_copy(update={"noop_view_tokens": mark, "updated_at": _now(), "etag": None})
+            try:
+                etag = self._put_head(new, head.etag)
+            except PreconditionFailed:
+                self._backoff(attempt)
+                continue
+            self._last_head = new.model_copy(update={"etag": etag})
+            return self._last_head
+        return None
 
     def list_checkpoints(self, digests: dict[str, str] | None = None) -> list[Checkpoint]:
         """Every stored checkpoint; those in ``digests`` (id -> sha256) are verified."""
@@ -1030,6 +1067,24 @@ class SessionLog:
                 key=key,
             )
         return _sha(existing)
+
+
+def list_sessions_page(
+    store: ObjectStore, tenant: str, after: str | None = None, limit: int = 1000
+) -> tuple[list[str], str | None]:
+    """One page of a tenant's session ids (sorted), after ``after``; and the cursor of the
+    next page (None at the end). Ordered like the keys (``name + "/"``), as S3 lists them.
+    Stores with ``list_children`` list one level only (S3:
+    delimiter + start-after), so a page costs one request whatever the sessions hold."""
+    prefix = f"t/{validate_id(tenant, 'tenant id')}/s/"
+    lister = getattr(store, "list_children", None)
+    if lister is not None:
+        names = lister(prefix, start_after=after, limit=limit + 1)
+    else:
+        names = sorted(list_sessions(store, tenant), key=lambda n: n + "/")
+        names = [n for n in names if after is None or n + "/" > after + "/"][: limit + 1]
+    page = names[:limit]
+    return page, (page[-1] if len(names) > limit else None)
 
 
 def list_sessions(store: ObjectStore, tenant: str) -> list[str]:

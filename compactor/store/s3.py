@@ -248,6 +248,27 @@ class S3Store:
             raise self._map(exc, key, conditional=bool(if_none_match or if_match)) from None
         return r["ETag"]
 
+    def list_children(self, prefix: str, *, start_after: str | None = None, limit: int = 1000) -> list[str]:
+        """Names one level below ``prefix`` (ends with "/"), in key order, after
+        ``start_after``: ``Delimiter="/"`` lists common prefixes, not every object under them."""
+        full = (f"{self.prefix}/" if self.prefix else "") + prefix
+        kw: dict = {"Bucket": self.bucket, "Prefix": full, "Delimiter": "/"}
+        if start_after is not None:
+            # past every key under start_after/ (ids are ASCII; U+10FFFF sorts after them)
+            kw["StartAfter"] = full + start_after + "/\U0010ffff"
+        out: list[str] = []
+        try:
+            while len(out) < limit:
+                kw["MaxKeys"] = min(1000, limit - len(out))
+                page = self.client.list_objects_v2(**kw)
+                out.extend(p["Prefix"][len(full):].rstrip("/") for p in page.get("CommonPrefixes", ()))
+                if not page.get("IsTruncated"):
+                    break
+                kw["ContinuationToken"] = page["NextContinuationToken"]
+        except Exception as exc:
+            raise self._map(exc, prefix) from None
+        return out[:limit]
+
     def list(self, prefix: str) -> list[str]:
         full = (f"{self.prefix}/" if self.prefix else "") + prefix
         cut = len(self.prefix) + 1 if self.prefix else 0

@@ -26,7 +26,7 @@ from compactor.engine import compact
 from compactor.events import Event, TextBlock, ToolResultBlock
 from compactor.lift import LiftedState
 from compactor.measure import view_tokens
-from compactor.tokens import estimate_context_tokens
+from compactor.measure import view_tokens as estimate_context_tokens
 from compactor.policy import make_policy
 from compactor.store import SessionLog
 from compactor.store.s3 import S3Store
