@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities import metrics
 from activities.contracts import (
     ActivityName,
     CommitInput,
@@ -718,8 +719,10 @@ class StoreActivities:
                 key = log.write_record(rec)
             except errors.PreconditionFailed:
                 # An earlier execution of this run (before a lost worker) recorded it already;
-                # records are per run and the first one stands.
+                # records are per run and the first one stands (and was counted then).
                 key = f"{log.prefix}records/{rec.id}.json"
+            else:
+                metrics.record_compaction(rec)
             return RecordOutput(key=key, ms=(time.perf_counter() - t) * 1000, **meta)
 
         return await self._run(work)
@@ -736,6 +739,9 @@ class StoreActivities:
             t = time.perf_counter()
             policy = _policy(inp.policy)
             due: list[str] = []
+            failed = 0
+            lags: list[float] = []
+            now = time.time()
             sessions = list_sessions(self.store, inp.tenant)
             for s in sessions:
                 log = self.log(inp.tenant, s)
@@ -749,6 +755,7 @@ class StoreActivities:
                     # of it would be refused anyway (`compactor verify` reports it).
                     if activity.in_activity():
                         activity.logger.warning("skipping damaged session %s/%s: %s", inp.tenant, s, exc)
+                    failed += 1
                     continue
                 end = 0 if prev is None or prev.covers.empty else prev.covers.end
                 snap = SnapshotRef(tenant=inp.tenant, session=s, version=head.version, etag=head.etag,
@@ -758,8 +765,11 @@ class StoreActivities:
                 tokens += prev.summary_tokens if prev is not None and end else 0
                 if should_compact(policy, tokens) != "none":
                     due.append(s)
+                    if head.updated_at is not None:
+                        lags.append(now - head.updated_at.timestamp())
                 if len(due) >= inp.max_sessions:
                     break
+            metrics.record_sweep(inp.tenant, scanned=len(sessions), due=len(due), failed=failed, lags_s=lags)
             return DueSessions(sessions=due, scanned=len(sessions), ms=(time.perf_counter() - t) * 1000, **meta)
 
         return await self._run(work)
