@@ -96,7 +96,7 @@ class Settings(BaseSettings):
         default=2.0,
         gt=0,
         description="Timeout of one OTLP export request (background threads; a CLI command waits "
-        "at most 0.3 s for its spans whatever this is).",
+        "at most 0.2 s for its spans whatever this is).",
     )
     otlp_metrics_interval_s: float = Field(
         default=30.0, gt=0, description="How often a worker pushes metrics by OTLP (when an endpoint is set)."

@@ -39,7 +39,7 @@ from workers.settings import Settings
 
 log = logging.getLogger(__name__)
 
-CLI_FLUSH_S = 0.3
+CLI_FLUSH_S = 0.2
 """Longest a CLI command waits for its spans to leave (a dead collector must not slow it)."""
 EXPORT_ERROR_EVERY_S = 300.0
 READY_CHECK_S = 2.0
