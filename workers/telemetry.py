@@ -249,18 +249,24 @@ class _Serving:
             await self._exporter.__aexit__(None, None, None)
 
     async def readiness(self) -> dict[str, Any]:
-        """Temporal health check and a store HEAD, each bounded by ``READY_CHECK_S``."""
-        checks: dict[str, Any] = {}
-        try:
+        """Temporal health check and a store HEAD, concurrently, each bounded by ``READY_CHECK_S``."""
+
+        async def temporal() -> str:
             ok = await self.client.service_client.check_health(timeout=timedelta(seconds=READY_CHECK_S))
-            checks["temporal"] = "ok" if ok else "not serving"
-        except Exception as exc:  # noqa: BLE001 - any failure is "not ready", said in the body
-            checks["temporal"] = f"{type(exc).__name__}: {exc}"[:200]
-        try:
-            await asyncio.wait_for(asyncio.to_thread(self.store.head, "t/.readyz"), READY_CHECK_S)
-            checks["store"] = "ok"
-        except Exception as exc:  # noqa: BLE001
-            checks["store"] = f"{type(exc).__name__}: {exc}"[:200]
+            return "ok" if ok else "not serving"
+
+        async def store() -> str:
+            await asyncio.to_thread(self.store.head, "t/.readyz")
+            return "ok"
+
+        async def bounded(check: Callable[[], Any]) -> str:
+            try:
+                return await asyncio.wait_for(check(), READY_CHECK_S)
+            except Exception as exc:  # noqa: BLE001 - any failure is "not ready", said in the body
+                return f"{type(exc).__name__}: {exc}"[:200]
+
+        t, st = await asyncio.gather(bounded(temporal), bounded(store))
+        checks: dict[str, Any] = {"temporal": t, "store": st}
         if self.stopping:
             checks["worker"] = "shutting down"
         return checks
@@ -269,7 +275,7 @@ class _Serving:
 def _ready_sync(loop: asyncio.AbstractEventLoop, serving: _Serving) -> dict[str, Any]:
     fut = asyncio.run_coroutine_threadsafe(serving.readiness(), loop)
     try:
-        return fut.result(READY_CHECK_S * 2 + 1)
+        return fut.result(READY_CHECK_S + 1)
     except Exception as exc:  # noqa: BLE001 - a stuck loop is itself "not ready"
         fut.cancel()
         return {"worker": f"readiness check did not finish: {type(exc).__name__}"}
