@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities import metrics
 from activities.contracts import ErrorType
 from compactor import breaker
 from compactor.errors import CorruptState, NotFound, PreconditionFailed
@@ -150,6 +151,10 @@ class BreakerActivities:
         except CorruptState as exc:
             raise _non_retryable(exc) from None
         d = breaker.check(state, inp.trigger)
+        # The first step of every run: where a run's start (and a refusal) is known.
+        metrics.record_started(inp.trigger)
+        if not d.allowed:
+            metrics.record_breaker(None, refused=True, trigger=inp.trigger)
         return BreakerCheckOutput(
             allowed=d.allowed,
             reason=d.reason,
@@ -173,6 +178,7 @@ class BreakerActivities:
         except CorruptState as exc:
             raise _non_retryable(exc) from None
         t = breaker.transition(before, after)
+        metrics.record_breaker(t)
         if t == "opened" and activity.in_activity():
             activity.logger.warning(
                 "circuit breaker opened for %s/%s after %d consecutive failures",

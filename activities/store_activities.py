@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities import metrics
 from activities.contracts import (
     ActivityName,
     CommitInput,
@@ -868,8 +869,10 @@ class StoreActivities:
                 key = log.write_record(rec)
             except errors.PreconditionFailed:
                 # An earlier execution of this run (before a lost worker) recorded it already;
-                # records are per run and the first one stands.
+                # records are per run and the first one stands (and was counted then).
                 key = f"{log.prefix}records/{rec.id}.json"
+            else:
+                metrics.record_compaction(rec)
             if inp.mark_noop and rec.snapshot_version:
                 log.mark_noop(rec.snapshot_version, rec.tokens_before)
             return RecordOutput(key=key, ms=(time.perf_counter() - t) * 1000, **meta)
@@ -899,9 +902,11 @@ class StoreActivities:
             due: list[str] = []
             skipped: list[SkippedSession] = []
             unshrinkable = 0
+            lags: list[float] = []
+            now = time.time()
             for s in sessions:
                 try:
-                    verdict = self._sweep_verdict(counting, inp, policy, s)
+                    verdict, updated = self._sweep_verdict(counting, inp, policy, s)
                 except Exception as exc:  # noqa: BLE001 - reported, the sweep goes on
                     skipped.append(SkippedSession(session=s, error=f"{type(exc).__name__}: {exc}"[:500]))
                     if activity.in_activity():
@@ -909,8 +914,12 @@ class StoreActivities:
                     continue
                 if verdict == "start":
                     due.append(s)
+                    if updated is not None:
+                        lags.append(now - updated.timestamp())
                 elif verdict == "unshrinkable":
                     unshrinkable += 1
+            metrics.record_sweep(inp.tenant, scanned=len(sessions), due=len(due), failed=len(skipped),
+                                 lags_s=lags)
             return DueSessions(
                 sessions=due, scanned=len(sessions), next_cursor=nxt, skipped=skipped,
                 unshrinkable=unshrinkable, objects_read=counting.gets,
@@ -919,23 +928,23 @@ class StoreActivities:
 
         return await self._run(work)
 
-    def _sweep_verdict(self, store: Any, inp: SweepInput, policy: Any, session: str) -> str:
+    def _sweep_verdict(self, store: Any, inp: SweepInput, policy: Any, session: str) -> tuple[str, Any]:
         """policy.start_decision for one session, from its head (the view if the head has no
-        count)."""
+        count); and when the head last changed (the sweep's lag)."""
         from compactor.measure import view_tokens
         from compactor.policy import should_compact, start_decision
 
         log = SessionLog(store, inp.tenant, session, cache=self.cache)
         head = log.head()
         if head.version == 0:
-            return "none"
+            return "none", head.updated_at
         tokens = head.view_tokens
         if tokens is None:
             tokens = view_tokens(log.read_view(head=head))
         return start_decision(
             policy, should_compact(policy, tokens), tokens,
             target_tokens=inp.policy.target_tokens, noop_view_tokens=head.noop_view_tokens,
-        )
+        ), head.updated_at
 
 
 class _CountingStore:

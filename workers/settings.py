@@ -102,6 +102,31 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("COMPACTOR_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"),
         description="OTLP/HTTP endpoint (e.g. http://localhost:4318); unset = no export.",
     )
+    otlp_timeout_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="Timeout of one OTLP export request (background threads; a CLI command waits "
+        "at most 0.2 s for its spans whatever this is).",
+    )
+    otlp_metrics_interval_s: float = Field(
+        default=30.0, gt=0, description="How often a worker pushes metrics by OTLP (when an endpoint is set)."
+    )
+    metrics_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description="Port of the worker's HTTP endpoint: /metrics (Prometheus: compactor and Temporal "
+        "SDK metrics), /healthz, /readyz. Unset = no endpoint; 0 = any free port.",
+    )
+    metrics_host: str = Field(
+        default="0.0.0.0", description="Address the metrics/health endpoint binds (127.0.0.1 for local only)."
+    )
+    graceful_shutdown_s: float = Field(
+        default=45.0,
+        ge=0,
+        description="On SIGTERM, how long a worker lets in-flight activities finish before cancelling "
+        "them (keep it below the pod's terminationGracePeriodSeconds).",
+    )
     payload_bucket: str | None = Field(
         default=None,
         description="S3 bucket for Temporal external payload storage; default: the store's "

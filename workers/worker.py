@@ -7,7 +7,10 @@
 * Store activities run on ``task_queue``; LLM summarizers on ``llm_task_queue`` with a
   task-queue-wide rate limit (``max_task_queue_activities_per_second``), so a fleet of workers
   together never exceeds the provider's limit.
-* OpenTelemetry through Temporal's plugin, exported by OTLP/HTTP when an endpoint is set.
+* OpenTelemetry through Temporal's plugin, exported by OTLP/HTTP when an endpoint is set;
+  metrics, health endpoints and exporter timeouts live in ``workers/telemetry.py``.
+* SIGTERM: workers stop polling and let in-flight activities finish for
+  ``graceful_shutdown_s`` before cancelling them.
 """
 
 from __future__ import annotations
@@ -91,39 +94,22 @@ def build_data_converter(settings: Settings, s3_client: Any | None = None) -> Da
 
 # --- telemetry ---------------------------------------------------------------------------------------
 
-_TRACING_READY = False
-
 
 def flush_telemetry() -> None:
-    """Export buffered spans now (before a short-lived process exits)."""
-    if not _TRACING_READY:
-        return
-    import opentelemetry.trace
+    """Hand buffered spans to the exporter before a short-lived process exits (bounded wait)."""
+    from workers.telemetry import flush_tracing
 
-    flush = getattr(opentelemetry.trace.get_tracer_provider(), "force_flush", None)
-    if flush is not None:
-        flush(5_000)
+    flush_tracing()
 
 
 def telemetry_plugins(settings: Settings) -> list[Any]:
     """OpenTelemetry plugin (+ OTLP exporter) when an endpoint is configured, else nothing."""
-    global _TRACING_READY
-    if not settings.otlp_endpoint:
-        return []
-    import opentelemetry.trace
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
-    from temporalio.contrib.opentelemetry import OpenTelemetryPlugin, create_tracer_provider
+    from workers.telemetry import configure_tracing
 
-    if not _TRACING_READY:
-        provider = create_tracer_provider(resource=Resource.create({"service.name": "compactor"}))
-        endpoint = settings.otlp_endpoint.rstrip("/")
-        if not endpoint.endswith("/v1/traces"):
-            endpoint += "/v1/traces"
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
-        opentelemetry.trace.set_tracer_provider(provider)
-        _TRACING_READY = True
+    if not configure_tracing(settings):
+        return []
+    from temporalio.contrib.opentelemetry import OpenTelemetryPlugin
+
     # Temporal's own spans (StartWorkflow, RunWorkflow, RunActivity...) so a trace shows every step.
     return [OpenTelemetryPlugin(add_temporal_spans=True)]
 
@@ -146,8 +132,12 @@ async def connect(
     *,
     s3_client: Any | None = None,
     connect_timeout: float = 30.0,
+    runtime: Any | None = None,
 ) -> Client:
-    """A Temporal client for the compactor (pydantic converter, TLS, telemetry)."""
+    """A Temporal client for the compactor (pydantic converter, TLS, telemetry).
+
+    ``runtime``: a worker's ``WorkerTelemetry.runtime``, which carries the SDK's own metrics.
+    """
     target = address or settings.temporal_address
     if not target:
         raise ValueError("no Temporal address: set TEMPORAL_ADDRESS or run `compactor dev`")
@@ -162,6 +152,7 @@ async def connect(
                 tls=_tls(settings),
                 api_key=settings.temporal_api_key.get_secret_value() if settings.temporal_api_key else None,
                 plugins=telemetry_plugins(settings),
+                **({"runtime": runtime} if runtime is not None else {}),
             )
         except RuntimeError as exc:
             # A server that is still starting (dev server, rolling restart) answers
@@ -238,8 +229,9 @@ def build_workers(
         activities=acts,
         max_concurrent_activities=settings.max_concurrent_activities,
         max_concurrent_local_activities=settings.max_concurrent_activities,
-        interceptors=[*guard, RedactingInterceptor()],
+        interceptors=[*guard, *_span_interceptors(), RedactingInterceptor()],
         **_runner_options(settings),
+        **_operations_options(settings),
     )
     workers = [main]
     if with_llm:
@@ -252,7 +244,8 @@ def build_workers(
                     activities=llm_acts,
                     max_concurrent_activities=settings.llm_concurrency,
                     max_task_queue_activities_per_second=settings.llm_rate_limit,
-                    interceptors=[*guard, RedactingInterceptor()],
+                    interceptors=[*guard, *_span_interceptors(), RedactingInterceptor()],
+                    **_operations_options(settings),
                 )
             )
     return workers
@@ -289,6 +282,20 @@ def _runner_options(settings: Settings) -> dict[str, Any]:
     return {"workflow_runner": UnsandboxedWorkflowRunner()}
 
 
+def _operations_options(settings: Settings) -> dict[str, Any]:
+    """Graceful shutdown: SIGTERM lets in-flight activities finish, within a bound."""
+    from datetime import timedelta
+
+    return {"graceful_shutdown_timeout": timedelta(seconds=settings.graceful_shutdown_s)}
+
+
+def _span_interceptors() -> list[Any]:
+    """Span attributes (tenant, session, version, tokens, status, error type) on activity spans."""
+    from workers.telemetry import SpanAttributesInterceptor
+
+    return [SpanAttributesInterceptor()]
+
+
 def _activity_name(fn: Any) -> str:
     from temporalio.activity import _Definition
 
@@ -305,9 +312,12 @@ async def serve(settings: Settings | None = None, address: str | None = None) ->
     """`compactor worker`: join a cluster and serve until interrupted."""
     from compactor.store import open_store
 
+    from workers.telemetry import WorkerTelemetry
+
     settings = settings or Settings()
     store = open_store(settings.store)
-    client = await connect(settings, address, s3_client=_store_s3_client(store))
+    tel = WorkerTelemetry.create(settings)
+    client = await connect(settings, address, s3_client=_store_s3_client(store), runtime=tel.runtime)
     workers = build_workers(client, settings, store)
     log.info(
         "compactor worker on %s (namespace %s), queues %s",
@@ -315,7 +325,8 @@ async def serve(settings: Settings | None = None, address: str | None = None) ->
         settings.temporal_namespace,
         ", ".join(w.task_queue for w in workers),
     )
-    await run_workers(workers)
+    async with tel.serving(client, store):
+        await run_workers(workers)
 
 
 def _store_s3_client(store: Any) -> Any | None:

@@ -100,7 +100,9 @@ def run_and_exit(coro: Any) -> int:
     import os
 
     from compactor.errors import CompactorError
+    from workers.telemetry import flush_tracing, quiet_exporters_for_cli
 
+    quiet_exporters_for_cli()  # a collector that is down is not this command's business
     try:
         rc = int(asyncio.run(coro) or 0)
     except CompactorError as exc:
@@ -112,9 +114,7 @@ def run_and_exit(coro: Any) -> int:
         print(f"compactor: error: {type(exc).__name__}: {exc}", file=sys.stderr)
         rc = 1
     try:
-        from workers.worker import flush_telemetry
-
-        flush_telemetry()
+        flush_tracing()
     except Exception as exc:  # noqa: BLE001 - telemetry must never change the exit status
         print(f"compactor: could not export traces: {exc}", file=sys.stderr)
     sys.stdout.flush()
@@ -167,6 +167,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
 async def _dev(args: argparse.Namespace) -> int:
     from compactor.store import open_store
     from workers.devstack import start_temporal
+    from workers.telemetry import WorkerTelemetry
     from workers.worker import _store_s3_client, build_workers, connect
 
     settings = _settings(args)
@@ -175,14 +176,18 @@ async def _dev(args: argparse.Namespace) -> int:
     )
     try:
         store = open_store(settings.store)
-        client = await connect(settings, server.address, s3_client=_store_s3_client(store))
+        tel = WorkerTelemetry.create(settings)
+        client = await connect(settings, server.address, s3_client=_store_s3_client(store), runtime=tel.runtime)
         workers = build_workers(client, settings, store)
         print(f"Temporal   {server.address}   (export TEMPORAL_ADDRESS={server.address})")
         print(f"UI         http://127.0.0.1:{args.ui_port}")
         print(f"store      {store.url}")
         print(f"queues     {', '.join(w.config()['task_queue'] for w in workers)}")
+        if settings.metrics_port is not None:
+            print(f"metrics    http://127.0.0.1:{settings.metrics_port}/metrics   (/healthz /readyz)")
         print("worker running; Ctrl-C to stop", flush=True)
-        await _serve_until_signal(workers)
+        async with tel.serving(client, store):
+            await _serve_until_signal(workers)
     finally:
         await asyncio.to_thread(server.stop)
     return 0
@@ -217,11 +222,14 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 async def _worker(settings: Any) -> None:
     from compactor.store import open_store
+    from workers.telemetry import WorkerTelemetry
     from workers.worker import _store_s3_client, build_workers, connect
 
     store = open_store(settings.store)
-    client = await connect(settings, s3_client=_store_s3_client(store))
-    await _serve_until_signal(build_workers(client, settings, store))
+    tel = WorkerTelemetry.create(settings)
+    client = await connect(settings, s3_client=_store_s3_client(store), runtime=tel.runtime)
+    async with tel.serving(client, store):
+        await _serve_until_signal(build_workers(client, settings, store))
 
 
 # --- inspect / rollback --------------------------------------------------------------------------
