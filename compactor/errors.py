@@ -42,7 +42,11 @@ class InputTooLarge(InvalidInput):
 
 
 class NotFound(CompactorError):
+    """A session, checkpoint, workflow or bucket that does not exist. Exit 2 like a usage
+    error: every command says the same thing about the same missing thing (docs/cli.md)."""
+
     code = "not_found"
+    exit_code = 2
 
 
 class BucketNotFound(NotFound):
