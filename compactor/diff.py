@@ -108,7 +108,7 @@ def diff_checkpoint(events: Sequence[Event], ckpt: Checkpoint, prev: Checkpoint 
     for err in state.errors:
         items.append(DiffItem(kind="error", seq=err.seq, text=_clip(f"{err.name}: {err.message}"),
                               kept=_norm(err.name) in summary, tool_use_id=err.tool_use_id))
-    names = {b.id: b.name for e in events for b in e.blocks if isinstance(b, ToolUseBlock)}
+    names = {b.id: _call(b) for e in events for b in e.blocks if isinstance(b, ToolUseBlock)}
     for e in replaced:
         for b in e.blocks:
             if isinstance(b, ToolResultBlock):
@@ -141,6 +141,15 @@ def _replacements(events: Sequence[Event], ckpt: Checkpoint, names: dict[str, st
                                 kept=uri is not None, tool_use_id=b.tool_use_id, artifact=uri,
                                 is_error=b.is_error, bytes=size, where="replaced"))
     return out
+
+
+def _call(use: ToolUseBlock) -> str:
+    """A tool call for people: its name and main argument (command, path, pattern, url)."""
+    for key in ("command", "cmd", "file_path", "path", "pattern", "url", "query"):
+        v = use.input.get(key)
+        if isinstance(v, str) and v:
+            return _clip(f"{use.name} {v}", 80)
+    return use.name
 
 
 def _clip(text: str, n: int = 160) -> str:

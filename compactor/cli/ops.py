@@ -320,14 +320,16 @@ DIFF_ROWS = 15
 def render_diff(log: Any, diff: Any) -> str:
     """The text form of ``inspect --diff``."""
     prev = f" (after {diff.based_on}, which covered 1-{diff.replaced_start - 1})" if diff.based_on else ""
-    lines = [
-        f"checkpoint {diff.checkpoint} of {log.tenant}/{log.session}{prev}",
-        f"replaced   events {diff.replaced_start}-{diff.covers_end} ({diff.replaced_events} events, "
-        f"{diff.replaced_tokens:,} tokens) with a {diff.summary_tokens:,}-token {diff.summarizer} summary",
-    ]
+    lines = [f"checkpoint {diff.checkpoint} of {log.tenant}/{log.session}{prev}"]
+    if diff.covers_end >= diff.replaced_start:
+        lines.append(f"replaced   events {diff.replaced_start}-{diff.covers_end} ({diff.replaced_events} events, "
+                     f"{diff.replaced_tokens:,} tokens) with a {diff.summary_tokens:,}-token "
+                     f"{diff.summarizer} summary")
+    else:
+        lines.append("replaced   no events (no new summary); tool results below are shown by reference")
     dropped = len(diff.dropped)
-    lines.append(f"kept       {len(diff.items) - dropped} of {len(diff.items)} items named in the summary"
-                 + (f"; {dropped} not named (marked -)" if dropped else ""))
+    lines.append(f"kept       {len(diff.items) - dropped} of {len(diff.items)} items (+ named in the summary or "
+                 f"reachable by artifact ref; - gone from the view)")
     titles = {"request": "requests", "file": "files", "error": "errors", "tool_result": "tool results"}
     for kind, title in titles.items():
         items = diff.of(kind)
