@@ -15,16 +15,12 @@ from pydantic import BaseModel, Field
 from compactor.breaker import BreakerState
 from compactor.diff import CheckpointDiff, diff_checkpoint
 from compactor.errors import NotFound
-from compactor.records import CompactionRecord
+from compactor.records import CompactionRecord, SeqRange
 from compactor.store import SessionLog
-
-#: Checkpoint fields ``inspect`` reports (the summary and state are in ``inspect --diff``).
-CHECKPOINT_FIELDS = {"id", "covers", "based_on", "summarizer", "summary_tokens", "snapshot_version",
-                     "created_at", "artifacts"}
-
 
 class CheckpointInfo(BaseModel):
     id: str
+    covers: SeqRange
     covers_end: int = 0
     based_on: str | None = None
     summarizer: str = "structured"
@@ -45,6 +41,8 @@ class SessionReport(BaseModel):
     checkpoint: str | None = Field(description="Checkpoint the head points at (None: whole log).")
     segments: int = 0
     updated_at: datetime | None = None
+    head: dict[str, Any] = Field(default_factory=dict, description="The head manifest without its "
+                                 "segment list (version, checkpoint, digests, etag).")
     checkpoints: list[CheckpointInfo] = Field(default_factory=list)
     records: list[CompactionRecord] = Field(default_factory=list)
 
@@ -84,8 +82,9 @@ def inspect_session(log: SessionLog) -> SessionReport:
     return SessionReport(
         tenant=log.tenant, session=log.session, store=log.store.url, version=head.version,
         checkpoint=head.checkpoint, segments=len(head.segments), updated_at=head.updated_at,
+        head=head.model_dump(mode="json", exclude={"segments"}),
         checkpoints=[CheckpointInfo(
-            id=c.id, covers_end=0 if c.covers.empty else c.covers.end, based_on=c.based_on,
+            id=c.id, covers=c.covers, covers_end=0 if c.covers.empty else c.covers.end, based_on=c.based_on,
             summarizer=c.summarizer, summary_tokens=c.summary_tokens,
             snapshot_version=c.snapshot_version, created_at=c.created_at, artifacts=list(c.artifacts),
             current=c.id == head.checkpoint) for c in ckpts],

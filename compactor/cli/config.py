@@ -17,7 +17,7 @@ from pydantic import SecretStr
 from compactor.cli.common import add_json_arg, print_json, table
 
 #: ``COMPACTOR_*`` variables read outside the settings model (benchmarks and tests).
-OTHER_KNOWN = {"COMPACTOR_CORPUS", "COMPACTOR_ANTHROPIC_MODEL"}
+OTHER_KNOWN = {"COMPACTOR_CORPUS", "COMPACTOR_ANTHROPIC_MODEL", "COMPACTOR_RECORD_HISTORIES"}
 MASK = "********"
 
 
@@ -45,9 +45,9 @@ def env_names(settings_cls: Any) -> dict[str, list[str]]:
     return out
 
 
-def unknown_variables(environ: dict[str, str], settings_cls: Any) -> list[tuple[str, str | None]]:
+def unknown_variables(environ: dict[str, str], *settings_cls: Any) -> list[tuple[str, str | None]]:
     """(name, closest known name or None) for every ``COMPACTOR_*`` variable nothing reads."""
-    known = {n for names in env_names(settings_cls).values() for n in names} | OTHER_KNOWN
+    known = {n for c in settings_cls for names in env_names(c).values() for n in names} | OTHER_KNOWN
     ours = sorted(k for k in (n.upper() for n in known) if k.startswith("COMPACTOR_"))
     out = []
     for var in sorted(environ):
@@ -64,18 +64,23 @@ def _shown(value: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from activities.llm import AnthropicSettings, _AnthropicEnv
     from compactor.cli.common import settings as load
     from workers.settings import Settings
 
     s = load()
-    names = env_names(Settings)
+    llm = AnthropicSettings.from_settings(s)  # the summarizer's client settings, as a worker sees them
     upper_env = {k.upper(): k for k in os.environ}
     rows: list[dict[str, Any]] = []
-    for field in Settings.model_fields:
-        src = next((n for n in names[field] if n in upper_env), None)
-        rows.append({"name": field, "env": names[field][0], "value": _shown(getattr(s, field)),
-                     "source": f"env {src}" if src else "default"})
-    unknown = unknown_variables(dict(os.environ), Settings)
+    for cls, obj, prefix in ((Settings, s, ""), (_AnthropicEnv, llm, "anthropic_")):
+        names = env_names(cls)
+        for field in cls.model_fields:
+            if prefix and field == "model":
+                continue  # the worker's COMPACTOR_MODEL wins (AnthropicSettings.from_settings)
+            src = next((n for n in names[field] if n in upper_env), None)
+            rows.append({"name": prefix + field, "env": names[field][0], "value": _shown(getattr(obj, field)),
+                         "source": f"env {src}" if src else "default"})
+    unknown = unknown_variables(dict(os.environ), Settings, _AnthropicEnv)
     for var, close in unknown:
         hint = f" (did you mean {close}?)" if close else ""
         print(f"warning: {var} is not a compactor setting and is ignored{hint}", file=sys.stderr)
