@@ -199,3 +199,32 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["--version"])
     assert exc.value.code == 0 and capsys.readouterr().out.startswith("compactor ")
+
+
+def _leaf_commands():
+    from tests.unit.test_cli_help import _commands
+
+    groups = {"policy", "bench"}
+    return {name: p for name, p in _commands() if name not in groups}
+
+
+def _options(p) -> set[str]:
+    return {o for a in p._actions for o in a.option_strings}
+
+
+def test_every_command_takes_json():
+    missing = [n for n, p in _leaf_commands().items() if "--json" not in _options(p)]
+    assert missing == []
+
+
+@pytest.mark.parametrize("name", ["compact", "history", "replay", "sweep", "approve", "reject", "worker"])
+def test_every_temporal_command_takes_address_and_namespace(name):
+    assert {"--address", "--namespace"} <= _options(_leaf_commands()[name])
+
+
+@pytest.mark.parametrize("name", ["view", "inspect", "rollback", "verify", "breaker", "plot", "history",
+                                  "replay", "approve", "reject"])
+def test_every_session_command_takes_session_and_tenant(name):
+    p = _leaf_commands()[name]
+    assert "--tenant" in _options(p)
+    assert any(a.dest == "session" and not a.option_strings for a in p._actions)
