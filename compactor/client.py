@@ -11,7 +11,16 @@ could not shrink it and that has not grown since (the head's ``noop_view_tokens`
 
 Appends and view reads go straight to the object store (the session log is the source of
 truth, and appends are safe against a running compaction: the swap merges them); only
-compaction goes through Temporal.
+compaction goes through Temporal. The operator reads (``inspect``, ``records``, ``diff``,
+``rollback``, ``breaker``) are the CLI's, typed; a session with no events raises
+:class:`~compactor.errors.NotFound` everywhere.
+
+    async with CompactorClient.connect() as cc:          # or: cc = await CompactorClient.connect()
+        await cc.append("s1", events)
+        request = await cc.view("s1", as_request=True)   # {"system": ..., "messages": [...]}
+
+    with CompactorClient.sync() as cc:                   # the same, blocking (scripts, notebooks)
+        print(cc.inspect("s1").checkpoint)
 
 A client is bound to its tenant (or to the list given as ``tenants=[...]``, or
 ``COMPACTOR_TENANTS``): a call naming another tenant raises ``TenantNotAllowed`` before any
@@ -21,8 +30,10 @@ I/O, and every compaction request is checked (ids, numbers) before a workflow is
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import Any, Literal
+import functools
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from temporalio.client import Client, WorkflowHandle
@@ -40,6 +51,15 @@ from compactor.measure import view_tokens
 from compactor.policy import make_policy, should_compact, start_decision
 from compactor.tenancy import TenantScope, check_compaction_request, tenant_of_workflow_id
 from compactor.tokens import calibration_ratio
+
+if TYPE_CHECKING:
+    from compactor.breaker import BreakerState
+    from compactor.diff import CheckpointDiff
+    from compactor.operator import RollbackResult, SessionReport
+    from compactor.records import CompactionRecord
+    from compactor.store import AppendResult
+
+T = TypeVar("T")
 
 WORKFLOW_NAME = "CompactSessionWorkflow"  # = activities.contracts.WORKFLOW_NAME
 
@@ -69,6 +89,89 @@ class BudgetResult(BaseModel):
         "within_target (the run would end noop) or unshrinkable (the last run could not shrink "
         "the view and it has not grown since; the agent is not blocked on a run that cannot help).",
     )
+
+
+class MessagesRequest(BaseModel):
+    """A view rendered as a Messages API request body: pass it as ``client.messages.create(
+    model=..., max_tokens=..., **request.model_dump())``."""
+
+    system: str = Field(default="", description="Pinned (system/developer) events, joined.")
+    messages: list[dict[str, Any]] = Field(description="Alternating user/assistant messages.")
+
+
+class HeldDecision(BaseModel):
+    """What ``approve``/``reject`` did to a compaction held before its swap."""
+
+    workflow_id: str
+    decision: Literal["approve", "reject"]
+    status: Literal["committed", "noop", "failed"] | None = Field(
+        default=None, description="How the run ended; None when not waited for.")
+    checkpoint: str | None = None
+    error: str | None = None
+
+
+async def decide_held(temporal: Client, workflow_id: str, *, approve: bool, reason: str | None = None,
+                      wait: bool = True) -> HeldDecision:
+    """Signal a held compaction (``resume`` or ``reject``); NotFound unless one is waiting."""
+    from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from activities.contracts import CompactSessionOutput, CompactStatus
+    from compactor.errors import NotFound
+
+    handle = temporal.get_workflow_handle(workflow_id, result_type=CompactSessionOutput)
+    try:
+        desc = await handle.describe()
+    except RPCError as exc:
+        if exc.status != RPCStatusCode.NOT_FOUND:
+            raise
+        raise NotFound(f"no compaction {workflow_id!r}: nothing is held") from None
+    status = None
+    if desc.status == WorkflowExecutionStatus.RUNNING:
+        status = await handle.query("status", result_type=CompactStatus)
+    if status is None or not status.waiting_for_resume:
+        where = f"its run is at {status.step}" if status else f"its last run is {desc.status.name.lower()}"
+        raise NotFound(f"no held compaction {workflow_id!r} ({where}); start one with "
+                       f"`compactor compact SESSION --hold`")
+    if approve:
+        await handle.signal("resume")
+    else:
+        await handle.signal("reject", reason or "rejected by an operator")
+    out = HeldDecision(workflow_id=workflow_id, decision="approve" if approve else "reject")
+    if not wait:
+        return out
+    try:
+        res = await handle.result()
+    except WorkflowFailureError as exc:
+        cause = getattr(exc, "cause", None) or exc
+        return out.model_copy(update={"status": "failed", "error": str(cause)})
+    return out.model_copy(update={"status": res.status, "checkpoint": res.checkpoint})
+
+
+def _awaitable_cm(fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., _Connecting[T]]:
+    """Let ``connect`` be awaited or used as ``async with CompactorClient.connect(...)``."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kw: Any) -> _Connecting[T]:
+        return _Connecting(fn(*args, **kw))
+
+    return wrapper
+
+
+class _Connecting(Awaitable[T]):
+    def __init__(self, coro: Coroutine[Any, Any, T]) -> None:
+        self._coro = coro
+        self._client: Any = None
+
+    def __await__(self) -> Generator[Any, None, T]:
+        return self._coro.__await__()
+
+    async def __aenter__(self) -> T:
+        self._client = await self._coro
+        return await self._client.__aenter__()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._client.__aexit__(*exc)
 
 
 class CompactorClient:
@@ -104,7 +207,23 @@ class CompactorClient:
         self.summarizer = summarizer
         self.model = model
 
+    async def __aenter__(self) -> CompactorClient:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Nothing to release today (the Temporal client closes with its runtime); kept so
+        callers need not change when one is added."""
+
     @classmethod
+    def sync(cls, settings: Any = None, address: str | None = None, **kw: Any) -> SyncCompactorClient:
+        """A blocking facade over a client it connects on its own event loop thread."""
+        return SyncCompactorClient(settings, address, **kw)
+
+    @classmethod
+    @_awaitable_cm
     async def connect(cls, settings: Any = None, address: str | None = None, **kw: Any) -> CompactorClient:
         """Client from settings (``COMPACTOR_*``, ``TEMPORAL_ADDRESS``)."""
         from compactor.store import open_store
@@ -135,15 +254,78 @@ class CompactorClient:
 
         return SessionLog(self.store, self.scope.check(tenant), session)
 
-    async def append(self, session: str, events: Sequence[Event], *, tenant: str | None = None) -> Any:
+    async def append(self, session: str, events: Sequence[Event], *, tenant: str | None = None) -> AppendResult:
         """Append events (idempotent by event id); returns the store's AppendResult."""
         log = self._log(session, tenant)
         return await asyncio.to_thread(log.append, list(events))
 
-    async def view(self, session: str, *, tenant: str | None = None) -> list[Event]:
-        """The view the next model request is built from."""
+    @overload
+    async def view(self, session: str, *, tenant: str | None = None,
+                   as_request: Literal[False] = False) -> list[Event]: ...
+    @overload
+    async def view(self, session: str, *, tenant: str | None = None,
+                   as_request: Literal[True]) -> MessagesRequest: ...
+
+    async def view(self, session: str, *, tenant: str | None = None,
+                   as_request: bool = False) -> list[Event] | MessagesRequest:
+        """The view the next model request is built from; ``as_request``: rendered as a
+        Messages API request (a call still waiting for its result gets an "outcome unknown"
+        placeholder, so the request is always one the API accepts)."""
         log = self._log(session, tenant)
-        return await asyncio.to_thread(log.read_view)
+        view = await asyncio.to_thread(log.read_view)
+        if not as_request:
+            return view
+        from compactor.measure import render_request
+
+        system, messages = render_request(view)
+        return MessagesRequest(system=system, messages=messages)
+
+    # --- operator reads (the CLI's inspect / rollback / breaker) -----------------------------------
+    async def _op(self, fn: Callable[..., T], session: str, tenant: str | None, *args: Any, **kw: Any) -> T:
+        return await asyncio.to_thread(fn, self._log(session, tenant), *args, **kw)
+
+    async def inspect(self, session: str, *, tenant: str | None = None) -> SessionReport:
+        """Head, checkpoints and compaction records of a session."""
+        from compactor import operator
+
+        return await self._op(operator.inspect_session, session, tenant)
+
+    async def records(self, session: str, *, tenant: str | None = None) -> list[CompactionRecord]:
+        """The session's compaction records, oldest first."""
+        from compactor import operator
+
+        return await self._op(operator.records, session, tenant)
+
+    async def diff(self, session: str, checkpoint: str | None = None, *,
+                   tenant: str | None = None) -> CheckpointDiff:
+        """What ``checkpoint`` (default: the current one) replaced and what its summary kept."""
+        from compactor import operator
+
+        return await self._op(operator.checkpoint_diff, session, tenant, checkpoint)
+
+    async def rollback(self, session: str, to: str | None, *, tenant: str | None = None) -> RollbackResult:
+        """Point the session at checkpoint ``to`` (None: no checkpoint); nothing is deleted."""
+        from compactor import operator
+
+        return await self._op(operator.rollback, session, tenant, to)
+
+    async def breaker(self, session: str, *, tenant: str | None = None,
+                      clear_by: str | None = None) -> BreakerState:
+        """The session's circuit breaker; ``clear_by`` (who) closes it."""
+        from compactor import operator
+
+        return await self._op(operator.breaker, session, tenant, clear_by=clear_by)
+
+    async def approve(self, session: str, *, tenant: str | None = None, wait: bool = True) -> HeldDecision:
+        """Approve the swap of a compaction held with ``pause_before_commit``."""
+        return await decide_held(self.temporal, workflow_id_for(tenant or self.tenant, session),
+                                 approve=True, wait=wait)
+
+    async def reject(self, session: str, reason: str = "rejected by an operator", *,
+                     tenant: str | None = None, wait: bool = True) -> HeldDecision:
+        """Reject a held compaction: it ends failed, the session unchanged."""
+        return await decide_held(self.temporal, workflow_id_for(tenant or self.tenant, session),
+                                 approve=False, reason=reason, wait=wait)
 
     # --- compaction --------------------------------------------------------------------------------
     async def start_compaction(
@@ -202,12 +384,7 @@ class CompactorClient:
             static_summary=f"compact {tenant}/{session} ({trigger})",
         )
 
-    # --- operators: records and history, scoped to the bound tenants -------------------------------
-    async def records(self, session: str, *, tenant: str | None = None) -> list[Any]:
-        """The session's CompactionRecords (store), for a bound tenant only."""
-        log = self._log(session, tenant)
-        return await asyncio.to_thread(log.list_records)
-
+    # --- operators: history, scoped to the bound tenants -------------------------------
     async def history(self, workflow_id: str, *, run_id: str | None = None) -> Any:
         """A compaction's Temporal history, when the workflow belongs to a bound tenant.
 
@@ -297,3 +474,70 @@ class CompactorClient:
         log = self._log(session, tenant)
         head = log.head()
         return head, log.read_view(head=head)
+
+class SyncCompactorClient:
+    """Blocking facade: a :class:`CompactorClient` on its own event loop thread.
+
+    For scripts and notebooks; each method runs the async one and waits. Use as a context
+    manager (or call :meth:`close`) to stop the loop thread.
+    """
+
+    def __init__(self, settings: Any = None, address: str | None = None, **kw: Any) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="compactor-client", daemon=True)
+        self._thread.start()
+        try:
+            self.client: CompactorClient = self._run(CompactorClient.connect(settings, address, **kw))
+        except BaseException:
+            self.close()
+            raise
+
+    def _run(self, aw: Awaitable[T]) -> T:
+        async def _await() -> T:
+            return await aw
+
+        return asyncio.run_coroutine_threadsafe(_await(), self._loop).result()
+
+    def __enter__(self) -> SyncCompactorClient:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._loop.is_running():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=5)
+
+    def append(self, session: str, events: Sequence[Event], **kw: Any) -> AppendResult:
+        return self._run(self.client.append(session, events, **kw))
+
+    def view(self, session: str, **kw: Any) -> Any:
+        return self._run(self.client.view(session, **kw))
+
+    def ensure_budget(self, session: str, window: int, **kw: Any) -> BudgetResult:
+        return self._run(self.client.ensure_budget(session, window, **kw))
+
+    def compact(self, session: str, **kw: Any) -> Any:
+        return self._run(self.client.compact(session, **kw))
+
+    def inspect(self, session: str, **kw: Any) -> SessionReport:
+        return self._run(self.client.inspect(session, **kw))
+
+    def records(self, session: str, **kw: Any) -> list[CompactionRecord]:
+        return self._run(self.client.records(session, **kw))
+
+    def diff(self, session: str, checkpoint: str | None = None, **kw: Any) -> CheckpointDiff:
+        return self._run(self.client.diff(session, checkpoint, **kw))
+
+    def rollback(self, session: str, to: str | None, **kw: Any) -> RollbackResult:
+        return self._run(self.client.rollback(session, to, **kw))
+
+    def breaker(self, session: str, **kw: Any) -> BreakerState:
+        return self._run(self.client.breaker(session, **kw))
+
+    def approve(self, session: str, **kw: Any) -> HeldDecision:
+        return self._run(self.client.approve(session, **kw))
+
+    def reject(self, session: str, reason: str = "rejected by an operator", **kw: Any) -> HeldDecision:
+        return self._run(self.client.reject(session, reason, **kw))

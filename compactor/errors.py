@@ -51,7 +51,11 @@ class TenantNotAllowed(CompactorError):
 
 
 class NotFound(CompactorError):
+    """A session, checkpoint, workflow or bucket that does not exist. Exit 2 like a usage
+    error: every command says the same thing about the same missing thing (docs/cli.md)."""
+
     code = "not_found"
+    exit_code = 2
 
 
 class BucketNotFound(NotFound):

@@ -18,6 +18,9 @@ COMMAND_MODULES = [
     "compactor.cli.compact",
     "compactor.cli.ops",
     "compactor.cli.codec",
+    "compactor.cli.hold",
+    "compactor.cli.plot",
+    "compactor.cli.config",
     "compactor.cli.bench",
 ]
 
@@ -25,8 +28,11 @@ COMMAND_MODULES = [
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="compactor",
-        description="Durable, distributed context compaction for LLM-agent sessions.",
+        description="Durable, distributed context compaction for LLM-agent sessions. "
+        "Session commands take SESSION [--tenant T]; every command takes --json; exit 0 ok, "
+        "1 failed, 2 usage error or not found (docs/cli.md).",
     )
+    parser.add_argument("--version", action="version", version=f"compactor {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:
@@ -37,6 +43,19 @@ def build_parser() -> argparse.ArgumentParser:
             raise
         mod.register(sub)
     return parser
+
+
+def version() -> str:
+    """The installed distribution's version (the source tree's when not installed)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    from compactor import __version__
+
+    try:
+        return dist_version("compactor")
+    except PackageNotFoundError:
+        return __version__
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""The durable path of ``compactor compact FILE``: session log + Temporal workflow.
+"""The durable path of ``compactor compact SESSION|FILE``: session log + Temporal workflow.
 
 With ``TEMPORAL_ADDRESS`` set it uses that cluster (a ``compactor worker`` must serve the task
 queue, or ``--local-worker`` runs one here). Without it, it starts the embedded stack for this
@@ -34,6 +34,12 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task-queue", default=None, help="task queue (default: COMPACTOR_TASK_QUEUE or compactor)")
     p.add_argument("--local-worker", action="store_true",
                    help="with TEMPORAL_ADDRESS: also run a worker in this process")
+    p.add_argument("--hold", action="store_true",
+                   help="hold the compaction before its swap and return at once; decide with "
+                   "`compactor approve|reject SESSION` (needs TEMPORAL_ADDRESS)")
+    from compactor.cli.common import add_temporal_args
+
+    add_temporal_args(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,7 +50,9 @@ def run(args: argparse.Namespace) -> int:
 
 async def _run(args: argparse.Namespace) -> int:
     from compactor.cli.common import import_into
-    from compactor.cli.compact import default_target, render_report
+    from compactor.cli.common import print_json
+    from compactor.cli.compact import default_target, print_outcome, render_report
+    from compactor.errors import InvalidInput
     from compactor.client import CompactorClient
     from compactor.measure import render_request, view_tokens
     from compactor.store import SessionLog, open_store
@@ -52,19 +60,31 @@ async def _run(args: argparse.Namespace) -> int:
 
     settings = cli_settings()
     overrides: dict[str, Any] = {"store": args.store, "tenant": args.tenant}
+    if args.address:
+        overrides["temporal_address"] = args.address
+    if args.namespace:
+        overrides["temporal_namespace"] = args.namespace
     if args.task_queue:
         overrides["task_queue"] = args.task_queue
         overrides["llm_task_queue"] = args.task_queue + "-llm"
     settings = settings.model_copy(update=overrides)
+    if args.hold and not settings.temporal_address:
+        raise InvalidInput("--hold needs a running cluster: set TEMPORAL_ADDRESS (or --address); the "
+                           "embedded stack of a single command ends with it")
     path = Path(args.file)
     session = args.session_id  # validated by compact.check_args before anything was read
     store = open_store(settings.store)
     log = SessionLog(store, settings.tenant, session)
-    imported = await asyncio.to_thread(import_into, path, args.format, log)
-    await asyncio.to_thread(log.append, imported.events)
+    if args.stored:
+        source, fmt = session, "stored"
+        current = await asyncio.to_thread(log.read_view)
+    else:
+        imported = await asyncio.to_thread(import_into, path, args.format, log)
+        await asyncio.to_thread(log.append, imported.events)
+        source, fmt, current = str(path), imported.format, imported.events
     target = args.target_tokens
     if target is None:
-        target = default_target(view_tokens(imported.events))
+        target = default_target(view_tokens(current))
 
     summarizer = args.summarizer or settings.summarizer
     async with _stack(settings, store, local_worker=args.local_worker,
@@ -74,8 +94,10 @@ async def _run(args: argparse.Namespace) -> int:
                              llm_task_queue=settings.llm_task_queue, policy=args.policy,
                              summarizer=summarizer, model=args.model or settings.model)
         handle = await cc.start_compaction(session, window=args.window, max_output=args.max_output,
-                                           target_tokens=target, trigger="cli")
+                                           target_tokens=target, trigger="cli", pause_before_commit=args.hold)
         print(f"workflow   {handle.id} (run {handle.result_run_id})", file=sys.stderr)
+        if args.hold:
+            return _held(args, settings, session, handle.id)
         if not (args.local_worker or not settings.temporal_address):
             await _warn_without_pollers(client, settings)
         try:
@@ -83,6 +105,10 @@ async def _run(args: argparse.Namespace) -> int:
         except Exception as exc:  # WorkflowFailureError: say why, leave the session as it was
             cause = getattr(exc, "cause", None) or exc
             print(f"compactor: compaction failed: {cause}", file=sys.stderr)
+            if args.json:
+                print_json({"tenant": settings.tenant, "session": session, "store": store.url,
+                            "source": source, "format": fmt, "workflow_id": handle.id, "status": "failed",
+                            "checkpoint": None, "error": str(cause), "out": None, "record": None})
             return 1
         view = await cc.view(session)
     rec = out.record
@@ -97,10 +123,27 @@ async def _run(args: argparse.Namespace) -> int:
     }
     if args.out:
         Path(args.out).write_text(json.dumps(doc, indent=2, ensure_ascii=False))
-    print(render_report(path, imported.format, rec, args.out))
+    if args.json:
+        print_outcome(rec, session=session, tenant=settings.tenant, out=args.out, source=source, fmt=fmt,
+                      workflow_id=handle.id, store=store.url)
+        return 0 if rec.status in ("committed", "noop") else 1
+    print(render_report(source, fmt, rec, args.out))
     print(f"{'workflow'.ljust(10)}  {handle.id}")
     print(f"{'session'.ljust(10)}  {settings.tenant}/{session} in {store.url}")
     return 0 if rec.status in ("committed", "noop") else 1
+
+
+def _held(args: argparse.Namespace, settings: Any, session: str, workflow_id: str) -> int:
+    """``--hold``: the run waits at its swap; say how to decide."""
+    from compactor.cli.common import print_json
+
+    if args.json:
+        print_json({"tenant": settings.tenant, "session": session, "workflow_id": workflow_id,
+                    "status": "held", "checkpoint": None, "record": None})
+    else:
+        print(f"held       {workflow_id} waits before its swap; decide with "
+              f"`compactor approve {session}` or `compactor reject {session}`")
+    return 0
 
 
 async def _warn_without_pollers(client: Any, settings: Any) -> None:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 
+import json
+
+from compactor.cli.common import add_json_arg
 from compactor.cli.common import settings as load_settings
 from compactor.errors import InvalidInput
 
@@ -30,17 +33,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="environment variable holding the bearer token every request must carry "
         "(Authorization: Bearer <token>); without it any local caller may decode",
     )
+    add_json_arg(p, "print the server's address, keys and origins as one JSON line once it listens")
     p.set_defaults(func=cmd_codec_server)
 
     k = sub.add_parser("codec-key", help="print a new payload encryption key (ID:BASE64)")
     k.add_argument("--id", default="k1", help="key id written into each payload (default %(default)s)")
+    add_json_arg(k, 'print {"key": "ID:BASE64", "id": ID}')
     k.set_defaults(func=cmd_codec_key)
 
 
 def cmd_codec_key(args: argparse.Namespace) -> int:
     from workers.codec import new_key
 
-    print(new_key(args.id))
+    key = new_key(args.id)
+    print(json.dumps({"key": key, "id": args.id}) if args.json else key)
     return 0
 
 
@@ -66,8 +72,12 @@ def cmd_codec_server(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise InvalidInput(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from None
     keys = ", ".join(sorted(ring.all_keys()))
-    print(f"codec server {server.url}  keys {keys}  CORS {', '.join(origins)}  "
-          f"{'bearer token required' if token else 'NO token (local use only)'}", flush=True)
+    if args.json:
+        print(json.dumps({"url": server.url, "keys": sorted(ring.all_keys()), "cors_origins": origins,
+                          "token_required": bool(token)}), flush=True)
+    else:
+        print(f"codec server {server.url}  keys {keys}  CORS {', '.join(origins)}  "
+              f"{'bearer token required' if token else 'NO token (local use only)'}", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

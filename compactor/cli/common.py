@@ -1,9 +1,16 @@
-"""Options every command shares (--store, --tenant) and small output helpers."""
+"""Options every command shares and small output helpers: the one CLI grammar (docs/cli.md).
+
+Session commands take ``SESSION [--tenant T] [--store URL]``; commands that talk to Temporal
+take ``--address`` and ``--namespace``; every command takes ``--json``. Exit codes: 0 ok,
+1 failed, 2 usage error or not found.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +73,41 @@ def add_store_args(p: argparse.ArgumentParser) -> None:
         default=default_tenant(),
         help="tenant id (default %(default)s; must be in COMPACTOR_TENANTS when that is set)",
     )
+
+
+def add_session_args(p: argparse.ArgumentParser, *, nargs: str | None = None) -> None:
+    """``SESSION`` (positional) + ``--store`` + ``--tenant``: the grammar of session commands."""
+    p.add_argument("session", metavar="SESSION", nargs=nargs, help="session id ([A-Za-z0-9._-]{1,128})")
+    add_store_args(p)
+
+
+def add_temporal_args(p: argparse.ArgumentParser) -> None:
+    """``--address`` and ``--namespace`` for every command that talks to Temporal."""
+    p.add_argument("--address", default=None,
+                   help="Temporal frontend host:port (default TEMPORAL_ADDRESS)")
+    p.add_argument("--namespace", default=None,
+                   help="Temporal namespace (default TEMPORAL_NAMESPACE or 'default')")
+
+
+def add_json_arg(p: argparse.ArgumentParser, what: str = "print JSON (shape in docs/cli.md)") -> None:
+    p.add_argument("--json", action="store_true", help=what)
+
+
+def print_json(doc: Any) -> None:
+    """One JSON document on stdout (pydantic models dumped in JSON mode)."""
+    from pydantic import BaseModel
+
+    if isinstance(doc, BaseModel):
+        doc = doc.model_dump(mode="json")
+    json.dump(doc, sys.stdout, indent=2, ensure_ascii=False, default=str)
+    sys.stdout.write("\n")
+
+
+def open_log(args: argparse.Namespace, session: str | None = None) -> SessionLog:
+    """The session log named by ``SESSION``/``--tenant``/``--store`` (ids validated)."""
+    from compactor.store import SessionLog, open_store
+
+    return SessionLog(open_store(args.store), args.tenant, session or args.session)
 
 
 def table(rows: list[list[object]], header: list[str]) -> str:

@@ -1,4 +1,6 @@
-"""``compactor compact FILE``: import a transcript and compact it.
+"""``compactor compact SESSION|FILE``: compact a stored session, or import a transcript and
+compact it. An argument that is an existing path is a FILE (imported first); anything else is
+the id of a session already in the store.
 
 ``--inline`` runs the pure engine in this process and writes the resulting request
 (``messages`` + ``system``), checkpoint and record as JSON. The durable path (session log on
@@ -21,8 +23,9 @@ TARGET_RATIO = 0.15
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compact", help="import a transcript and compact it")
-    p.add_argument("file", metavar="FILE", help="transcript (any supported format)")
+    p = sub.add_parser("compact", help="compact a stored session, or import a transcript and compact it")
+    p.add_argument("file", metavar="SESSION|FILE",
+                   help="a stored session's id, or a transcript file (any supported format) to import first")
     p.add_argument("--inline", action="store_true", help="run the engine in this process (no store, no Temporal)")
     p.add_argument("--format", default="auto", help="transcript format (default: detect)")
     p.add_argument("--policy", default="default", choices=PRESETS, help="policy preset (default %(default)s)")
@@ -34,6 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--out", default=None, help="write {messages, system, checkpoint, record} JSON here")
     p.add_argument("--now", default=None, help="ISO timestamp recorded as created_at (default: now)")
+    p.add_argument("--json", action="store_true", help="print the outcome as JSON (shape in docs/cli.md)")
     from compactor.cli import _durable as durable  # durable path options (--store, --tenant, --session...)
 
     durable.add_args(p)
@@ -62,9 +66,11 @@ def check_args(args: argparse.Namespace) -> None:
     from compactor.errors import InvalidInput, PolicyError
 
     path = Path(args.file)
-    if path.is_dir() or not path.is_file():
-        what = "is a directory" if path.is_dir() else "no such file"
-        raise InvalidInput(f"{path}: {what}; give the path of a transcript to compact")
+    args.stored = not path.exists()
+    if path.is_dir():
+        raise InvalidInput(f"{path}: is a directory; give a session id or the path of a transcript")
+    if args.stored:
+        _check_stored(args)
     if args.target_tokens is not None and args.target_tokens < 1:
         raise PolicyError(f"--target-tokens must be a positive number of tokens, not {args.target_tokens}")
     if args.window < 1 or args.max_output < 0:
@@ -79,7 +85,31 @@ def check_args(args: argparse.Namespace) -> None:
             ) from None
         if args.now_at.tzinfo is None:
             args.now_at = args.now_at.replace(tzinfo=timezone.utc)
+    if args.stored:
+        return
     args.session_id = _session_id(path) if args.session is None else session_arg(args.session, path)
+
+
+def _check_stored(args: argparse.Namespace) -> None:
+    """``compact SESSION``: the session must be in the store (NotFound, exit 2, otherwise)."""
+    from compactor import operator
+    from compactor.cli.common import open_log
+    from compactor.errors import InvalidId, InvalidInput, NotFound
+
+    if args.inline:
+        raise InvalidInput(f"{args.file}: no such file; --inline compacts a transcript FILE in this "
+                           f"process (a stored session is compacted durably: drop --inline)")
+    if args.session is not None:
+        raise InvalidInput("--session names the session a FILE is imported into; give the stored "
+                           "session's id as the argument instead")
+    try:
+        operator.require(open_log(args, args.file))
+    except InvalidId:
+        raise InvalidInput(f"{args.file!r} is neither an existing file nor a valid session id") from None
+    except NotFound:
+        raise NotFound(f"{args.file!r}: no such file, and no session of that id for tenant "
+                       f"{args.tenant!r} in {args.store}; list them with `compactor sessions`") from None
+    args.session_id = args.file
 
 
 def _durable(args: argparse.Namespace) -> int:
@@ -113,8 +143,25 @@ def _inline(args: argparse.Namespace) -> int:
     }
     if args.out:
         Path(args.out).write_text(json.dumps(doc, indent=2, ensure_ascii=False))
-    print(render_report(path, imported.format, result.record, args.out))
+    if args.json:
+        print_outcome(result.record, session=args.session_id, tenant=None, out=args.out,
+                      source=str(path), fmt=imported.format)
+    else:
+        print(render_report(path, imported.format, result.record, args.out))
     return 0 if result.record.status in ("committed", "noop") else 1
+
+
+def print_outcome(rec: Any, *, session: str, tenant: str | None, out: str | None, source: str | None,
+                  fmt: str | None, workflow_id: str | None = None, store: str | None = None) -> None:
+    """``compact --json``: one document, whichever path ran (shape in docs/cli.md)."""
+    from compactor.cli.common import print_json
+
+    print_json({
+        "tenant": tenant, "session": session, "store": store, "source": source, "format": fmt,
+        "workflow_id": workflow_id, "status": rec.status, "checkpoint": rec.checkpoint,
+        "tokens_before": rec.tokens_before, "tokens_after": rec.tokens_after, "out": out,
+        "record": rec.model_dump(mode="json"),
+    })
 
 
 def _session_id(path: Path) -> str:
@@ -124,11 +171,11 @@ def _session_id(path: Path) -> str:
     return stem
 
 
-def render_report(path: Path, fmt: str, rec: Any, out: str | None) -> str:
+def render_report(path: Path | str, fmt: str, rec: Any, out: str | None) -> str:
     covers = f"events {rec.covers.start}-{rec.covers.end}" if rec.covers and not rec.covers.empty else "none"
     freed = ", ".join(f"{k} {v:,}" for k, v in rec.freed_by_layer.items()) or "-"
     rows = [
-        ["file", f"{path} ({fmt})"],
+        ["file" if fmt != "stored" else "session", f"{path} ({fmt})"],
         ["policy", rec.policy],
         ["tokens", f"{rec.tokens_before:,} -> {rec.tokens_after:,} (target {rec.target_tokens:,})"],
         ["layers", ", ".join(rec.layers) or "none"],

@@ -8,7 +8,7 @@ import re
 import sys
 from pathlib import Path
 
-from compactor.cli.common import add_store_args, import_into, session_arg, table, truncation_note
+from compactor.cli.common import add_store_args, import_into, print_json, session_arg, table, truncation_note
 from compactor.errors import InvalidInput, NotFound
 
 
@@ -23,11 +23,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("file", help="transcript file")
     p.add_argument("--format", default="auto", help="source format (default: auto-detect)")
     p.add_argument("--session", help="session id (default: derived from the file name)")
+    p.add_argument("--json", action="store_true", help="print the import report as JSON (shape in docs/cli.md)")
     add_store_args(p)
     p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("view", help="show a session's current view (what the model sees next)")
-    p.add_argument("session", help="session id")
+    p.add_argument("session", metavar="SESSION", help="session id")
     p.add_argument(
         "--json",
         action="store_true",
@@ -74,6 +75,17 @@ def cmd_import(args: argparse.Namespace) -> int:
     events = tokens.with_tokens(result.events)
     res = log.append(events)
     st = result.stats
+    if args.json:
+        print_json({
+            "tenant": log.tenant, "session": log.session, "store": log.store.url, "source": str(path),
+            "format": result.format, "events": len(events), "appended": res.appended,
+            "first_seq": res.first_seq if res.appended else None,
+            "last_seq": res.last_seq if res.appended else None, "duplicates": res.duplicates,
+            "version": res.version, "tokens": sum(e.tokens or 0 for e in events), "stats": st,
+            "skipped": [{"line": s.line, "reason": s.reason} for s in result.skipped],
+            "large_outputs": len(result.truncated),
+        })
+        return 0
     new = f"{res.appended} new" + (f" (seq {res.first_seq}-{res.last_seq})" if res.appended else "")
     rows = [
         ["format", result.format],

@@ -1,4 +1,4 @@
-"""Operator commands: dev, worker, inspect, rollback, verify, history, replay, sweep.
+"""Operator commands: dev, worker, inspect, rollback, verify, breaker, history, replay, sweep.
 
 Commands that talk to Temporal use ``TEMPORAL_ADDRESS`` (or ``--address``); ``compactor dev``
 prints the address to export. Store commands use ``--store`` / ``COMPACTOR_STORE``.
@@ -14,8 +14,16 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from compactor.cli.common import add_store_args, table
-from compactor.errors import InvalidInput
+from compactor.cli.common import (
+    add_json_arg,
+    add_session_args,
+    add_store_args,
+    add_temporal_args,
+    open_log,
+    print_json,
+    table,
+)
+from compactor.errors import InvalidInput, NotFound
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,25 +31,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, default=7233, help="Temporal frontend port (default %(default)s)")
     p.add_argument("--ui-port", type=int, default=8233, help="Temporal UI port (default %(default)s)")
     p.add_argument("--db", default=None, help="persist the dev server's state in this SQLite file")
+    p.add_argument("--namespace", default=None, help="namespace the worker serves (default 'default')")
+    add_json_arg(p, "print the stack's addresses as one JSON line once it is up")
     add_store_args(p)
     p.set_defaults(func=cmd_dev)
 
     p = sub.add_parser("worker", help="run a worker against TEMPORAL_ADDRESS until interrupted")
-    p.add_argument("--address", default=None, help="Temporal address (default TEMPORAL_ADDRESS)")
+    add_temporal_args(p)
     p.add_argument("--task-queue", default=None, help="task queue (default COMPACTOR_TASK_QUEUE)")
+    add_json_arg(p, "print the worker's configuration as one JSON line at start")
     add_store_args(p)
     p.set_defaults(func=cmd_worker)
 
-    p = sub.add_parser("inspect", help="a session's head, checkpoints and compaction records")
-    p.add_argument("session")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    add_store_args(p)
+    p = sub.add_parser("inspect", help="a session's head, checkpoints and compaction records (--diff: what "
+                       "a checkpoint replaced)")
+    add_session_args(p)
+    p.add_argument("--diff", nargs="?", const="", default=None, metavar="CHECKPOINT",
+                   help="show what CHECKPOINT (default: the current one) replaced and what its summary kept")
+    add_json_arg(p)
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("rollback", help="point a session at an earlier checkpoint (or none)")
-    p.add_argument("session")
+    add_session_args(p)
     p.add_argument("--to", required=True, metavar="CHECKPOINT|none")
-    add_store_args(p)
+    add_json_arg(p)
     p.set_defaults(func=cmd_rollback)
 
     p = sub.add_parser(
@@ -49,30 +62,34 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="check a session's stored objects for damage or tampering",
         description="Check the head (version, segments, checkpoint digest and range), every "
         "segment's sha256 and seqs, every checkpoint and record, and the artifacts the current "
-        "checkpoint references. Exit 0 when clean, 1 when problems are found.",
+        "checkpoint references. Exit 0 when clean, 1 when problems are found, 2 when the "
+        "session does not exist.",
     )
-    p.add_argument("session", nargs="?", help="session id (or --all)")
+    add_session_args(p, nargs="?")
     p.add_argument("--all", action="store_true", help="every session of the tenant")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    add_store_args(p)
+    add_json_arg(p)
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("breaker", help="a session's circuit breaker for automatic compaction (show or --clear)")
-    p.add_argument("session")
+    add_session_args(p)
     p.add_argument("--clear", action="store_true", help="close it: automatic compaction resumes")
-    add_store_args(p)
+    add_json_arg(p)
     p.set_defaults(func=cmd_breaker)
 
-    p = sub.add_parser("history", help="step timeline of a compaction workflow")
-    p.add_argument("workflow_id", metavar="WORKFLOW_ID")
+    p = sub.add_parser("history", help="step timeline of a session's latest compaction workflow")
+    p.add_argument("session", metavar="SESSION", help="session id (or a workflow id such as compact/T/S)")
+    add_store_args(p)  # --tenant names the session; --store is accepted for one grammar
     p.add_argument("--run-id", default=None)
-    p.add_argument("--json", action="store_true", help="dump the history as Temporal's JSON")
-    p.add_argument("--address", default=None)
+    add_json_arg(p, "print the step timeline as JSON (shape in docs/cli.md)")
+    p.add_argument("--raw", action="store_true", help="dump the history as Temporal's own JSON")
+    add_temporal_args(p)
     p.set_defaults(func=cmd_history)
 
-    p = sub.add_parser("replay", help="replay a workflow history against this code (determinism)")
-    p.add_argument("source", metavar="WORKFLOW_ID|HISTORY.json")
-    p.add_argument("--address", default=None)
+    p = sub.add_parser("replay", help="replay a session's compaction history against this code (determinism)")
+    p.add_argument("session", metavar="SESSION|WORKFLOW_ID|HISTORY.json")
+    add_store_args(p)  # --tenant names the session; --store is accepted for one grammar
+    add_json_arg(p)
+    add_temporal_args(p)
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("sweep", help="compact every session over its trigger (once or on a schedule)")
@@ -82,7 +99,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--policy", default="default")
     p.add_argument("--window", type=int, default=200_000)
     p.add_argument("--max-output", type=int, default=32_000)
-    p.add_argument("--address", default=None)
+    add_json_arg(p)
+    add_temporal_args(p)
     add_store_args(p)
     p.set_defaults(func=cmd_sweep)
 
@@ -111,8 +129,8 @@ def run_and_exit(coro: Any) -> int:
     except KeyboardInterrupt:
         rc = 130
     except Exception as exc:  # RPC errors (unknown workflow id, server down): say what failed
+        rc = 2 if _is_not_found(exc) else 1
         print(f"compactor: error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        rc = 1
     try:
         flush_tracing()
     except Exception as exc:  # noqa: BLE001 - telemetry must never change the exit status
@@ -122,10 +140,18 @@ def run_and_exit(coro: Any) -> int:
     os._exit(rc)
 
 
-def _settings(args: argparse.Namespace, **extra: Any) -> Any:
-    from workers.settings import Settings
+def _is_not_found(exc: BaseException) -> bool:
+    """A Temporal RPC that says the workflow (or schedule) does not exist: exit 2, as every
+    other not-found."""
+    from temporalio.service import RPCError, RPCStatusCode
 
-    s = Settings()
+    return isinstance(exc, RPCError) and exc.status == RPCStatusCode.NOT_FOUND
+
+
+def _settings(args: argparse.Namespace, **extra: Any) -> Any:
+    from compactor.cli.common import settings
+
+    s = settings()
     upd: dict[str, Any] = {}
     if getattr(args, "store", None):
         upd["store"] = args.store
@@ -133,6 +159,8 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Any:
         upd["tenant"] = args.tenant
     if getattr(args, "address", None):
         upd["temporal_address"] = args.address
+    if getattr(args, "namespace", None):
+        upd["temporal_namespace"] = args.namespace
     if getattr(args, "task_queue", None):
         upd["task_queue"] = args.task_queue
         upd["llm_task_queue"] = args.task_queue + "-llm"
@@ -151,17 +179,29 @@ async def _client(settings: Any) -> Any:
     return await connect(settings)
 
 
-def _log(args: argparse.Namespace) -> Any:
-    from compactor.store import SessionLog, open_store
-
-    return SessionLog(open_store(args.store), args.tenant, args.session)
-
-
 # --- dev / worker --------------------------------------------------------------------------------
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
+    for what, port in (("Temporal frontend", args.port), ("Temporal UI", args.ui_port)):
+        _refuse_busy_port(what, port)
     return asyncio.run(_dev(args))
+
+
+def _refuse_busy_port(what: str, port: int) -> None:
+    """A port already in use would make the dev server fail while our readiness check sees the
+    other server answer: the worker would then join someone else's cluster with this store."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        busy = s.connect_ex(("127.0.0.1", port)) == 0
+    if busy:
+        raise InvalidInput(
+            f"port {port} ({what}) is already in use; stop what listens there, pick another port "
+            f"(--port / --ui-port), or use that server: export TEMPORAL_ADDRESS=127.0.0.1:{port} "
+            f"and run `compactor worker`"
+        )
 
 
 async def _dev(args: argparse.Namespace) -> int:
@@ -179,21 +219,29 @@ async def _dev(args: argparse.Namespace) -> int:
         tel = WorkerTelemetry.create(settings)
         client = await connect(settings, server.address, s3_client=_store_s3_client(store), runtime=tel.runtime)
         workers = build_workers(client, settings, store)
-        print(f"Temporal   {server.address}   (export TEMPORAL_ADDRESS={server.address})")
-        print(f"UI         http://127.0.0.1:{args.ui_port}")
-        print(f"store      {store.url}")
-        print(f"queues     {', '.join(w.config()['task_queue'] for w in workers)}")
-        if settings.metrics_port is not None:
-            print(f"metrics    http://127.0.0.1:{settings.metrics_port}/metrics   (/healthz /readyz)")
-        print("worker running; Ctrl-C to stop", flush=True)
+        queues = [w.config()["task_queue"] for w in workers]
+        metrics = (f"http://127.0.0.1:{settings.metrics_port}/metrics"
+                   if settings.metrics_port is not None else None)
+        if args.json:
+            print(json.dumps({"address": server.address, "namespace": settings.temporal_namespace,
+                              "ui": f"http://127.0.0.1:{args.ui_port}", "store": store.url,
+                              "task_queues": queues, "metrics": metrics}), flush=True)
+        else:
+            print(f"Temporal   {server.address}   (export TEMPORAL_ADDRESS={server.address})")
+            print(f"UI         http://127.0.0.1:{args.ui_port}")
+            print(f"store      {store.url}")
+            print(f"queues     {', '.join(queues)}")
+            if metrics:
+                print(f"metrics    {metrics}   (/healthz /readyz)")
+            print("worker running; Ctrl-C to stop", flush=True)
         async with tel.serving(client, store):
-            await _serve_until_signal(workers)
+            await _serve_until_signal(workers, quiet=args.json)
     finally:
         await asyncio.to_thread(server.stop)
     return 0
 
 
-async def _serve_until_signal(workers: list[Any]) -> None:
+async def _serve_until_signal(workers: list[Any], quiet: bool = False) -> None:
     """Run workers until SIGINT/SIGTERM, then shut them down gracefully."""
     import contextlib
     import signal
@@ -207,20 +255,26 @@ async def _serve_until_signal(workers: list[Any]) -> None:
         for w in workers:
             await stack.enter_async_context(w)
         await stop.wait()
-        print("stopping ...", flush=True)
+        if not quiet:
+            print("stopping ...", flush=True)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if not settings.temporal_address:
         raise InvalidInput("no Temporal address: set TEMPORAL_ADDRESS or pass --address")
-    print(f"worker: {settings.temporal_address} namespace {settings.temporal_namespace}, "
-          f"queues {settings.task_queue} / {settings.llm_task_queue}, store {settings.store}", flush=True)
-    asyncio.run(_worker(settings))
+    if args.json:
+        print(json.dumps({"address": settings.temporal_address, "namespace": settings.temporal_namespace,
+                          "task_queues": [settings.task_queue, settings.llm_task_queue],
+                          "store": settings.store}), flush=True)
+    else:
+        print(f"worker: {settings.temporal_address} namespace {settings.temporal_namespace}, "
+              f"queues {settings.task_queue} / {settings.llm_task_queue}, store {settings.store}", flush=True)
+    asyncio.run(_worker(settings, quiet=args.json))
     return 0
 
 
-async def _worker(settings: Any) -> None:
+async def _worker(settings: Any, quiet: bool = False) -> None:
     from compactor.store import open_store
     from workers.telemetry import WorkerTelemetry
     from workers.worker import _store_s3_client, build_workers, connect
@@ -229,88 +283,104 @@ async def _worker(settings: Any) -> None:
     tel = WorkerTelemetry.create(settings)
     client = await connect(settings, s3_client=_store_s3_client(store), runtime=tel.runtime)
     async with tel.serving(client, store):
-        await _serve_until_signal(build_workers(client, settings, store))
+        await _serve_until_signal(build_workers(client, settings, store), quiet=quiet)
 
 
 # --- inspect / rollback --------------------------------------------------------------------------
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    log = _log(args)
-    head = log.head()
-    if head.version == 0:
-        raise InvalidInput(f"session {args.tenant}/{args.session} has no events in {args.store}")
-    recs = log.list_records()  # each verified against its self-digest
-    # Checkpoints are verified against the digests the head and the records hold.
-    digests = {r.checkpoint: r.checkpoint_sha256 for r in recs if r.checkpoint and r.checkpoint_sha256}
-    if head.checkpoint and head.checkpoint_sha256:
-        digests[head.checkpoint] = head.checkpoint_sha256
-    ckpts = log.list_checkpoints(digests)
-    log.current_checkpoint(head)  # its range must lie inside the version
-    if args.json:
-        print(json.dumps({
-            "head": head.model_dump(mode="json", exclude={"segments"}),
-            "segments": len(head.segments),
-            "checkpoints": [c.model_dump(mode="json", include={
-                "id", "covers", "based_on", "summarizer", "summary_tokens", "snapshot_version",
-                "created_at", "artifacts"}) for c in ckpts],
-            "records": [r.model_dump(mode="json") for r in recs],
-        }, indent=2))
+    from compactor import operator
+
+    log = open_log(args)
+    if args.diff is not None:
+        diff = operator.checkpoint_diff(log, args.diff or None)
+        if args.json:
+            print_json(diff)
+        else:
+            print(render_diff(log, diff))
         return 0
-    print(f"session    {args.tenant}/{args.session}  version {head.version}  "
-          f"segments {len(head.segments)}  checkpoint {head.checkpoint or 'none'}")
-    if ckpts:
+    rep = operator.inspect_session(log)
+    if args.json:
+        print_json(rep)
+        return 0
+    print(f"session    {rep.tenant}/{rep.session}  version {rep.version}  "
+          f"segments {rep.segments}  checkpoint {rep.checkpoint or 'none'}")
+    if rep.checkpoints:
         print("\ncheckpoints")
-        print(table([[("* " if c.id == head.checkpoint else "  ") + c.id,
-                      f"1-{c.covers.end}" if not c.covers.empty else "-", c.snapshot_version,
-                      c.summary_tokens, c.summarizer, c.based_on or "-",
-                      c.created_at.isoformat(timespec="seconds") if c.created_at else "-"] for c in ckpts],
+        print(table([[("* " if c.current else "  ") + c.id, f"1-{c.covers_end}" if c.covers_end else "-",
+                      c.snapshot_version, c.summary_tokens, c.summarizer, c.based_on or "-",
+                      c.created_at.isoformat(timespec="seconds") if c.created_at else "-"] for c in rep.checkpoints],
                     ["id", "covers", "snapshot", "summary tok", "summarizer", "based on", "created"]))
-    if recs:
+    if rep.records:
         print("\nrecords")
         print(table([[r.workflow_id or r.id, r.status, f"1-{r.covers.end}" if r.covers else "-",
                       r.tokens_before, r.tokens_after, ",".join(r.layers) or "-", r.conflicts_merged,
                       r.attempts, f"{sum(v for k, v in r.durations_ms.items() if k != 'total'):.0f}",
-                      (r.error or r.fallback_reason or "")[:60]] for r in recs],
+                      (r.error or r.fallback_reason or "")[:60]] for r in rep.records],
                     ["workflow", "status", "covers", "before", "after", "layers", "merged",
                      "attempts", "ms", "note"]))
     return 0
 
 
+#: Items per kind the text diff lists (``--json`` has them all).
+DIFF_ROWS = 15
+
+
+def render_diff(log: Any, diff: Any) -> str:
+    """The text form of ``inspect --diff``."""
+    prev = f" (after {diff.based_on}, which covered 1-{diff.replaced_start - 1})" if diff.based_on else ""
+    lines = [f"checkpoint {diff.checkpoint} of {log.tenant}/{log.session}{prev}"]
+    if diff.covers_end >= diff.replaced_start:
+        lines.append(f"replaced   events {diff.replaced_start}-{diff.covers_end} ({diff.replaced_events} events, "
+                     f"{diff.replaced_tokens:,} tokens) with a {diff.summary_tokens:,}-token "
+                     f"{diff.summarizer} summary")
+    else:
+        lines.append("replaced   no events (no new summary); tool results below are shown by reference")
+    dropped = len(diff.dropped)
+    lines.append(f"kept       {len(diff.items) - dropped} of {len(diff.items)} items (+ named in the summary or "
+                 f"reachable by artifact ref; - gone from the view)")
+    titles = {"request": "requests", "file": "files", "error": "errors", "tool_result": "tool results"}
+    for kind, title in titles.items():
+        items = diff.of(kind)
+        if not items:
+            continue
+        lines.append(f"\n{title}")
+        for i in items[:DIFF_ROWS]:
+            mark = "+" if i.kept else "-"
+            extra = ""
+            if kind == "tool_result":
+                extra = f"  {i.tool_use_id}  {i.bytes:,} B" + ("  error" if i.is_error else "")
+                extra += f"  -> {i.artifact}" if i.artifact else "  (inline)"
+                extra += "  [shown by reference]" if i.where == "replaced" else ""
+            lines.append(f"  {mark} #{i.seq:<5} {i.text}{extra}")
+        if len(items) > DIFF_ROWS:
+            lines.append(f"  ... and {len(items) - DIFF_ROWS} more (--json lists all)")
+    return "\n".join(lines)
+
+
 def cmd_rollback(args: argparse.Namespace) -> int:
-    from datetime import datetime, timezone
+    from compactor import operator
 
-    from compactor.records import CompactionRecord
-
-    log = _log(args)
-    head = log.head()
     target = None if args.to.lower() == "none" else args.to
-    digest = None
-    if target is not None:
-        log.read_checkpoint(target)  # NotFound names the checkpoint
-        # The digest its compaction record (or the head) holds; the head gets it after the
-        # stored bytes are checked against it. Legacy checkpoints have none recorded.
-        digest = log.recorded_checkpoint_sha256(target, head)
-    if head.checkpoint == target:
-        print(f"{args.tenant}/{args.session} already at checkpoint {target or 'none'}")
+    res = operator.rollback(open_log(args), target)
+    if args.json:
+        print_json(res)
         return 0
-    new = log.set_checkpoint(target, expected_etag=head.etag, sha256=digest)
-    now = datetime.now(timezone.utc)
-    log.write_record(CompactionRecord(
-        id=f"rollback-{now.strftime('%Y%m%dT%H%M%S%f')}", tenant=args.tenant, session=args.session,
-        trigger="rollback", checkpoint=target, checkpoint_sha256=new.checkpoint_sha256,
-        snapshot_version=head.version, committed_version=new.version, status="rolled_back",
-        error=f"rolled back from {head.checkpoint or 'none'} to {target or 'none'}", created_at=now,
-    ))
-    print(f"{args.tenant}/{args.session}: checkpoint {head.checkpoint or 'none'} -> {target or 'none'} "
-          f"(version {new.version}; nothing deleted)")
-    if target is not None and digest is None:
+    name = f"{res.tenant}/{res.session}"
+    if not res.changed:
+        print(f"{name} already at checkpoint {target or 'none'}")
+        return 0
+    print(f"{name}: checkpoint {res.from_checkpoint or 'none'} -> {target or 'none'} "
+          f"(version {res.version}; nothing deleted)")
+    if not res.digest_recorded:
         print(f"note: no digest was recorded for checkpoint {target} (written before checkpoints "
               f"were verified); its current bytes are now the reference")
     return 0
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from compactor import operator
     from compactor.store import SessionLog, list_sessions, open_store
     from compactor.store.verify import render, verify_session
 
@@ -318,9 +388,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
         raise InvalidInput("give a session id or --all (not both)")
     store = open_store(args.store)
     sessions = list_sessions(store, args.tenant) if args.all else [args.session]
-    reports = [verify_session(SessionLog(store, args.tenant, s)) for s in sessions]
+    logs = [SessionLog(store, args.tenant, s) for s in sessions]
+    if not args.all and not logs[0].exists():
+        operator.require(logs[0])  # NotFound, exit 2, like every command
+    reports = [verify_session(log) for log in logs]
     if args.json:
-        print(json.dumps([dict(r.model_dump(mode="json"), ok=r.ok) for r in reports], indent=2))
+        print_json([dict(r.model_dump(mode="json"), ok=r.ok) for r in reports])
     elif reports:
         print(render(reports))
     else:
@@ -331,17 +404,18 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_breaker(args: argparse.Namespace) -> int:
     import getpass
 
-    from activities.breaker import clear_breaker, load_breaker
-    from compactor.store import open_store
+    from compactor import operator
 
-    store = open_store(args.store)
-    name = f"{args.tenant}/{args.session}"
+    log = open_log(args)
+    name = f"{log.tenant}/{log.session}"
+    st = operator.breaker(log, clear_by=f"operator {getpass.getuser()}" if args.clear else None)
+    if args.json:
+        print_json(st)
+        return 0
     if args.clear:
-        st = clear_breaker(store, args.tenant, args.session, by=f"operator {getpass.getuser()}")
         print(f"{name}: breaker closed (by {st.cleared_by}); automatic compaction resumes")
         return 0
-    st, _ = load_breaker(store, args.tenant, args.session)
-    if st is None:
+    if not st.history and not st.open and st.consecutive_failures == 0 and not st.cleared_by:
         print(f"{name}: breaker closed (no failed compactions recorded)")
         return 0
     state = "OPEN: automatic compaction paused" if st.open else "closed"
@@ -353,7 +427,7 @@ def cmd_breaker(args: argparse.Namespace) -> int:
     for o in st.history[-5:]:
         print(f"  {o.at}  {'ok    ' if o.ok else 'FAILED'}  {o.trigger}  {o.error or ''}".rstrip())
     if st.open:
-        print(f"  clear with: compactor breaker {args.session} --clear (or request a manual compaction)")
+        print(f"  clear with: compactor breaker {log.session} --clear (or request a manual compaction)")
     return 0
 
 
@@ -362,6 +436,17 @@ def cmd_breaker(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     return run_and_exit(_history(args))
+
+
+def workflow_id_of(ref: str, tenant: str) -> str:
+    """``SESSION`` -> its compaction workflow id ``compact/T/S``; a workflow id (it has a '/',
+    which no session id may) is taken as given."""
+    from compactor.client import workflow_id_for
+    from compactor.store import validate_id
+
+    if "/" in ref:
+        return ref
+    return workflow_id_for(validate_id(tenant, "tenant id"), validate_id(ref, "session id"))
 
 
 async def _fetch_history(settings: Any, workflow_id: str, run_id: str | None = None) -> Any:
@@ -374,18 +459,30 @@ async def _fetch_history(settings: Any, workflow_id: str, run_id: str | None = N
     check_workflow_id(workflow_id)  # before any RPC
     client = await _client(settings)
     handle = client.get_workflow_handle(workflow_id, run_id=run_id)
-    if cli_scope().bound:
-        desc = await handle.describe()
-        attr = desc.typed_search_attributes.get(SearchAttributeKey.for_keyword("CompactorTenant"))
-        if attr is not None:
-            cli_scope().check(attr)
-    return await handle.fetch_history()
+    try:
+        if cli_scope().bound:
+            desc = await handle.describe()
+            attr = desc.typed_search_attributes.get(SearchAttributeKey.for_keyword("CompactorTenant"))
+            if attr is not None:
+                cli_scope().check(attr)
+        return await handle.fetch_history()
+    except Exception as exc:
+        if _is_not_found(exc):
+            raise NotFound(f"no workflow {workflow_id!r} on {settings.temporal_address} "
+                           f"(namespace {settings.temporal_namespace}); was the session ever "
+                           f"compacted durably there?") from None
+        raise
 
 
 async def _history(args: argparse.Namespace) -> int:
-    history = await _fetch_history(_settings(args), args.workflow_id, args.run_id)
-    if args.json:
+    wf_id = workflow_id_of(args.session, args.tenant)
+    history = await _fetch_history(_settings(args), wf_id, args.run_id)
+    if args.raw:
         print(history.to_json())
+        return 0
+    if args.json:
+        print_json({"workflow_id": history.workflow_id, "events": len(history.events),
+                    "steps": timeline(history)})
         return 0
     print(render_timeline(history))
     return 0
@@ -514,11 +611,11 @@ async def _replay(args: argparse.Namespace) -> int:
     from workflows.compact_session import CompactSessionWorkflow
     from workflows.sweep import SweepSessionsWorkflow
 
-    path = Path(args.source)
+    path = Path(args.session)
     if path.suffix == ".json" and path.exists():
         history = WorkflowHistory.from_json(path.stem, path.read_text())
     else:
-        history = await _fetch_history(_settings(args), args.source)
+        history = await _fetch_history(_settings(args), workflow_id_of(args.session, args.tenant))
     from workers.codec import codec_from_settings, with_codec
 
     # Encrypted histories replay with the configured keys; plain ones pass through the codec.
@@ -526,11 +623,15 @@ async def _replay(args: argparse.Namespace) -> int:
     replayer = Replayer(workflows=[CompactSessionWorkflow, SweepSessionsWorkflow],
                         data_converter=converter)
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-    if result.replay_failure is not None:
-        print(f"replay of {history.workflow_id} FAILED: {result.replay_failure}", file=sys.stderr)
-        return 1
-    print(f"replay of {history.workflow_id}: ok ({len(history.events)} events, deterministic)")
-    return 0
+    failure = None if result.replay_failure is None else str(result.replay_failure)
+    if args.json:
+        print_json({"workflow_id": history.workflow_id, "events": len(history.events),
+                    "ok": failure is None, "failure": failure})
+    elif failure is not None:
+        print(f"replay of {history.workflow_id} FAILED: {failure}", file=sys.stderr)
+    else:
+        print(f"replay of {history.workflow_id}: ok ({len(history.events)} events, deterministic)")
+    return 0 if failure is None else 1
 
 
 # --- sweep ---------------------------------------------------------------------------------------
@@ -572,8 +673,13 @@ async def _sweep(args: argparse.Namespace) -> int:
     client = await _client(settings)
     sched_id = f"compactor-sweep-{settings.tenant}"
     if args.delete:
-        await client.get_schedule_handle(sched_id).delete()
-        print(f"deleted schedule {sched_id}")
+        try:
+            await client.get_schedule_handle(sched_id).delete()
+        except Exception as exc:
+            if _is_not_found(exc):
+                raise NotFound(f"no sweep schedule {sched_id!r} for tenant {settings.tenant}") from None
+            raise
+        _say(args, {"schedule": sched_id, "action": "deleted"}, f"deleted schedule {sched_id}")
         return 0
     if args.once:
         from datetime import datetime, timezone
@@ -582,16 +688,16 @@ async def _sweep(args: argparse.Namespace) -> int:
         out: SweepOutput = await client.execute_workflow(
             SWEEP_WORKFLOW_NAME, inp, id=wf_id, task_queue=settings.task_queue, result_type=SweepOutput)
         started = out.started_count or len(out.started)
-        print(f"sweep {wf_id}: scanned {out.scanned} sessions in {out.pages or 1} page(s), started "
-              f"{started} compactions" + (": " + ", ".join(out.started) if out.started else ""))
+        lines = [f"sweep {wf_id}: scanned {out.scanned} sessions in {out.pages or 1} page(s), started "
+                 f"{started} compactions" + (": " + ", ".join(out.started) if out.started else "")]
         if out.unshrinkable:
-            print(f"  {out.unshrinkable} session(s) over the trigger not started: their last "
-                  f"compaction could not shrink them and they have not grown since")
+            lines.append(f"  {out.unshrinkable} session(s) over the trigger not started: their last "
+                         f"compaction could not shrink them and they have not grown since")
         if out.skipped_count:
-            print(f"  skipped {out.skipped_count} session(s) that could not be read "
-                  f"(run `compactor verify SESSION` on each):")
-            for sk in out.skipped:
-                print(f"    {sk.session}: {sk.error}")
+            lines.append(f"  skipped {out.skipped_count} session(s) that could not be read "
+                         f"(run `compactor verify SESSION` on each):")
+            lines += [f"    {sk.session}: {sk.error}" for sk in out.skipped]
+        _say(args, {"workflow_id": wf_id, **out.model_dump(mode="json")}, "\n".join(lines))
         return 0
     schedule = Schedule(
         action=ScheduleActionStartWorkflow(SWEEP_WORKFLOW_NAME, inp, id=f"sweep/{settings.tenant}",
@@ -602,7 +708,8 @@ async def _sweep(args: argparse.Namespace) -> int:
 
     try:
         await client.create_schedule(sched_id, schedule)
-        print(f"created schedule {sched_id}: sweep tenant {settings.tenant} every {args.every}")
+        _say(args, {"schedule": sched_id, "action": "created", "every": args.every, "tenant": settings.tenant},
+             f"created schedule {sched_id}: sweep tenant {settings.tenant} every {args.every}")
     except Exception as exc:
         exists = (isinstance(exc, RPCError) and exc.status == RPCStatusCode.ALREADY_EXISTS) or (
             "already" in str(exc).lower())
@@ -611,5 +718,14 @@ async def _sweep(args: argparse.Namespace) -> int:
         # Replace it (delete + create keeps the spec exactly as given).
         await client.get_schedule_handle(sched_id).delete()
         await client.create_schedule(sched_id, schedule)
-        print(f"replaced schedule {sched_id}: sweep tenant {settings.tenant} every {args.every}")
+        _say(args, {"schedule": sched_id, "action": "replaced", "every": args.every, "tenant": settings.tenant},
+             f"replaced schedule {sched_id}: sweep tenant {settings.tenant} every {args.every}")
     return 0
+
+
+def _say(args: argparse.Namespace, doc: dict[str, Any], text: str) -> None:
+    """``--json``: the document; else the sentence."""
+    if args.json:
+        print_json(doc)
+    else:
+        print(text)

@@ -22,6 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     show.set_defaults(func=_show)
 
     lst = psub.add_parser("list", help="list the presets")
+    lst.add_argument("--json", action="store_true", help="print the presets' numbers as JSON")
     lst.set_defaults(func=_list)
 
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
@@ -39,8 +40,13 @@ def _show(args: argparse.Namespace) -> int:
 
 def _list(args: argparse.Namespace) -> int:
     rows = []
-    for name in PRESETS:
-        pol = make_policy(name)
+    pols = [make_policy(name) for name in PRESETS]
+    if args.json:
+        print(json.dumps([{"preset": p.name, "window": p.window, "max_output": p.max_output,
+                           "trigger_tokens": p.trigger_tokens, "hard_tokens": p.hard_tokens,
+                           "tail_budget_tokens": p.tail_budget_tokens} for p in pols], indent=2))
+        return 0
+    for name, pol in zip(PRESETS, pols):
         rows.append([name, f"{pol.trigger_tokens:,}", f"{pol.hard_tokens:,}", f"{pol.tail_budget_tokens:,}"])
     print("numbers at W=200,000, O=32,000")
     print(table(rows, ["preset", "trigger", "hard", "tail"]))

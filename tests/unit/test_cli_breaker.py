@@ -29,5 +29,16 @@ def test_operator_sees_and_clears_an_open_breaker(tmp_path, capsys):
 
 
 def test_breaker_of_a_session_without_failures_is_closed(tmp_path, capsys):
-    assert main(["breaker", "fresh", "--store", f"file://{tmp_path}"]) == 0
+    from compactor.events import Event, TextBlock
+    from compactor.store import SessionLog
+
+    url = f"file://{tmp_path}"
+    SessionLog(open_store(url), "default", "fresh").append(
+        [Event(id="e1", role="user", blocks=[TextBlock(text="hello")])])
+    assert main(["breaker", "fresh", "--store", url]) == 0
     assert "closed" in capsys.readouterr().out
+
+
+def test_breaker_of_an_unknown_session_is_not_found(tmp_path, capsys):
+    assert main(["breaker", "nosuch", "--store", f"file://{tmp_path}"]) == 2
+    assert "no session 'nosuch'" in capsys.readouterr().err

@@ -105,7 +105,7 @@ def test_bad_input_fails_cleanly_and_stores_nothing(capsys, store_url, tmp_path,
 
 def test_view_of_an_unknown_session(capsys, store_url):
     rc, _, err = run(capsys, "view", "nope", "--store", store_url)
-    assert rc == 1 and "no session 'nope'" in err and "compactor import" in err
+    assert rc == 2 and "no session 'nope'" in err and "compactor import" in err
 
 
 def test_sessions(capsys, store_url):
@@ -125,7 +125,7 @@ def test_import_and_view_on_s3(capsys, s3_endpoint, s3_bucket, monkeypatch):
     rc, out, _ = run(capsys, "view", "cli-session", "--json", "--store", url)
     assert rc == 0 and len(json.loads(out)["messages"]) == 7
     rc, _, err = run(capsys, "view", "cli-session", "--store", f"s3://{s3_bucket}-missing/x")
-    assert rc == 1 and "does not exist" in err
+    assert rc == 2 and "does not exist" in err  # a missing bucket is a not-found, like a session
 
 
 @pytest.mark.parametrize(

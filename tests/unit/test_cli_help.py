@@ -27,7 +27,8 @@ def test_help_renders(name, parser):
 def test_expected_commands_exist():
     names = {n for n, _ in _commands()}
     for cmd in ["demo", "import", "view", "compact", "policy", "inspect", "rollback", "verify", "history",
-                "replay", "sweep", "dev", "worker", "bench store", "bench fidelity", "bench perf"]:
+                "replay", "sweep", "dev", "worker", "approve", "reject", "plot", "config", "breaker",
+                "bench store", "bench fidelity", "bench perf"]:
         assert cmd in names, cmd
 
 
