@@ -67,12 +67,13 @@ def failure_cause(text: str, max_lines: int = CAUSE_LINES) -> str:
     seen: set[str] = set()
     for i, ln in enumerate(lines):
         s = ln.strip()
-        if (not s or s.startswith(_NOISE_PREFIXES) or _WARNING_RE.match(s) or _LISTING_RE.match(s)
-                or s in seen):
+        if not s or s.startswith(_NOISE_PREFIXES) or _LISTING_RE.match(s) or s in seen:
             continue
         w = _weight(s)
         if not w:
             continue
+        if _WARNING_RE.match(s):
+            w = 1  # a warning tells only when nothing says error (yt-dlp reports its errors so)
         seen.add(s)
         # a compiler error's location is on the next "-->" line: keep them together
         loc = next((m.group(1) for m in (_LOCATION_RE.match(x) for x in lines[i + 1:i + 3]) if m), None)

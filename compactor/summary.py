@@ -84,7 +84,7 @@ _TIER_COMMAND_FAILED = 50
 _TIER_COMMAND_RECENT_OK = 46  # one of the newest commands that worked
 _RECENT_OK_COMMANDS = 4
 _TIER_ARTIFACT = 55
-_TIER_FAILED_RESOLVED = 56  # a failure a later run fixed: history, still what not to repeat
+_TIER_FAILED_RESOLVED = 60  # a failure a later run fixed: history, still what not to repeat
 _TIER_ERROR_RESOLVED = 62  # an error name whose failures were all fixed
 _TIER_FAILED_APPROACH = 60
 _TIER_FAILED_OPEN = 70  # a failure nothing fixed yet: the next agent meets it again
@@ -92,7 +92,7 @@ _TIER_OLD_TEST = 65
 _TIER_ERROR = 88  # one short line per distinct error name: cheap and telling
 _TIER_RECENT_REPORT = 72
 _TIER_TODO_DONE = 75
-_TIER_RECENT_REASON = 64
+_TIER_RECENT_REASON = 58
 _TIER_LINK = 80
 _TIER_FILE_CHANGED = 85
 _TIER_TODO_OPEN = 90
@@ -163,20 +163,21 @@ def _request_body(r: Request, short: bool = False) -> str:
 
 
 def _failure_line(fa: FailedApproach) -> tuple[str, int]:
-    """``#57 `anchor build` → failed: "cause"; next: …; resolved at #63`` and its keep-tier."""
+    """``#57 `anchor build` → failed, still open: "cause"; next: …`` and its keep-tier (the
+    status first: it decides what the next turn does)."""
     if not fa.tool_use_id:  # the agent's own words ("that didn't work")
         return f"- #{fa.seq} failed: {_one_line(fa.what)}", _TIER_FAILED_APPROACH
     cause = fa.cause or fa.error
-    parts = [f"- #{fa.seq} {_code(fa.what, 120)} → failed" + (f": {_one_line(cause, 200)}" if cause else "")]
-    if fa.next:
-        parts.append(f"next: {_one_line(fa.next, 110)}")
     if fa.resolved_at is not None:
-        parts.append(f"resolved at #{fa.resolved_at}")
-        return "; ".join(parts), _TIER_FAILED_RESOLVED
-    if not fa.key:  # nothing to compare a later run with
-        return "; ".join(parts), _TIER_FAILED_APPROACH
-    parts.append("still open")
-    return "; ".join(parts), _TIER_FAILED_OPEN
+        status, tier = f", resolved at #{fa.resolved_at}", _TIER_FAILED_RESOLVED
+    elif fa.key:
+        status, tier = ", still open", _TIER_FAILED_OPEN
+    else:  # nothing to compare a later run with
+        status, tier = "", _TIER_FAILED_APPROACH
+    line = f"- #{fa.seq} {_code(fa.what, 120)} → failed{status}" + (f": {_one_line(cause, 200)}" if cause else "")
+    if fa.next:
+        line += f"; next: {_one_line(fa.next, 110)}"
+    return line, tier
 
 
 def _build(state: LiftedState, short_requests: bool = False, budget: int | None = None,
@@ -286,16 +287,23 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         done = f" (resolved at #{max(fixed)})" if all(fixed) else ""  # type: ignore[type-var]
         doc.add(ERRORS, f"- {name} ({seqs}): {_one_line(items[-1].message, 200)}{done}",
                 _TIER_ERROR_RESOLVED if done else _TIER_ERROR, items[-1].seq)
-    # The same failure repeated (the same call failing the same way) is said once, with its runs.
-    groups: dict[tuple[str, str, bool], list[FailedApproach]] = {}
+    # The same failure repeated (calls failing with the same cause: a blocked tool, the same
+    # missing module) is said once, with its runs; it is open while any of them is.
+    groups: dict[tuple[str, bool], list[FailedApproach]] = {}
     for fa in state.failed_approaches:
-        groups.setdefault((fa.what, fa.cause or fa.error, bool(fa.tool_use_id)), []).append(fa)
+        cause = fa.cause or fa.error
+        key = (cause, True) if cause and fa.tool_use_id else (f"{fa.what}\0{cause}", bool(fa.tool_use_id))
+        groups.setdefault(key, []).append(fa)
     for runs in groups.values():
-        line, tier = _failure_line(runs[-1])
+        open_runs = [fa for fa in runs if fa.resolved_at is None and fa.key]
+        shown = open_runs[-1] if open_runs else runs[-1]
+        line, tier = _failure_line(shown)
         if len(runs) > 1:
-            earlier = ", ".join(f"#{fa.seq}" for fa in runs[:-1][-4:])
-            line = line.replace(f"- #{runs[-1].seq} ", f"- #{runs[-1].seq} (×{len(runs)}, also {earlier}) ", 1)
-        doc.add(ERRORS, line, tier, runs[-1].seq)
+            others = [fa for fa in runs if fa is not shown]
+            also = ", ".join(f"#{fa.seq}" for fa in others[-4:]) + (", …" if len(others) > 4 else "")
+            line = line.replace(f"- #{shown.seq} ", f"- #{shown.seq} (×{len(runs)} with the same cause, "
+                                f"also {also}) ", 1)
+        doc.add(ERRORS, line, tier, shown.seq)
 
     for d in state.decisions:
         if any(norm(d.text) in t for t in shown):

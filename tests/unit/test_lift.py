@@ -398,7 +398,7 @@ def test_open_failure_outranks_resolved_one_in_the_summary() -> None:
     st = lift_state(evs)
     full = render_summary(st, 100_000).sections["Errors and failed approaches"]
     assert any("`make all` → failed" in ln and "resolved at #4" in ln for ln in full)
-    assert any("`make deploy` → failed: deploy: permission denied" in ln and "still open" in ln for ln in full)
+    assert any("`make deploy` → failed, still open: deploy: permission denied" in ln for ln in full)
     # squeezed: the resolved failure leaves before the open one
     kept = []
     for b in range(40, 400, 5):
