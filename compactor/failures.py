@@ -126,6 +126,19 @@ def action_key(tool: str, command: str | None, paths: Sequence[str], kind: str =
     return ""
 
 
+_TARGET_RE = re.compile(r"/|::|\.(?:py|js|ts|tsx|jsx|go|rs|rb)$")
+
+
+def suite_key(key: str) -> str:
+    """``cmd:pytest tests/a.py::t`` -> ``cmd:pytest``: the same runner over the whole suite
+    (the key without its file/test targets); "" when the key names no target."""
+    if not key.startswith("cmd:"):
+        return ""
+    toks = key[4:].split()
+    keep = [t for t in toks if not _TARGET_RE.search(t)]
+    return "cmd:" + " ".join(keep) if keep and len(keep) < len(toks) else ""
+
+
 def first_after(seqs: Sequence[int], after: int) -> int | None:
     """The smallest seq in sorted ``seqs`` greater than ``after``."""
     i = bisect_right(seqs, after)

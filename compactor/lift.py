@@ -864,6 +864,9 @@ class _Acc:
                     upd["next"] = f"{_failures.move_text(text, is_call)} (#{mseq})"
             if f.resolved_at is None and f.key:
                 runs = sorted(self._ok_runs.get(f.key, ()))
+                suite = _failures.suite_key(f.key) if is_test_command(f.key[4:]) else ""
+                if suite:  # a later passing run of the whole suite covers the subset that failed
+                    runs = sorted([*runs, *self._ok_runs.get(suite, ())])
                 upd["resolved_at"] = _failures.first_after(runs, f.seq)
             out.append(f.model_copy(update=upd) if upd else f)
         return out

@@ -296,14 +296,14 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         groups.setdefault(key, []).append(fa)
     for runs in groups.values():
         open_runs = [fa for fa in runs if fa.resolved_at is None and fa.key]
-        shown = open_runs[-1] if open_runs else runs[-1]
-        line, tier = _failure_line(shown)
+        lead = open_runs[-1] if open_runs else runs[-1]
+        line, tier = _failure_line(lead)
         if len(runs) > 1:
-            others = [fa for fa in runs if fa is not shown]
+            others = [fa for fa in runs if fa is not lead]
             also = ", ".join(f"#{fa.seq}" for fa in others[-4:]) + (", …" if len(others) > 4 else "")
-            line = line.replace(f"- #{shown.seq} ", f"- #{shown.seq} (×{len(runs)} with the same cause, "
+            line = line.replace(f"- #{lead.seq} ", f"- #{lead.seq} (×{len(runs)} with the same cause, "
                                 f"also {also}) ", 1)
-        doc.add(ERRORS, line, tier, shown.seq)
+        doc.add(ERRORS, line, tier, lead.seq)
 
     for d in state.decisions:
         if any(norm(d.text) in t for t in shown):

@@ -64,7 +64,9 @@ def token_series(event_tokens: Sequence[tuple[int, int]], records: Sequence[Any]
             i += 1
             if r.status == "committed" and r.tokens_after:
                 after_ckpt[r.checkpoint or ""] = r.tokens_after
-                out.marks.append(Mark(seq=seq, status=r.status, before=view, after=r.tokens_after,
+                # the record's own count (the rendered request, placeholders included) wins
+                before = r.tokens_before or view
+                out.marks.append(Mark(seq=seq, status=r.status, before=before, after=r.tokens_after,
                                       layers=list(r.layers), checkpoint=r.checkpoint))
                 view = r.tokens_after
             elif r.status == "rolled_back":

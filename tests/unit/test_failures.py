@@ -31,3 +31,26 @@ def test_command_key_ignores_cd_env_flags_and_output_plumbing() -> None:
     assert command_key("cd /r && RUST_LOG=1 cargo test -q --lib 2>&1 | tail -20") == "cargo test"
     assert command_key("python -m pytest tests/test_a.py -x") == command_key("pytest -q tests/test_a.py")
     assert command_key("pytest tests/test_a.py") != command_key("pytest tests/test_b.py")
+
+
+def test_a_later_passing_full_suite_resolves_a_failed_subset() -> None:
+    from compactor.lift import lift_state
+    from tests.unit.engine_fixtures import Conv
+
+    c = Conv()
+    c.user("Fix the bucket.")
+    c.call("Bash", {"command": "python -m pytest -q tests/test_bucket.py"},
+           "FAILED tests/test_bucket.py::test_ints - TypeError: 'float'\n1 failed", is_error=True)
+    c.call("Edit", {"file_path": "src/bucket.py", "old_string": "a", "new_string": "b"}, "ok")
+    c.call("Bash", {"command": "python -m pytest -q"}, "41 passed in 1.0s")
+    st = lift_state(c.events)
+    [fa] = [f for f in st.failed_approaches if "test_bucket" in f.what]
+    assert fa.resolved_at == 7
+
+
+def test_a_different_runner_does_not_resolve() -> None:
+    from compactor.failures import suite_key
+
+    assert suite_key("cmd:pytest tests/a.py::t") == "cmd:pytest"
+    assert suite_key("cmd:pytest") == ""
+    assert suite_key("cmd:npm test") == ""

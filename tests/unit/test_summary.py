@@ -250,3 +250,17 @@ def test_corpus_summary_keeps_protected(path, budget: int) -> None:
     if r.tokens > budget:
         # only the never-dropped content may exceed the budget, and then nothing droppable is left
         assert all(name in (GOAL, CONSTRAINTS, UNKNOWN, LATEST) for name in r.sections), r.sections.keys()
+
+
+def test_a_decision_that_is_also_a_reason_is_said_once_even_beside_failures() -> None:
+    from compactor.lift import lift_state
+    from tests.unit.engine_fixtures import Conv
+
+    c = Conv()
+    c.user("Fix the refill bug.")
+    c.call("Bash", {"command": "pytest -q"}, "E   AssertionError: boom\n1 failed", is_error=True)
+    c.say("I decided to compute refill from the float elapsed time instead of a sliding window, "
+          "because it keeps the public API unchanged.")
+    c.call("Bash", {"command": "pytest -q"}, "E   AssertionError: boom again\n1 failed", is_error=True)
+    text = render_summary(lift_state(c.events), 10_000).text
+    assert text.count("because it keeps the public API unchanged") == 1
