@@ -10,11 +10,12 @@ BENCH_MODULES = [
     "compactor.bench.fidelity",
     "compactor.bench.perf",
     "compactor.bench.probes",
+    "compactor.bench.chaos",
 ]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="benchmarks (store, fidelity, perf, probes)")
+    p = sub.add_parser("bench", help="benchmarks (store, fidelity, perf, probes, chaos)")
     bench_sub = p.add_subparsers(dest="bench", metavar="BENCH")
     for name in BENCH_MODULES:
         try:
