@@ -527,7 +527,7 @@ async def _kill_at(point: str, rng: random.Random, lines: "asyncio.Queue[str]", 
                    proc: subprocess.Popen) -> str:
     """SIGKILL the worker at ``point``; returns where it was (the hook seen, or the delay)."""
     if point == "random":
-        delay = rng.uniform(0.0, 3.0)
+        delay = rng.uniform(0.0, 0.8)  # a compaction takes 0.3-1.5 s here
         await asyncio.wait([result], timeout=delay)
         _kill(proc)
         return f"t+{delay:.2f}s" + (" (after the result)" if result.done() else "")
