@@ -275,3 +275,25 @@ async def test_a_compaction_lands_by_default_when_the_head_moved_more_than_five_
                 await acts.commit_swap(inp.model_copy(update={"max_merges": max_merges}))
             assert exc.value.type == "ConflictRetriesExhausted"
             assert SessionLog(inner, "t1", session).head().checkpoint is None
+
+
+async def test_a_re_executed_run_records_its_outcome_over_the_lost_executions_noop(tmp_path):
+    # bench chaos (seed 912090744): a worker killed after it planned noop and wrote the noop
+    # record; the re-executed run froze a newer snapshot and committed. The record must say
+    # committed (as the result and the head do); a committed record is never replaced.
+    from activities.contracts import RecordInput
+    from compactor.records import CompactionRecord
+
+    store = open_store(f"file://{tmp_path}")
+    SessionLog(store, "t1", "s1").append(coding_session())
+    acts = StoreActivities(store)
+    base = CompactionRecord(id="run-1", tenant="t1", session="s1", workflow_id="compact/t1/s1",
+                            trigger="manual", policy="default", summarizer="structured", status="noop")
+    committed = base.model_copy(update={"status": "committed", "checkpoint": "ck-1"})
+    await acts.write_record(RecordInput(record=base))
+    await acts.write_record(RecordInput(record=committed))
+    [rec] = SessionLog(store, "t1", "s1").list_records()
+    assert (rec.status, rec.checkpoint) == ("committed", "ck-1") and rec.sha256
+    await acts.write_record(RecordInput(record=base.model_copy(update={"status": "failed"})))
+    [rec] = SessionLog(store, "t1", "s1").list_records()
+    assert rec.status == "committed"
