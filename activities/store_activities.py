@@ -868,9 +868,14 @@ class StoreActivities:
             try:
                 key = log.write_record(rec)
             except errors.PreconditionFailed:
-                # An earlier execution of this run (before a lost worker) recorded it already;
-                # records are per run and the first one stands (and was counted then).
-                key = f"{log.prefix}records/{rec.id}.json"
+                # An earlier execution of this run (before a lost worker) recorded it already.
+                # A committed record stands; a noop/failure of the lost execution gives way to
+                # this one, which is the run's outcome (bench chaos: a run reported committed
+                # while its only record said noop). Metrics counted the run then, not again.
+                try:
+                    key = log.supersede_record(rec)
+                except errors.PreconditionFailed:  # a concurrent retry replaced it: same run
+                    key = f"{log.prefix}records/{rec.id}.json"
             else:
                 metrics.record_compaction(rec)
             if inp.mark_noop and rec.snapshot_version:

@@ -11,11 +11,12 @@ BENCH_MODULES = [
     "compactor.bench.perf",
     "compactor.bench.probes",
     "compactor.bench.load",
+    "compactor.bench.chaos",
 ]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="benchmarks (store, fidelity, perf, probes, load, sweep)")
+    p = sub.add_parser("bench", help="benchmarks (store, fidelity, perf, probes, load, sweep, chaos)")
     bench_sub = p.add_subparsers(dest="bench", metavar="BENCH")
     for name in BENCH_MODULES:
         try:

@@ -958,6 +958,24 @@ class SessionLog:
         self._put_immutable(key, sealed.model_dump_json().encode(), CompactionRecord)
         return key
 
+    def supersede_record(self, rec: CompactionRecord) -> str:
+        """Replace the record an earlier execution of the same run wrote, unless it says
+        committed; returns its key.
+
+        A workflow task lost with its worker is executed again from its last recorded point;
+        the record of the lost execution (a noop or a failure: it changed nothing) is not the
+        run's outcome when the re-execution, on a newer snapshot, decided otherwise. A committed
+        record stands: the head names its run, and a re-execution reports that commit.
+        """
+        key = f"{self.prefix}records/{validate_id(rec.id, 'record id')}.json"
+        data, etag = self.store.get(key)
+        if self.read_record(key, data).status == "committed":
+            return key
+        doc = json.loads(rec.model_dump_json(exclude={"sha256"}))
+        sealed = rec.model_copy(update={"sha256": record_digest(doc)})
+        self.store.put(key, sealed.model_dump_json().encode(), if_match=etag)
+        return key
+
     def read_record(self, key: str, data: bytes | None = None) -> CompactionRecord:
         """A stored record, verified against its self-digest (legacy records have none)."""
         if data is None:

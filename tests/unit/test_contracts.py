@@ -38,4 +38,4 @@ def test_work_keys_are_deterministic_and_scoped_to_the_session():
 def test_workflow_input_defaults_are_the_embedded_defaults():
     inp = CompactSessionInput(tenant="t", session="s")
     assert inp.summarizer == "structured" and inp.policy == "default"
-    assert inp.local_steps and not inp.pause_before_commit and inp.max_merges == 5
+    assert inp.local_steps and not inp.pause_before_commit and inp.max_merges == 20

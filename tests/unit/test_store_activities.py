@@ -232,3 +232,68 @@ async def test_merges_land_under_steady_appends(tmp_path):
             th.join()
         assert SessionLog(store, "t1", session).head().checkpoint == out.checkpoint_id
     assert landed == 4 and max(merges) >= 1
+
+
+class _MovingHead:
+    """A store on which an agent appends one event right before each of the next ``moves``
+    conditional head writes of the compaction: every CAS of commit_swap loses once more."""
+
+    def __init__(self, inner, tenant: str, session: str, moves: int) -> None:
+        self._inner, self.moves = inner, moves
+        self._agent = SessionLog(inner, tenant, session)
+        self._n = 0
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def put(self, key, data, **kw):
+        if key.endswith("head.json") and kw.get("if_match") and self.moves > 0:
+            self.moves -= 1
+            self._n += 1
+            self._agent.append([Event(id=f"mv{self._n}", role="assistant", blocks=[TextBlock(text=f"step {self._n}")])])
+        return self._inner.put(key, data, **kw)
+
+
+async def test_a_compaction_lands_by_default_when_the_head_moved_more_than_five_times(tmp_path):
+    # bench chaos (appends every 100 ms, S3 with faults): 6 of 53 compactions ended
+    # ConflictRetriesExhausted after 5 merges in 2.5-6 s; a merge is cheap now, so the default
+    # bound leaves room for a busy agent.
+    inner = open_store(f"file://{tmp_path}")
+    for session, max_merges in (("s1", None), ("s2", 5)):
+        SessionLog(inner, "t1", session).append(coding_session())
+        store = _MovingHead(inner, "t1", session, moves=8)
+        acts = StoreActivities(store)
+        snap, pol, val = await _candidate(acts, "t1", session)
+        inp = CommitInput(snapshot=snap, policy=pol, candidate_key=val.candidate_key)
+        if max_merges is None:
+            out = await acts.commit_swap(inp)
+            head = SessionLog(inner, "t1", session).head()
+            assert out.conflicts_merged == 8 and head.checkpoint == out.checkpoint_id
+            assert [e.id for e in SessionLog(inner, "t1", session).read_events()][-8:] == [f"mv{i}" for i in range(1, 9)]
+        else:
+            with pytest.raises(ApplicationError) as exc:
+                await acts.commit_swap(inp.model_copy(update={"max_merges": max_merges}))
+            assert exc.value.type == "ConflictRetriesExhausted"
+            assert SessionLog(inner, "t1", session).head().checkpoint is None
+
+
+async def test_a_re_executed_run_records_its_outcome_over_the_lost_executions_noop(tmp_path):
+    # bench chaos (seed 912090744): a worker killed after it planned noop and wrote the noop
+    # record; the re-executed run froze a newer snapshot and committed. The record must say
+    # committed (as the result and the head do); a committed record is never replaced.
+    from activities.contracts import RecordInput
+    from compactor.records import CompactionRecord
+
+    store = open_store(f"file://{tmp_path}")
+    SessionLog(store, "t1", "s1").append(coding_session())
+    acts = StoreActivities(store)
+    base = CompactionRecord(id="run-1", tenant="t1", session="s1", workflow_id="compact/t1/s1",
+                            trigger="manual", policy="default", summarizer="structured", status="noop")
+    committed = base.model_copy(update={"status": "committed", "checkpoint": "ck-1"})
+    await acts.write_record(RecordInput(record=base))
+    await acts.write_record(RecordInput(record=committed))
+    [rec] = SessionLog(store, "t1", "s1").list_records()
+    assert (rec.status, rec.checkpoint) == ("committed", "ck-1") and rec.sha256
+    await acts.write_record(RecordInput(record=base.model_copy(update={"status": "failed"})))
+    [rec] = SessionLog(store, "t1", "s1").list_records()
+    assert rec.status == "committed"
