@@ -61,6 +61,15 @@ def _open(args: argparse.Namespace, session: str):
     return SessionLog(open_store(args.store), args.tenant, session)
 
 
+def _view_size(log: SessionLog) -> int:
+    """The view's tokens: the head's own count (appends keep it), else the view counted; a
+    giant import is then not read back a second time (bench store: import memory)."""
+    from compactor.measure import view_tokens
+
+    head = log.head()
+    return head.view_tokens if head.view_tokens is not None else view_tokens(log.read_view(head=head))
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     from compactor import tokens
     from compactor.measure import view_tokens
@@ -96,7 +105,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         ["tool calls", f"{st.get('tool_calls', 0)} ({st.get('tool_results', 0)} results)"],
         ["pinned", st.get("pinned", 0)],
         ["compactions", f"{st.get('compactions', 0)} made by the source agent"],
-        ["tokens", f"{view_tokens(log.read_view()):,} in the view (the measure plan, records and `view` use)"],
+        ["tokens", f"{_view_size(log):,} in the view (the measure plan, records and `view` use)"],
         ["skipped lines", len(result.skipped) or "none"],
     ]
     note = truncation_note(result)

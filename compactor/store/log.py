@@ -294,6 +294,15 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _event_line(e: Event) -> memoryview:
+    """An event's JSON after its ``{"seq":0,`` prefix (the seq is written per attempt): bytes
+    straight from pydantic and a view past the prefix, no copy of a big event."""
+    line = e.__pydantic_serializer__.to_json(e.with_(seq=0), exclude_none=True)
+    if not line.startswith(b'{"seq":0,'):  # pragma: no cover - field order is fixed
+        raise AssertionError("Event JSON must start with seq")
+    return memoryview(line)[9:]
+
+
 class SessionLog:
     """One session's append-only log on an object store.
 
@@ -519,14 +528,6 @@ class SessionLog:
                 seen.add(e.id)
                 batch.append(e)
         batch = tokens_mod.with_tokens(batch)
-        # Serialize once with seq 0; each attempt only rewrites the seq prefix.
-        lines: list[bytes] = []
-        for e in batch:
-            # bytes straight from pydantic and a view past the prefix: no copies of a big event
-            line = e.__pydantic_serializer__.to_json(e.with_(seq=0), exclude_none=True)
-            if not line.startswith(b'{"seq":0,'):  # pragma: no cover - field order is fixed
-                raise AssertionError("Event JSON must start with seq")
-            lines.append(memoryview(line)[9:])  # type: ignore[arg-type]
         stalled: dict[str, int] = {}
         for attempt in range(self.max_attempts):
             # First attempt: the head this object wrote last, if any (a lone writer then
@@ -551,7 +552,9 @@ class SessionLog:
                     attempts=attempt + 1,
                 )
             first = head.version + 1
-            chunks = self._chunks(first, [batch[i] for i in todo], [lines[i] for i in todo])
+            # Serialized per attempt and each line dropped once its segment bytes exist: a
+            # giant event is held twice at most (its model and its segment), not three times.
+            chunks = self._chunks(first, [batch[i] for i in todo], [_event_line(batch[i]) for i in todo])
             segments, replaced = self._plan(head, chunks)
             written: list[Segment] = []
             blocked = False
@@ -642,8 +645,9 @@ class SessionLog:
         pinned: list[int] = []
         size = 0
         start = seq = first
-        for e, line in zip(events, lines):
-            full = b'{"seq":%d,' % seq + line + b"\n"
+        for i, e in enumerate(events):
+            full = b'{"seq":%d,' % seq + lines[i] + b"\n"
+            lines[i] = b""  # the segment bytes hold it now
             if buf and (len(buf) >= CHUNK_EVENTS or size + len(full) > CHUNK_BYTES):
                 chunks.append(_Chunk(start, seq - 1, b"".join(buf), pinned))
                 buf, pinned, size, start = [], [], 0, seq
