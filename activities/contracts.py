@@ -126,7 +126,7 @@ class CompactSessionInput(BaseModel):
         description="structured (deterministic, offline), anthropic (template via the "
         "Messages API) or anthropic-native (the API's own compaction block).",
     )
-    model: str = Field(default="claude-sonnet-4-5", description="Model for LLM summarizers.")
+    model: str = Field(default="claude-sonnet-5-5", description="Model for LLM summarizers.")
     llm_task_queue: str | None = Field(
         default=None, description="Task queue of the LLM activities; None = '<queue>-llm'."
     )

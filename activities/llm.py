@@ -52,7 +52,7 @@ from compactor.tokens import count_text
 
 NATIVE_BETA = "compact-2026-09-04"
 """Beta header of on-demand compaction (the top-level ``compaction`` parameter)."""
-DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_MODEL = "claude-sonnet-5-5"  # claude-sonnet-4-5 reaches end-of-life on 2026-11-30 (anthropic SDK)
 
 def _activity_start_to_close_s() -> float:
     """The workflow's start-to-close of the LLM activities: the client timeout stays below it."""

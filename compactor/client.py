@@ -195,7 +195,7 @@ class CompactorClient:
         llm_task_queue: str | None = None,
         policy: str = "default",
         summarizer: str = "structured",
-        model: str = "claude-sonnet-4-5",
+        model: str = "claude-sonnet-5-5",
     ) -> None:
         self.temporal = temporal
         self.store = store

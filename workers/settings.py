@@ -52,7 +52,7 @@ class Settings(BaseSettings):
     llm_concurrency: int = Field(
         default=8, description="Max concurrent LLM activities on one worker."
     )
-    model: str = Field(default="claude-sonnet-4-5", description="Model of the LLM summarizers.")
+    model: str = Field(default="claude-sonnet-5-5", description="Model of the LLM summarizers.")
     summarizer: str = Field(
         default="structured",
         description="Default summarizer: structured (offline), anthropic, anthropic-native.",

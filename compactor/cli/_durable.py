@@ -30,7 +30,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--summarizer", default=None, choices=["structured", "anthropic", "anthropic-native"],
                    help="summarizer (default: COMPACTOR_SUMMARIZER or structured)")
     p.add_argument("--model", default=None,
-                   help="model of the LLM summarizers (default: COMPACTOR_MODEL or claude-sonnet-4-5)")
+                   help="model of the LLM summarizers (default: COMPACTOR_MODEL or claude-sonnet-5-5)")
     p.add_argument("--task-queue", default=None, help="task queue (default: COMPACTOR_TASK_QUEUE or compactor)")
     p.add_argument("--local-worker", action="store_true",
                    help="with TEMPORAL_ADDRESS: also run a worker in this process")
