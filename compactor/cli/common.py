@@ -165,12 +165,34 @@ def import_into(path: str | Path, fmt: str, log: SessionLog | None) -> ImportRes
     inline limit go to its artifact store, without one they are cut with a marker."""
     from compactor.importers import import_file
 
+    _big_buffers_to_mmap()
     spill = None
     if log is not None:
         def spill(data: bytes) -> Any:
             return log.put_artifact(data, preview_head=SPILL_HEAD, preview_tail=SPILL_TAIL)
 
     return import_file(path, format=fmt, limits=import_limits(), spill=spill)
+
+
+_M_MMAP_THRESHOLD = -3
+
+
+def _big_buffers_to_mmap() -> None:
+    """Serve every buffer of 1 MiB or more from its own mapping (glibc ``mallopt``).
+
+    glibc raises its mmap threshold to the size of the largest block freed, so after a giant
+    line is parsed and freed its later copies (serialized event, segment bytes) come from the
+    heap, which keeps the freed pages: the import's peak grew to 7.2x the line. With a fixed
+    threshold each big buffer is unmapped when freed (bench store: 4.3x). A no-op without glibc.
+    """
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.mallopt(_M_MMAP_THRESHOLD, 1 << 20)
+    except (OSError, AttributeError):
+        pass
 
 
 def truncation_note(result: ImportResult) -> str | None:
