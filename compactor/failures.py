@@ -60,9 +60,16 @@ def _weight(line: str) -> int:
 def failure_cause(text: str, max_lines: int = CAUSE_LINES) -> str:
     """The most telling line(s) of a failed result, in output order, joined by `` / ``."""
     lines: list[str] = []
+    lead: dict[int, str] = {}  # sentence index -> the first sentence of its long line
     for ln in text.splitlines():
         # a long line (a harness message) is judged sentence by sentence
-        lines += _SENTENCE_RE.split(ln.rstrip()) if len(ln) > CAUSE_LINE_CHARS else [ln.rstrip()]
+        if len(ln) > CAUSE_LINE_CHARS:
+            parts = _SENTENCE_RE.split(ln.rstrip())
+            for k in range(1, len(parts)):
+                lead[len(lines) + k] = parts[0]
+            lines += parts
+        else:
+            lines.append(ln.rstrip())
     scored: list[tuple[int, int, str]] = []
     seen: set[str] = set()
     for i, ln in enumerate(lines):
@@ -84,7 +91,13 @@ def failure_cause(text: str, max_lines: int = CAUSE_LINES) -> str:
     # highest weight first; among equals the last one (a traceback ends with its cause)
     best = sorted(scored, key=lambda t: (-t[0], -t[1]))[:max_lines]
     best.sort(key=lambda t: t[1])
-    return " / ".join(_clip(t[2], CAUSE_LINE_CHARS) for t in best)
+    out = []
+    for _, i, s in best:
+        # a telling sentence inside a long harness line keeps the line's opening for context
+        head = lead.get(i)
+        out.append((_clip(head, CAUSE_LINE_CHARS) + " … " if head and head not in out else "")
+                   + _clip(s, CAUSE_LINE_CHARS))
+    return " / ".join(out)
 
 
 _CD_PREFIX_RE = re.compile(r"^\s*(?:cd\s+\S+\s*(?:&&|;)\s*)+")

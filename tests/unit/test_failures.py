@@ -54,3 +54,12 @@ def test_a_different_runner_does_not_resolve() -> None:
     assert suite_key("cmd:pytest tests/a.py::t") == "cmd:pytest"
     assert suite_key("cmd:pytest") == ""
     assert suite_key("cmd:npm test") == ""
+
+
+def test_a_telling_sentence_of_a_long_harness_line_keeps_the_line_opening() -> None:
+    from compactor.failures import failure_cause
+
+    line = ("Deep-interview phase boundary: keep gathering context and write a spec before code edits. "
+            "Mutation tools and patch execution are blocked while deep-interview is active; finish the spec first.")
+    cause = failure_cause(line)
+    assert cause.startswith("Deep-interview phase boundary") and "are blocked while" in cause
