@@ -57,6 +57,19 @@ def unknown_variables(environ: dict[str, str], *settings_cls: Any) -> list[tuple
     return out
 
 
+def warn_unknown_variables() -> list[tuple[str, str | None]]:
+    """Print one warning per ``COMPACTOR_*`` variable nothing reads (a typo is otherwise
+    silently ignored); returns them. ``compactor config``, ``worker`` and ``dev`` call it."""
+    from activities.llm import _AnthropicEnv
+    from workers.settings import Settings
+
+    unknown = unknown_variables(dict(os.environ), Settings, _AnthropicEnv)
+    for var, close in unknown:
+        hint = f" (did you mean {close}?)" if close else ""
+        print(f"warning: {var} is not a compactor setting and is ignored{hint}", file=sys.stderr)
+    return unknown
+
+
 def _shown(value: Any) -> Any:
     if isinstance(value, SecretStr):
         return MASK if value.get_secret_value() else ""
@@ -80,10 +93,7 @@ def run(args: argparse.Namespace) -> int:
             src = next((n for n in names[field] if n in upper_env), None)
             rows.append({"name": prefix + field, "env": names[field][0], "value": _shown(getattr(obj, field)),
                          "source": f"env {src}" if src else "default"})
-    unknown = unknown_variables(dict(os.environ), Settings, _AnthropicEnv)
-    for var, close in unknown:
-        hint = f" (did you mean {close}?)" if close else ""
-        print(f"warning: {var} is not a compactor setting and is ignored{hint}", file=sys.stderr)
+    unknown = warn_unknown_variables()
     if args.json:
         print_json({"settings": {r["name"]: r["value"] for r in rows},
                     "sources": {r["name"]: r["source"] for r in rows},

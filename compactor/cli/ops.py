@@ -183,6 +183,9 @@ async def _client(settings: Any) -> Any:
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
+    from compactor.cli.config import warn_unknown_variables
+
+    warn_unknown_variables()  # a mistyped COMPACTOR_* variable is said, not silently ignored
     for what, port in (("Temporal frontend", args.port), ("Temporal UI", args.ui_port)):
         _refuse_busy_port(what, port)
     return asyncio.run(_dev(args))
@@ -279,6 +282,9 @@ async def _worker(settings: Any, quiet: bool = False) -> None:
     from workers.telemetry import WorkerTelemetry
     from workers.worker import _store_s3_client, build_workers, connect
 
+    from compactor.cli.config import warn_unknown_variables
+
+    warn_unknown_variables()  # a mistyped COMPACTOR_* variable is said, not silently ignored
     store = open_store(settings.store)
     tel = WorkerTelemetry.create(settings)
     client = await connect(settings, s3_client=_store_s3_client(store), runtime=tel.runtime)

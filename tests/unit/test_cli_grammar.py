@@ -117,13 +117,15 @@ def test_config_is_quiet_when_every_variable_is_known(capsys, monkeypatch):
     assert "warning" not in err
 
 
-def test_dev_refuses_a_port_in_use(capsys, tmp_path):
+def test_dev_refuses_a_port_in_use(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("COMPACTOR_METRICS_PROT", "9464")  # a typo is said at start, not ignored
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
         rc, _, err = run(capsys, "dev", "--port", str(port), "--store", f"file://{tmp_path}")
     assert rc == 2 and f"port {port}" in err and "already in use" in err
+    assert "COMPACTOR_METRICS_PROT" in err and "did you mean COMPACTOR_METRICS_PORT" in err
 
 
 def test_plot_writes_a_png_with_each_compaction(capsys, url, tmp_path):
