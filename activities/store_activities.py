@@ -768,7 +768,6 @@ class StoreActivities:
 
         def work() -> CommitOutput:
             from compactor.measure import view_tokens
-            from compactor.tokens import count_event
             from compactor.view import build_view
 
             t = time.perf_counter()
@@ -801,6 +800,7 @@ class StoreActivities:
                     # task was lost): report that commit.
                     ckpt = log.read_checkpoint(head.checkpoint or "", head.checkpoint_sha256)
                     merge.read_new(head)
+                    n_view = view_tokens(build_view(merge.old_events() + merge.new, ckpt))
                     break
                 if head.checkpoint != snap.checkpoint:
                     raise ApplicationError(
@@ -820,9 +820,8 @@ class StoreActivities:
                     )
                 ckpt = merge.candidate(head)
                 etag = head.etag
-            tokens_after = 0  # unchanged view: the workflow keeps validate's count
-            if merge.new:
-                tokens_after = view_tokens(build_view(merge.old_events() + merge.new, ckpt))
+            # unchanged view (no merge): the workflow keeps validate's count
+            tokens_after = n_view if merge.new else 0
             return CommitOutput(
                 checkpoint_id=ckpt.id,
                 committed_version=head.version,

@@ -28,7 +28,7 @@ from typing import Any, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from compactor.boundary import body, choose_cut
+from compactor.boundary import body, choose_cut, latest_request
 from compactor.errors import InvalidInput
 from compactor.events import Block, Event, TextBlock, ToolResultBlock, content_hash
 from compactor.invariants import Violation, _refs, validate
@@ -564,9 +564,7 @@ def irreducible_tokens(events: Sequence[Event], policy: Policy, p: Plan) -> dict
     """What no compaction may remove from the view, in tokens: the pinned events, the latest
     request (verbatim, as an event or quoted by the summary) and the events a cut may never
     pass (pending calls with the turn around them)."""
-    from compactor.boundary import latest_request
-
-    evs = prepare(events, None) if not events or events[0].tokens is None else list(events)
+    evs = list(events)  # prepared by the caller (compact): tokens cached, pinned + after prev
     end0 = p.prev_end
     last = choose_cut(evs, policy, 0, tail_min=0, tail_max=0, min_text_messages=0, prev_end=end0,
                       keep_latest_request=False)

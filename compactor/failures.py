@@ -15,6 +15,7 @@ Plain rules, no model: the same events always give the same annotations.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from bisect import bisect_right
@@ -104,6 +105,7 @@ _CD_PREFIX_RE = re.compile(r"^\s*(?:cd\s+\S+\s*(?:&&|;)\s*)+")
 _TAIL_RE = re.compile(r"\s*(?:2>&1|\|\s*(?:tail|head|grep|tee|cat|less)\b[^|]*)\s*$")
 
 
+@functools.lru_cache(maxsize=8192)  # pure; every lift re-keys the previous state's commands
 def command_key(command: str) -> str:
     """A command normalized so that reruns match: no cd prefix, env, flags or output plumbing."""
     s = " ".join(command.split())

@@ -147,27 +147,34 @@ def cut_words(text: str, max_chars: int) -> str:
     return head.rstrip(" ,;:") + ELLIPSIS
 
 
-def clip_report(text: str, max_chars: int) -> tuple[str, bool]:
+def _ranked(text: str) -> tuple[list[str], list[int]]:
+    """``text``'s units and their indexes, most telling first (independent of any length)."""
+    units = report_units(text)
+    return units, sorted(range(len(units)), key=lambda i: (-_score(units[i], i == 0), i))
+
+
+def clip_report(text: str, max_chars: int, ranked: tuple[list[str], list[int]] | None = None
+                ) -> tuple[str, bool]:
     """The most telling whole sentences of ``text`` within ``max_chars``, in their order.
 
     The first sentence (usually the headline) and sentences saying what was done, what is
     left, a number or a reason are preferred; ' … ' marks where sentences were left out.
-    Returns the text and whether anything was left out.
+    Returns the text and whether anything was left out. ``ranked``: ``_ranked(text)``, when
+    the caller clips the same text to several lengths.
     """
-    units = report_units(text)
+    units, order = ranked if ranked is not None else _ranked(text)
     joined = " ".join(units)
     if len(joined) <= max_chars:
         return joined, False
-    ranked = sorted(range(len(units)), key=lambda i: (-_score(units[i], i == 0), i))
     chosen: set[int] = set()
     used = 0
-    for i in ranked:
+    for i in order:
         cost = len(units[i]) + 3
         if used + cost <= max_chars:
             chosen.add(i)
             used += cost
     if not chosen:
-        return cut_words(units[ranked[0]], max_chars), True
+        return cut_words(units[order[0]], max_chars), True
     parts: list[str] = []
     last = -1
     for i in sorted(chosen):
@@ -290,8 +297,9 @@ def fit_report(text: str, max_tokens: int) -> str:
     if count_text(text) <= max_tokens:
         return text
     chars = int(max_tokens * _CHARS_PER_TOKEN)
+    ranked = _ranked(text)  # the ranking does not depend on the length: once, not per step
     while chars > 20:
-        out, _ = clip_report(text, chars)
+        out, _ = clip_report(text, chars, ranked)
         if count_text(out) <= max_tokens:
             return out
         chars = int(chars * 0.85)

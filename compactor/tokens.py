@@ -120,14 +120,22 @@ def _has_thinking(e: Event) -> bool:
     return any(isinstance(b, ThinkingBlock) for b in e.blocks)
 
 
+def recount_thinking(e: Event) -> Event:
+    """An event read from the log with its count under today's measure: a count stored before
+    thinking blocks were excluded included them, so an event with thinking is counted again."""
+    if not _has_thinking(e):
+        return e
+    bare = e.with_(tokens=None)
+    return bare.with_(tokens=count_event(bare))
+
+
 def count_event(e: Event) -> int:
     """Tokens one event adds to the rendered request (``measure.view_tokens`` sums these).
 
-    Uses the count cached on the event, except for events with thinking blocks: counts
-    cached before thinking was excluded included it, so those are recounted (cheap: block
-    texts are memoized).
+    Uses the count cached on the event (events read from the log carry today's measure:
+    ``SessionLog`` recounts old counts that included thinking, see ``recount_thinking``).
     """
-    if e.tokens is not None and not _has_thinking(e):
+    if e.tokens is not None:
         return e.tokens
     counted = [_block_text(b) for b in e.blocks]
     if not any(t or x for t, x in counted):

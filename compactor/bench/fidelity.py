@@ -83,8 +83,10 @@ def truncate_view(events: Sequence[Event], target: int) -> list[Event]:
         used += count_event(rest[start])
     start = _pair_safe_start(rest, start)
     # per-event counts only estimate the rendered request: drop more until it really fits
-    while start < len(rest) and view_tokens(pinned + rest[start:]) > target:
+    while start < len(rest):
         over = view_tokens(pinned + rest[start:]) - target
+        if over <= 0:
+            break
         freed = 0
         while start < len(rest) and freed < over:
             freed += count_event(rest[start])
@@ -204,13 +206,15 @@ def evaluate(events: Sequence[Event], *, ratio: float = DEFAULT_RATIOS[0],
 def grade(facts: Sequence[Fact], view: Sequence[Event], target: int) -> dict[str, Any]:
     """One view's size, fit and recall; a view over ``target`` is graded on what fits."""
     size = view_tokens(view)
-    raw, _ = recall(facts, view_haystack(view))
+    hay = Haystack(view_haystack(view))
+    raw, per = recall(facts, hay)
+    r = raw
     over = size > target
     if over:
         # A view over budget would not be sent as is: grade what fits, newest first.
         view = truncate_view(view, target)
-    hay = Haystack(view_haystack(view))
-    r, per = recall(facts, hay)
+        hay = Haystack(view_haystack(view))
+        r, per = recall(facts, hay)
     return {
         "tokens": size,
         "fits_target": not over,

@@ -671,9 +671,9 @@ def run(args: argparse.Namespace) -> int:
     out_dir = Path(args.out) if args.out else None
     rows = []
     for n, job in enumerate(jobs, 1):
-        events = import_file(job.path).events
+        events = with_tokens(import_file(job.path).events)  # counted once for the three uses
         prefix = f"probes [{n}/{len(jobs)}] {job.stem}"
-        print(f"{prefix}: {view_tokens(with_tokens(events)):,} tokens, {len(job.probes.questions)} questions",
+        print(f"{prefix}: {view_tokens(events):,} tokens, {len(job.probes.questions)} questions",
               file=sys.stderr, flush=True)
         row = evaluate(job, events, judgement, methods=methods, ratios=ratios, min_target=args.min_target,
                        policy=args.policy,

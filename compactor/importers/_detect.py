@@ -80,7 +80,6 @@ def detect_source(src: Source) -> str:
     first = (sample[0] if sample else src.head(64)).lstrip()[:1]
     objs = _jsonl_objects(sample, src.limits.max_json_depth, name)
     doc_error: json.JSONDecodeError | None = None
-    head = src.head(20_000).strip()
     if first == "[" or (first == "{" and (first_too_long or len(objs) < 2 or not _parses(sample[0]))):
         try:
             src.doc = _loads(src.text(), src.limits.max_json_depth)
@@ -100,7 +99,7 @@ def detect_source(src: Source) -> str:
     if first not in ("[", "{") and _looks_like_aider(src.head(200_000)):
         return "aider"
     if doc_error is not None and _not_jsonl(sample, len(objs)):
-        guess = _guess_truncated(head, name)
+        guess = _guess_truncated(src.head(20_000).strip(), name)  # read only on this error path
         if guess:
             return guess
         raise ParseError(

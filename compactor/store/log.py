@@ -450,6 +450,9 @@ class SessionLog:
                 raise IntegrityError(
                     f"segment {seg.key!r} does not hold seqs {seg.first}-{seg.last}", key=seg.key
                 )
+            # Counts stored before thinking was excluded from the measure: recounted once
+            # here (the decoded segment is cached), so count_event can trust every count.
+            events = [tokens_mod.recount_thinking(e) for e in events]
             entry = self.cache.put(seg, data, events)
         return entry[1]
 
