@@ -21,10 +21,9 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
 from activities import metrics
-from activities.contracts import ErrorType
+from activities.store_activities import to_application_error
 from compactor import breaker
 from compactor.errors import CorruptState, NotFound, PreconditionFailed
 from compactor.store import validate_id
@@ -149,7 +148,7 @@ class BreakerActivities:
         try:
             state, _ = await asyncio.to_thread(load_breaker, self.store, inp.tenant, inp.session)
         except CorruptState as exc:
-            raise _non_retryable(exc) from None
+            raise to_application_error(exc) from None  # corrupt: one clear failure, no retry loop
         d = breaker.check(state, inp.trigger)
         # The first step of every run: where a run's start (and a refusal) is known.
         metrics.record_started(inp.trigger)
@@ -176,7 +175,7 @@ class BreakerActivities:
         try:
             before, after = await asyncio.to_thread(update_breaker, self.store, inp.tenant, inp.session, change)
         except CorruptState as exc:
-            raise _non_retryable(exc) from None
+            raise to_application_error(exc) from None  # corrupt: one clear failure, no retry loop
         t = breaker.transition(before, after)
         metrics.record_breaker(t)
         if t == "opened" and activity.in_activity():
@@ -185,8 +184,3 @@ class BreakerActivities:
                 inp.tenant, inp.session, after.consecutive_failures,
             )
         return BreakerRecordOutput(open=after.open, consecutive_failures=after.consecutive_failures, transition=t)
-
-
-def _non_retryable(exc: CorruptState) -> ApplicationError:
-    """A corrupt breaker: one clear failure, not a retry loop (the file will not fix itself)."""
-    return ApplicationError(str(exc), {"code": exc.code}, type=str(ErrorType.INTEGRITY), non_retryable=True)

@@ -26,6 +26,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from compactor.records import CompactionRecord
 
+DEFAULT_MODEL = "claude-sonnet-5-5"
+"""Model of the LLM summarizers unless configured (claude-sonnet-4-5 reaches end-of-life on
+2026-11-30 per the anthropic SDK). The one place it is written; settings and the client use it."""
+
 # --- names recorded in history: never rename ---------------------------------------------------
 
 WORKFLOW_NAME = "CompactSessionWorkflow"
@@ -126,7 +130,7 @@ class CompactSessionInput(BaseModel):
         description="structured (deterministic, offline), anthropic (template via the "
         "Messages API) or anthropic-native (the API's own compaction block).",
     )
-    model: str = Field(default="claude-sonnet-5-5", description="Model for LLM summarizers.")
+    model: str = Field(default=DEFAULT_MODEL, description="Model for LLM summarizers.")
     llm_task_queue: str | None = Field(
         default=None, description="Task queue of the LLM activities; None = '<queue>-llm'."
     )

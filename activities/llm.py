@@ -44,7 +44,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities._anthropic_errors import StreamIncomplete, provider_message, to_application_error
-from activities.contracts import ErrorType, SummarizeInput, SummarizeOutput
+from activities.contracts import DEFAULT_MODEL, ErrorType, SummarizeInput, SummarizeOutput
 from compactor import prompting
 from compactor.errors import InvalidInput, NotFound
 from compactor.events import Event
@@ -52,7 +52,6 @@ from compactor.tokens import count_text
 
 NATIVE_BETA = "compact-2026-09-04"
 """Beta header of on-demand compaction (the top-level ``compaction`` parameter)."""
-DEFAULT_MODEL = "claude-sonnet-5-5"  # claude-sonnet-4-5 reaches end-of-life on 2026-11-30 (anthropic SDK)
 
 def _activity_start_to_close_s() -> float:
     """The workflow's start-to-close of the LLM activities: the client timeout stays below it."""

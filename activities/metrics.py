@@ -197,7 +197,7 @@ def record_breaker(transition: str | None, *, refused: bool = False, trigger: st
         ins.breaker_transitions.add(1, {"transition": transition})
 
 
-def record_sweep(tenant: str, *, scanned: int, due: int, failed: int, lags_s: list[float]) -> None:
+def record_sweep(*, scanned: int, due: int, failed: int, lags_s: list[float]) -> None:
     """One sweep listing: sessions scanned, due, skipped as unreadable, and due sessions' lag."""
     ins = instruments()
     ins.sweep_scanned.add(scanned)

@@ -922,7 +922,7 @@ class StoreActivities:
                         lags.append(now - updated.timestamp())
                 elif verdict == "unshrinkable":
                     unshrinkable += 1
-            metrics.record_sweep(inp.tenant, scanned=len(sessions), due=len(due), failed=len(skipped),
+            metrics.record_sweep(scanned=len(sessions), due=len(due), failed=len(skipped),
                                  lags_s=lags)
             return DueSessions(
                 sessions=due, scanned=len(sessions), next_cursor=nxt, skipped=skipped,
@@ -935,16 +935,13 @@ class StoreActivities:
     def _sweep_verdict(self, store: Any, inp: SweepInput, policy: Any, session: str) -> tuple[str, Any]:
         """policy.start_decision for one session, from its head (the view if the head has no
         count); and when the head last changed (the sweep's lag)."""
-        from compactor.measure import view_tokens
         from compactor.policy import should_compact, start_decision
 
         log = SessionLog(store, inp.tenant, session, cache=self.cache)
         head = log.head()
         if head.version == 0:
             return "none", head.updated_at
-        tokens = head.view_tokens
-        if tokens is None:
-            tokens = view_tokens(log.read_view(head=head))
+        tokens = log.view_size(head)
         return start_decision(
             policy, should_compact(policy, tokens), tokens,
             target_tokens=inp.policy.target_tokens, noop_view_tokens=head.noop_view_tokens,

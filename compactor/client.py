@@ -45,6 +45,7 @@ from temporalio.common import (
     WorkflowIDReusePolicy,
 )
 
+from activities.contracts import DEFAULT_MODEL
 from compactor.errors import InvalidInput, TenantNotAllowed
 from compactor.events import Event
 from compactor.measure import view_tokens
@@ -195,7 +196,7 @@ class CompactorClient:
         llm_task_queue: str | None = None,
         policy: str = "default",
         summarizer: str = "structured",
-        model: str = "claude-sonnet-5-5",
+        model: str = DEFAULT_MODEL,
     ) -> None:
         self.temporal = temporal
         self.store = store

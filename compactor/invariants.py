@@ -41,7 +41,7 @@ from compactor.events import (
     ToolUseBlock,
     to_anthropic,
 )
-from compactor.layers import ARTIFACT_URI
+from compactor.layers import ARTIFACT_URI, apply_replacements
 from compactor.measure import view_tokens
 from compactor.records import Checkpoint
 from compactor.tokens import count_event
@@ -167,9 +167,7 @@ def validate_merge(
         out.append(Violation(code="range_not_contiguous",
                              message=f"events appended after {snapshot_version} have gaps or repeats"))
     window = [*context, *new_events]
-    shown = [e.with_(blocks=list(checkpoint.replacements[e.seq]), tokens=None)
-             if e.seq in checkpoint.replacements else e for e in window]
-    view = place_results(shown, checkpoint)
+    view = place_results(apply_replacements(window, checkpoint.replacements), checkpoint)
     out += check_tool_pairing(window, view)
     out += check_pinned(new_events, view)
     if any(e.is_user_request for e in new_events):

@@ -751,6 +751,7 @@ class _Acc:
         self.narrative = NarrativeAcc(list(p.outcomes), list(p.reasons),
                                       p.requests[-1].seq if p.requests else 0)
         self.open_file: str | None = None
+        self._aider_digests: dict[str, str] = {}  # path -> digest of the last aider reply's blocks
         self._req_seqs = {r.seq for r in self.requests}
         self._constraint_keys = {_norm(c.text) for c in self.constraints}
         self._decision_keys = {_norm(d.text) for d in self.decisions}
@@ -793,7 +794,8 @@ class _Acc:
     # assistant text ---------------------------------------------------------------------
     def add_assistant_text(self, e: Event) -> None:
         text = e.text
-        for s in split_sentences(text):
+        sentences = split_sentences(text)
+        for s in sentences:
             if len(s) > 400 or len(s) < 12:
                 continue
             if _DECISION_RE.search(s.replace("\u2019", "'")):
@@ -804,6 +806,7 @@ class _Acc:
             elif _FAILED_TEXT_RE.search(s.replace("\u2019", "'")):
                 self._add_failed(FailedApproach(seq=e.seq, what=_clip(s)))
         self._text_actions(e)
+        self.note_move(e.seq, next((s for s in sentences if len(s) >= 12), ""), False)
 
     def _text_actions(self, e: Event) -> None:
         """Aider writes its actions as text: 'Applied edit to X', '> Running cmd'."""
@@ -813,7 +816,7 @@ class _Acc:
         if "Applied edit to" in text:
             for m in _APPLIED_EDIT_RE.finditer(text):
                 path = m.group(1)
-                digest = getattr(self, "_aider_digests", {}).get(path.strip().strip("`'\""), "")
+                digest = self._aider_digests.get(path.strip().strip("`'\""), "")
                 self._touch(self.files_changed, path, e.seq, "edit", None, digest)
         if "Running " in text:
             for m in _AIDER_RUNNING_RE.finditer(text):
@@ -908,7 +911,7 @@ class _Acc:
                 self._touch(self.files_read, p, use_seq, "read", use.id)
         elif act.kind == "change" and not out.failed:
             for p in paths:
-                aider = getattr(self, "_aider_digests", {}) if use.name == "apply_edit" else {}
+                aider = self._aider_digests if use.name == "apply_edit" else {}
                 self._touch(self.files_changed, p, use_seq, act.change_op, use.id,
                             act.digests.get(p) or act.digests.get("", "") or aider.get(p, ""))
 
@@ -1042,7 +1045,6 @@ def lift_state(events: Sequence[Event], prev: LiftedState | None = None) -> Lift
             acc.narrative.on_request(e.seq)
         elif e.role == "assistant" and e.text:
             acc.add_assistant_text(e)
-            acc.note_move(e.seq, next((s for s in split_sentences(e.text) if len(s) >= 12), ""), False)
             acc.narrative.on_assistant_text(e.seq, e.text)
         elif e.role in ("user", "system") and e.text and not e.tool_results:
             acc._text_actions(e)  # aider's '>' lines may be attributed to the user or system

@@ -95,7 +95,7 @@ def inspect_session(log: SessionLog) -> SessionReport:
 def records(log: SessionLog) -> list[CompactionRecord]:
     """The session's compaction records, oldest first."""
     require(log)
-    return sorted(log.list_records(), key=lambda r: (r.created_at or datetime.min.replace(tzinfo=timezone.utc)))
+    return log.list_records()  # oldest first (created_at, then id)
 
 
 def rollback(log: SessionLog, to: str | None) -> RollbackResult:

@@ -44,16 +44,7 @@ from compactor.events import (
 )
 from compactor.tokens import count_event, count_text
 
-try:  # the structured summarizer's template, so both summarizers share one set of headings
-    from compactor.summary import SECTION_NAMES as _SECTION_NAMES
-except ImportError:  # pragma: no cover - only while summary.py is absent
-    _SECTION_NAMES = (
-        "Goal", "User requests", "Constraints (verbatim)", "Current plan / todos",
-        "Agent's reports (newest first)", "Files changed",
-        "Files read", "Commands run", "Tests", "Errors and failed approaches", "Decisions",
-        "Reasons and rules", "Outcome unknown (not confirmed — verify before relying on them)", "Artifacts",
-        "Links the user gave", "Latest request",
-    )
+from compactor.summary import SECTION_NAMES as _SECTION_NAMES  # one template for both summarizers
 
 SECTION_NAMES: tuple[str, ...] = tuple(_SECTION_NAMES)
 PROMPT_VERSION = "compactor-summary-v2"

@@ -353,9 +353,7 @@ def _classify(cmd: SimpleCommand, prev: SimpleCommand | None, out: ShellFiles) -
     elif prog in _READ_PROGRAMS:
         out.reads.extend(values)
     elif prog in _CHANGE_PROGRAMS:
-        files = values[-1:] if prog in ("cp",) else values
-        if prog == "mv":
-            files = values  # both the old and the new name change
+        files = values[-1:] if prog in ("cp",) else values  # mv: both the old and the new name change
         append = any(w.value in ("-a", "--append") for w in args)
         for f in files:
             how = {"rm": "deleted", "unlink": "deleted", "mv": "moved"}.get(prog, prog)

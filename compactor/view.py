@@ -91,18 +91,15 @@ def _renders(b: object) -> bool:
     return True
 
 
-def place_results(
-    tail: Sequence[Event], ckpt: Checkpoint | None, names: dict[str, str] | None = None
-) -> list[Event]:
+def place_results(tail: Sequence[Event], ckpt: Checkpoint | None) -> list[Event]:
     """Keep the request valid for the Messages API without reordering the log.
 
     A tool_result must answer a tool_use of the assistant message right before it. One that
     does not - its call is covered by the summary, or the agent moved on and the result came
     later (DESIGN §7.1), or it repeats an answer - is shown where it arrived as text naming
     the call; its call is then closed as unanswered by ``measure.render_request``. Consecutive
-    same-role events are one message, as in ``to_anthropic``. ``names``: tool names of calls
-    before ``tail`` (for the text). The log is untouched; the ids are listed in the event's
-    ``meta[LATE_RESULTS]``.
+    same-role events are one message, as in ``to_anthropic``. The log is untouched; the ids
+    are listed in the event's ``meta[LATE_RESULTS]``.
     """
     in_tail = {u.id: u.name for e in tail for u in e.tool_uses}
     covered: dict[str, str] = {}
@@ -125,7 +122,7 @@ def place_results(
             late = {b.tool_use_id for b in e.tool_results if b.tool_use_id not in asked or b.tool_use_id in answered}
             answered.update(b.tool_use_id for b in e.tool_results)
             if late:
-                e = _as_text(e, late, in_tail, covered, names or {}, ckpt)
+                e = _as_text(e, late, in_tail, covered, ckpt)
         if r is not None:
             role = r
         out.append(e)
@@ -133,8 +130,7 @@ def place_results(
 
 
 def _as_text(
-    e: Event, late: set[str], in_tail: dict[str, str], covered: dict[str, str],
-    names: dict[str, str], ckpt: Checkpoint | None,
+    e: Event, late: set[str], in_tail: dict[str, str], covered: dict[str, str], ckpt: Checkpoint | None,
 ) -> Event:
     blocks: list = []
     for b in e.blocks:
@@ -143,8 +139,8 @@ def _as_text(
             continue
         uid = b.tool_use_id
         err = " (error)" if b.is_error else ""
-        if uid in in_tail or uid in names:
-            name = in_tail.get(uid) or names[uid]
+        if uid in in_tail:
+            name = in_tail[uid]
             head = f"[result{err} of the earlier call {uid} ({name}), which arrived after the conversation had moved on]\n"
         elif ckpt is not None and not ckpt.covers.empty:
             name = f" ({covered[uid]})" if covered.get(uid) else ""

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from activities.contracts import DEFAULT_MODEL
+
 if TYPE_CHECKING:
     from compactor.importers import ImportLimits
 
@@ -52,7 +54,7 @@ class Settings(BaseSettings):
     llm_concurrency: int = Field(
         default=8, description="Max concurrent LLM activities on one worker."
     )
-    model: str = Field(default="claude-sonnet-5-5", description="Model of the LLM summarizers.")
+    model: str = Field(default=DEFAULT_MODEL, description="Model of the LLM summarizers.")
     summarizer: str = Field(
         default="structured",
         description="Default summarizer: structured (offline), anthropic, anthropic-native.",

@@ -24,7 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -199,8 +199,6 @@ class WorkerTelemetry:
     provider: Any | None = None
     runtime: Any | None = None
     buffer: Any | None = None
-    server: Any | None = None
-    ready: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def create(cls, settings: Settings) -> WorkerTelemetry:

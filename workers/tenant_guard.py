@@ -27,7 +27,9 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
-TENANT_NOT_ALLOWED = "TenantNotAllowed"  # = activities.contracts.ErrorType.TENANT_NOT_ALLOWED
+from activities.contracts import ErrorType
+
+TENANT_NOT_ALLOWED = str(ErrorType.TENANT_NOT_ALLOWED)
 _NESTED = ("snapshot", "record")  # payload fields that carry the tenant one level down
 
 

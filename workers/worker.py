@@ -95,13 +95,6 @@ def build_data_converter(settings: Settings, s3_client: Any | None = None) -> Da
 # --- telemetry ---------------------------------------------------------------------------------------
 
 
-def flush_telemetry() -> None:
-    """Hand buffered spans to the exporter before a short-lived process exits (bounded wait)."""
-    from workers.telemetry import flush_tracing
-
-    flush_tracing()
-
-
 def telemetry_plugins(settings: Settings) -> list[Any]:
     """OpenTelemetry plugin (+ OTLP exporter) when an endpoint is configured, else nothing."""
     from workers.telemetry import configure_tracing
@@ -221,7 +214,8 @@ def build_workers(
     # Replacements passed in (tests) win over the default implementation of the same name.
     names = {_activity_name(a) for a in extra_activities}
     acts = [a for a in acts if _activity_name(a) not in names] + list(extra_activities)
-    guard = _tenant_guard(settings, tq)
+    # stateless: one list serves both workers (tenant guard, span attributes, redaction)
+    interceptors = [*_tenant_guard(settings, tq), *_span_interceptors(), RedactingInterceptor()]
     main = Worker(
         client,
         task_queue=tq,
@@ -229,7 +223,7 @@ def build_workers(
         activities=acts,
         max_concurrent_activities=settings.max_concurrent_activities,
         max_concurrent_local_activities=settings.max_concurrent_activities,
-        interceptors=[*guard, *_span_interceptors(), RedactingInterceptor()],
+        interceptors=interceptors,
         **_runner_options(settings),
         **_operations_options(settings),
     )
@@ -244,7 +238,7 @@ def build_workers(
                     activities=llm_acts,
                     max_concurrent_activities=settings.llm_concurrency,
                     max_task_queue_activities_per_second=settings.llm_rate_limit,
-                    interceptors=[*guard, *_span_interceptors(), RedactingInterceptor()],
+                    interceptors=interceptors,
                     **_operations_options(settings),
                 )
             )
@@ -301,32 +295,6 @@ def _activity_name(fn: Any) -> str:
 
     defn = _Definition.from_callable(fn)
     return defn.name if defn and defn.name else getattr(fn, "__name__", "")
-
-
-async def run_workers(workers: Sequence[Worker]) -> None:
-    """Run workers until cancelled."""
-    await asyncio.gather(*(w.run() for w in workers))
-
-
-async def serve(settings: Settings | None = None, address: str | None = None) -> None:
-    """`compactor worker`: join a cluster and serve until interrupted."""
-    from compactor.store import open_store
-
-    from workers.telemetry import WorkerTelemetry
-
-    settings = settings or Settings()
-    store = open_store(settings.store)
-    tel = WorkerTelemetry.create(settings)
-    client = await connect(settings, address, s3_client=_store_s3_client(store), runtime=tel.runtime)
-    workers = build_workers(client, settings, store)
-    log.info(
-        "compactor worker on %s (namespace %s), queues %s",
-        address or settings.temporal_address,
-        settings.temporal_namespace,
-        ", ".join(w.task_queue for w in workers),
-    )
-    async with tel.serving(client, store):
-        await run_workers(workers)
 
 
 def _store_s3_client(store: Any) -> Any | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, Callable, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey
@@ -150,13 +150,15 @@ _LOCAL_SINCE_PATCH = {ActivityName.COMMIT_SWAP, ActivityName.WRITE_RECORD}
 INPUT_CHECK_PATCH = "check-input"
 
 
-def check_input(inp: CompactSessionInput) -> None:
-    """Raise the non-retryable InvalidInput failure for a request that can never succeed."""
+def check_input(inp: Any, checker: Callable[[Any], None] = check_compaction_request,
+                what: str = "compaction") -> None:
+    """Raise the non-retryable InvalidInput failure for a request that can never succeed
+    (``checker``: the pure check of ``compactor.tenancy`` for this kind of request)."""
     try:
-        check_compaction_request(inp)
+        checker(inp)
     except InvalidInput as exc:
         raise ApplicationError(
-            f"invalid compaction request: {exc}", type=str(ErrorType.INVALID_INPUT), non_retryable=True
+            f"invalid {what} request: {exc}", type=str(ErrorType.INVALID_INPUT), non_retryable=True
         ) from None
 
 

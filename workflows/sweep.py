@@ -17,7 +17,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.exceptions import WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from activities.contracts import (
@@ -31,14 +31,9 @@ with workflow.unsafe.imports_passed_through():
         SweepInput,
         SweepOutput,
     )
-    from activities.contracts import ErrorType
-    from compactor.errors import InvalidInput
     from compactor.tenancy import check_sweep_request
-    from workflows.compact_session import STORE_RETRY, workflow_id_for
+    from workflows.compact_session import INPUT_CHECK_PATCH, STORE_RETRY, check_input, workflow_id_for
 
-# Ids and numbers are checked first (pure), so a bad sweep lists nothing; behind a patch for
-# older histories.
-INPUT_CHECK_PATCH = "check-input"
 
 
 PAGED_PATCH = "sweep-pages"
@@ -49,14 +44,9 @@ DEFAULT_PAGE_SIZE = 500
 class SweepSessionsWorkflow:
     @workflow.run
     async def run(self, inp: SweepInput) -> SweepOutput:
+        # Ids and numbers are checked first (pure), so a bad sweep lists nothing.
         if workflow.patched(INPUT_CHECK_PATCH):
-            try:
-                check_sweep_request(inp)
-            except InvalidInput as exc:
-                raise ApplicationError(
-                    f"invalid sweep request: {exc}", type=str(ErrorType.INVALID_INPUT),
-                    non_retryable=True,
-                ) from None
+            check_input(inp, check_sweep_request, "sweep")
         if not workflow.patched(PAGED_PATCH):
             return await self._legacy(inp)
         total = (inp.carried or SweepOutput()).model_copy(update={"runs": (inp.carried.runs + 1) if inp.carried else 1})

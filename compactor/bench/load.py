@@ -19,7 +19,6 @@ import asyncio
 import json
 import os
 import shutil
-import statistics
 import tempfile
 import time
 import uuid

@@ -12,25 +12,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from compactor.cli.common import DEFAULT_STORE, default_tenant
+from activities.contracts import DEFAULT_MODEL
+from compactor.cli.common import add_store_args
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
     """Options only the durable path uses."""
-    p.add_argument("--store", default=os.environ.get("COMPACTOR_STORE", DEFAULT_STORE),
-                   help="object store URL: file://DIR (default %(default)s) or s3://BUCKET/PREFIX")
-    p.add_argument("--tenant", default=default_tenant(),
-                   help="tenant id (default %(default)s; must be in COMPACTOR_TENANTS when that is set)")
+    add_store_args(p)
     p.add_argument("--session", default=None, help="session id (default: the file's name)")
     p.add_argument("--summarizer", default=None, choices=["structured", "anthropic", "anthropic-native"],
                    help="summarizer (default: COMPACTOR_SUMMARIZER or structured)")
     p.add_argument("--model", default=None,
-                   help="model of the LLM summarizers (default: COMPACTOR_MODEL or claude-sonnet-5-5)")
+                   help=f"model of the LLM summarizers (default: COMPACTOR_MODEL or {DEFAULT_MODEL})")
     p.add_argument("--task-queue", default=None, help="task queue (default: COMPACTOR_TASK_QUEUE or compactor)")
     p.add_argument("--local-worker", action="store_true",
                    help="with TEMPORAL_ADDRESS: also run a worker in this process")
@@ -56,18 +53,9 @@ async def _run(args: argparse.Namespace) -> int:
     from compactor.client import CompactorClient
     from compactor.measure import render_request, view_tokens
     from compactor.store import SessionLog, open_store
-    from compactor.cli.common import settings as cli_settings
+    from compactor.cli.ops import _settings
 
-    settings = cli_settings()
-    overrides: dict[str, Any] = {"store": args.store, "tenant": args.tenant}
-    if args.address:
-        overrides["temporal_address"] = args.address
-    if args.namespace:
-        overrides["temporal_namespace"] = args.namespace
-    if args.task_queue:
-        overrides["task_queue"] = args.task_queue
-        overrides["llm_task_queue"] = args.task_queue + "-llm"
-    settings = settings.model_copy(update=overrides)
+    settings = _settings(args)  # --store/--tenant/--address/--namespace/--task-queue over the env
     if args.hold and not settings.temporal_address:
         raise InvalidInput("--hold needs a running cluster: set TEMPORAL_ADDRESS (or --address); the "
                            "embedded stack of a single command ends with it")

@@ -8,7 +8,9 @@ import re
 import sys
 from pathlib import Path
 
-from compactor.cli.common import add_store_args, import_into, print_json, session_arg, table, truncation_note
+from compactor.cli.common import (
+    add_store_args, import_into, open_log, print_json, session_arg, table, truncation_note,
+)
 from compactor.errors import InvalidInput, NotFound
 
 
@@ -55,31 +57,15 @@ def session_id_from_path(path: str | Path) -> str:
     return sid[:128].rstrip(".-") or "session"
 
 
-def _open(args: argparse.Namespace, session: str):
-    from compactor.store import SessionLog, open_store
-
-    return SessionLog(open_store(args.store), args.tenant, session)
-
-
-def _view_size(log: SessionLog) -> int:
-    """The view's tokens: the head's own count (appends keep it), else the view counted; a
-    giant import is then not read back a second time (bench store: import memory)."""
-    from compactor.measure import view_tokens
-
-    head = log.head()
-    return head.view_tokens if head.view_tokens is not None else view_tokens(log.read_view(head=head))
-
-
 def cmd_import(args: argparse.Namespace) -> int:
     from compactor import tokens
-    from compactor.measure import view_tokens
 
     path = Path(args.file)
     if path.is_dir() or not path.is_file():
         what = "is a directory" if path.is_dir() else "no such file"
         raise InvalidInput(f"{path}: {what}; give the path of a transcript to import")
     session = session_arg(args.session, path)
-    log = _open(args, session)  # validates tenant/session/store before reading anything else
+    log = open_log(args, session)  # validates tenant/session/store before reading anything else
     result = import_into(path, args.format, log)
     events = tokens.with_tokens(result.events)
     res = log.append(events)
@@ -105,7 +91,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         ["tool calls", f"{st.get('tool_calls', 0)} ({st.get('tool_results', 0)} results)"],
         ["pinned", st.get("pinned", 0)],
         ["compactions", f"{st.get('compactions', 0)} made by the source agent"],
-        ["tokens", f"{_view_size(log):,} in the view (the measure plan, records and `view` use)"],
+        ["tokens", f"{log.view_size():,} in the view (the measure plan, records and `view` use)"],
         ["skipped lines", len(result.skipped) or "none"],
     ]
     note = truncation_note(result)
@@ -140,7 +126,7 @@ def cmd_view(args: argparse.Namespace) -> int:
     from compactor.measure import render_request
     from compactor.view import view_text
 
-    log = _open(args, args.session)
+    log = open_log(args)
     head = log.head()
     if head.etag is None:
         raise NotFound(

@@ -742,6 +742,14 @@ class SessionLog:
                 )
         return events
 
+    def view_size(self, head: Head | None = None) -> int:
+        """Tokens of the current view (``measure.view_tokens``): the count the head carries
+        (appends and swaps keep it), else the view read and counted (heads from before it)."""
+        from compactor.measure import view_tokens
+
+        head = head or self.head()
+        return head.view_tokens if head.view_tokens is not None else view_tokens(self.read_view(head=head))
+
     def read_view(self, *, head: Head | None = None) -> list[Event]:
         """The view the next model request is built from (reads only the segments it needs)."""
         head = head or self.head()

@@ -35,7 +35,6 @@ async def cli(env: dict[str, str], *argv: str) -> tuple[int, str, str]:
 async def held(env: dict[str, str], base: list[str], session: str) -> None:
     rc, out, err = await cli(env, "compact", session, "--hold", "--json", "--target-tokens", "3000", *base)
     assert rc == 0 and json.loads(out)["status"] == "held", err
-    from compactor.client import workflow_id_for  # noqa: F401 - the id the CLI prints
     for _ in range(100):  # until the run reaches its hold
         rc, out, _ = await cli(env, "history", session, "--json", *base)
         if rc == 0 and any(s["step"] == "validate_candidate" and s["outcome"] == "completed"

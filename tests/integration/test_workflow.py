@@ -25,7 +25,6 @@ from compactor.client import CompactorClient, workflow_id_for
 from compactor.engine import compact
 from compactor.events import Event, TextBlock, ToolResultBlock
 from compactor.lift import LiftedState
-from compactor.measure import view_tokens
 from compactor.measure import view_tokens as estimate_context_tokens
 from compactor.policy import make_policy
 from compactor.store import SessionLog
