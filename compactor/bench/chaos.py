@@ -44,6 +44,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from compactor.bench.store import _pct
 from compactor.events import Event, TextBlock, ToolResultBlock, ToolUseBlock
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -410,7 +411,6 @@ class Appender:
         self.interval = interval
         self.appended: list[str] = []
         self.unconfirmed: set[str] = set()
-        self.errors = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -424,7 +424,6 @@ class Appender:
                 self.appended.extend(e.id for e in batch)
                 return
             except Exception:  # store blips, CAS contention: an agent retries the same batch
-                self.errors += 1
                 if time.monotonic() > deadline:
                     self.unconfirmed.update(e.id for e in batch)
                     return
@@ -575,13 +574,6 @@ def _check(row: TrialRow, log: Any, before: Any, expected: list[str], unconfirme
 # --- the run -----------------------------------------------------------------------------------
 
 
-def _pct(xs: list[float], q: float) -> float | None:
-    if not xs:
-        return None
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
-
-
 def summarize(rows: list[TrialRow]) -> dict[str, Any]:
     """The report's numbers over all trials."""
     times = [r.finish_s for r in rows if r.finish_s is not None and not r.stuck]
@@ -605,7 +597,7 @@ def summarize(rows: list[TrialRow]) -> dict[str, Any]:
         "landed_of": len(steady),
         "landed_share": round(sum(1 for r in steady if r.landed) / len(steady), 3) if steady else None,
         "finish_s_p50": round(statistics.median(times), 2) if times else None,
-        "finish_s_p95": _pct(times, 0.95),
+        "finish_s_p95": _pct(times, 0.95) if times else None,
         "finish_s_max": max(times) if times else None,
     }
 

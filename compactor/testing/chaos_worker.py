@@ -10,7 +10,7 @@ It serves the compaction workflow and the store activities on one task queue. MO
 
     python -m compactor.testing.chaos_worker ADDRESS STORE_URL TASK_QUEUE [MODE]
 
-Prints ``ready`` once it polls. The same hooks as ``tests/integration/crash_worker.py``.
+Prints ``ready`` once it polls. ``tests/integration/test_crash.py`` uses it too.
 """
 
 from __future__ import annotations

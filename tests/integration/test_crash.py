@@ -43,8 +43,8 @@ async def test_worker_killed_in_commit_swap_second_worker_finishes(
     before = log.head()
     env = dict(os.environ, AWS_ENDPOINT_URL=s3_endpoint, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.integration.crash_worker", temporal_address,
-         f"s3://{s3_bucket}/compactor", task_queue],
+        [sys.executable, "-m", "compactor.testing.chaos_worker", temporal_address,
+         f"s3://{s3_bucket}/compactor", task_queue, "in"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True, start_new_session=True,
     )
     try:
@@ -100,7 +100,7 @@ async def test_worker_killed_after_commit_swap_the_run_reports_its_commit(
     log.append(events)
     env = dict(os.environ, AWS_ENDPOINT_URL=s3_endpoint, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.integration.crash_worker", temporal_address,
+        [sys.executable, "-m", "compactor.testing.chaos_worker", temporal_address,
          f"s3://{s3_bucket}/compactor", task_queue, "after"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True, start_new_session=True,
     )
