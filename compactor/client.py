@@ -319,13 +319,13 @@ class CompactorClient:
 
     async def approve(self, session: str, *, tenant: str | None = None, wait: bool = True) -> HeldDecision:
         """Approve the swap of a compaction held with ``pause_before_commit``."""
-        return await decide_held(self.temporal, workflow_id_for(tenant or self.tenant, session),
+        return await decide_held(self.temporal, workflow_id_for(self.scope.check(tenant), session),
                                  approve=True, wait=wait)
 
     async def reject(self, session: str, reason: str = "rejected by an operator", *,
                      tenant: str | None = None, wait: bool = True) -> HeldDecision:
         """Reject a held compaction: it ends failed, the session unchanged."""
-        return await decide_held(self.temporal, workflow_id_for(tenant or self.tenant, session),
+        return await decide_held(self.temporal, workflow_id_for(self.scope.check(tenant), session),
                                  approve=False, reason=reason, wait=wait)
 
     # --- compaction --------------------------------------------------------------------------------

@@ -41,8 +41,8 @@ async def _run(args: argparse.Namespace) -> int:
     from compactor.cli.ops import _client, _settings, workflow_id_of
 
     settings = _settings(args)
+    wf_id = workflow_id_of(args.session, settings.tenant)  # checked before anything is contacted
     temporal = await _client(settings)
-    wf_id = workflow_id_of(args.session, settings.tenant)
     outcome = await cc.decide_held(temporal, wf_id, approve=args.decision == "approve",
                                    reason=getattr(args, "reason", None), wait=not args.no_wait)
     doc: dict[str, Any] = {"tenant": settings.tenant, "session": args.session, **outcome.model_dump(mode="json")}

@@ -447,10 +447,12 @@ def cmd_history(args: argparse.Namespace) -> int:
 def workflow_id_of(ref: str, tenant: str) -> str:
     """``SESSION`` -> its compaction workflow id ``compact/T/S``; a workflow id (it has a '/',
     which no session id may) is taken as given."""
+    from compactor.cli.common import check_workflow_id
     from compactor.client import workflow_id_for
     from compactor.store import validate_id
 
     if "/" in ref:
+        check_workflow_id(ref)  # with COMPACTOR_TENANTS: one of those tenants' workflows only
         return ref
     return workflow_id_for(validate_id(tenant, "tenant id"), validate_id(ref, "session id"))
 

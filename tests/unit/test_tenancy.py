@@ -115,6 +115,15 @@ async def test_history_of_another_tenants_workflow_is_refused_before_any_rpc(sto
     assert temporal.calls == []
 
 
+async def test_approve_and_reject_of_another_tenant_are_refused_before_any_rpc(store):
+    temporal = FakeTemporal()
+    cc = CompactorClient(temporal, store, tenant="A")
+    for call in (cc.approve("s1", tenant="B"), cc.reject("s1", tenant="B")):
+        with pytest.raises(TenantNotAllowed):
+            await call
+    assert temporal.calls == []
+
+
 # --- requests checked before the workflow exists ---------------------------------------------
 
 
@@ -213,6 +222,20 @@ def test_cli_history_of_another_tenant_is_refused_without_contacting_temporal(tm
     res = subprocess.run([sys.executable, "-m", "compactor", "history", "compact/B/s1"],
                          capture_output=True, text=True, env=env, timeout=120, check=False)
     assert res.returncode == 2 and "'B' is not allowed" in res.stderr, res.stderr
+
+
+def test_cli_approve_of_another_tenants_workflow_is_refused_without_contacting_temporal(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root), "COMPACTOR_TENANTS": "A",
+           "TEMPORAL_ADDRESS": "127.0.0.1:9"}  # nothing listens: a contact would fail differently
+    for verb in ("approve", "reject"):
+        res = subprocess.run([sys.executable, "-m", "compactor", verb, "compact/B/s1"],
+                             capture_output=True, text=True, env=env, timeout=120, check=False)
+        assert res.returncode == 2 and "'B' is not allowed" in res.stderr, res.stderr
 
 
 # --- IAM templates ------------------------------------------------------------------------------
