@@ -93,11 +93,14 @@ def failure_cause(text: str, max_lines: int = CAUSE_LINES) -> str:
     best = sorted(scored, key=lambda t: (-t[0], -t[1]))[:max_lines]
     best.sort(key=lambda t: t[1])
     out = []
+    heads: set[str] = set()
     for _, i, s in best:
-        # a telling sentence inside a long harness line keeps the line's opening for context
+        # a telling sentence inside a long harness line keeps the line's opening (once) for context
         head = lead.get(i)
-        out.append((_clip(head, CAUSE_LINE_CHARS) + " … " if head and head not in out else "")
-                   + _clip(s, CAUSE_LINE_CHARS))
+        opening = _clip(head, CAUSE_LINE_CHARS) + " … " if head and head not in heads else ""
+        if head:
+            heads.add(head)
+        out.append(opening + _clip(s, CAUSE_LINE_CHARS))
     return " / ".join(out)
 
 

@@ -113,6 +113,11 @@ class S3FaultProxy:
         self.stop()
 
     # --- faults ---------------------------------------------------------------------------------
+    def error_status(self) -> tuple[int, str]:
+        """500 or 503 for an injected error, from the seeded generator (reproducible runs)."""
+        with self._lock:
+            return self._rng.choice([(500, "InternalError"), (503, "SlowDown")])
+
     def draw(self, method: str) -> tuple[str | None, float]:
         """The fault for one request (None = forward normally) and, for a stall, its length."""
         r = self.rates
@@ -204,7 +209,7 @@ class S3FaultProxy:
                         pass
                     return
                 if kind == "error":
-                    status, code = random.choice([(500, "InternalError"), (503, "SlowDown")])
+                    status, code = proxy.error_status()
                     self._error(status, code)
                     return
                 if kind == "stall":

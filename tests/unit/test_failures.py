@@ -63,3 +63,13 @@ def test_a_telling_sentence_of_a_long_harness_line_keeps_the_line_opening() -> N
             "Mutation tools and patch execution are blocked while deep-interview is active; finish the spec first.")
     cause = failure_cause(line)
     assert cause.startswith("Deep-interview phase boundary") and "are blocked while" in cause
+
+
+def test_two_telling_sentences_of_one_long_line_repeat_its_opening_once() -> None:
+    from compactor.failures import failure_cause
+
+    line = ("Deep-interview phase boundary: keep gathering context and write a spec before edits. "
+            "Mutation tools are blocked while deep-interview is active. "
+            "Patch execution failed: permission denied for this phase.")
+    cause = failure_cause(line)
+    assert cause.count("Deep-interview phase boundary") == 1 and "blocked" in cause and "denied" in cause
