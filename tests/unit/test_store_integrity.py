@@ -91,10 +91,16 @@ def flip(store: ObjectStore, key: str, old: bytes, new: bytes) -> str:
     return key
 
 
-def verify_cli(store: ObjectStore, capsys, *extra: str) -> tuple[int, str]:
-    url = f"file://{store.root}" if isinstance(store, LocalStore) else None
-    if url is None:
-        pytest.skip("the CLI opens S3 from the environment; covered by verify_session above")
+@pytest.fixture
+def cli_url(store, monkeypatch) -> str:
+    """The URL the CLI opens ``store`` by (an S3 endpoint comes from AWS_ENDPOINT_URL)."""
+    if isinstance(store, LocalStore):
+        return f"file://{store.root}"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", store.endpoint_url)
+    return store.url
+
+
+def verify_cli(url: str, capsys, *extra: str) -> tuple[int, str]:
     capsys.readouterr()
     rc = main(["verify", *extra, "--store", url, "--tenant", T])
     return rc, capsys.readouterr().out
@@ -139,7 +145,7 @@ TAMPERINGS = [version_lower, version_higher, segment_file_removed, segment_dropp
 
 
 @pytest.mark.parametrize("tamper", TAMPERINGS, ids=lambda f: f.__name__)
-def test_tampering_is_refused_naming_the_object_and_nothing_is_written(store, tamper, capsys):
+def test_tampering_is_refused_naming_the_object_and_nothing_is_written(store, tamper, capsys, cli_url):
     build(store)
     key = tamper(store)
     before = snapshot(store)
@@ -151,15 +157,15 @@ def test_tampering_is_refused_naming_the_object_and_nothing_is_written(store, ta
     assert snapshot(store) == before
     report = verify_session(SessionLog(store, T, S))
     assert not report.ok and key in {f.key for f in report.problems}
-    if isinstance(store, LocalStore):  # the CLI: one line naming the object, exit 1
-        capsys.readouterr()
-        # inspect reads no segments (verify does), but never shows a bad head or checkpoint
-        for cmd in ("view",) if tamper is segment_file_removed else ("view", "inspect"):
-            assert main([cmd, S, "--store", f"file://{store.root}", "--tenant", T]) == 1
-            err = capsys.readouterr().err
-            assert key in err and len(err.strip().splitlines()) == 1
-        rc, out = verify_cli(store, capsys, S)
-        assert rc == 1 and key in out
+    # the CLI (on both stores): one line naming the object, exit 1
+    capsys.readouterr()
+    # inspect reads no segments (verify does), but never shows a bad head or checkpoint
+    for cmd in ("view",) if tamper is segment_file_removed else ("view", "inspect"):
+        assert main([cmd, S, "--store", cli_url, "--tenant", T]) == 1
+        err = capsys.readouterr().err
+        assert key in err and len(err.strip().splitlines()) == 1
+    rc, out = verify_cli(cli_url, capsys, S)
+    assert rc == 1 and key in out
 
 
 def test_the_issues_hidden_events_cannot_happen(store):
@@ -185,7 +191,7 @@ def test_record_byte_flipped(store, tmp_path):
     assert snapshot(store) == before
 
 
-def test_a_record_holds_the_checkpoint_digest_a_rollback_verifies(store, capsys):
+def test_a_record_holds_the_checkpoint_digest_a_rollback_verifies(store, capsys, cli_url):
     """Rolling back to an older checkpoint checks it against its record; a flipped byte in it
     is refused (nothing written), an intact one is restored with its digest in the head."""
     log = build(store)
@@ -193,9 +199,7 @@ def test_a_record_holds_the_checkpoint_digest_a_rollback_verifies(store, capsys)
     h2 = log.set_checkpoint("c2", expected_etag=None)
     log.write_record(CompactionRecord(id="run-2", tenant=T, session=S, checkpoint="c2",
                                       checkpoint_sha256=h2.checkpoint_sha256))
-    if not isinstance(store, LocalStore):
-        pytest.skip("the CLI opens S3 from the environment")
-    url = f"file://{store.root}"
+    url = cli_url
     rc = main(["rollback", S, "--to", "c1", "--store", url, "--tenant", T])
     head = SessionLog(store, T, S).head()
     assert rc == 0 and head.checkpoint == "c1"
@@ -217,7 +221,7 @@ def test_a_record_holds_the_checkpoint_digest_a_rollback_verifies(store, capsys)
 # --- verify --------------------------------------------------------------------------------------
 
 
-def test_a_clean_session_verifies(store, capsys):
+def test_a_clean_session_verifies(store, capsys, cli_url):
     log = build(store)
     ref = log.put_artifact(b"big tool output " * 400)
     log.write_checkpoint(ckpt("c2", 5).model_copy(update={"artifacts": [ref.sha256]}))
@@ -225,11 +229,11 @@ def test_a_clean_session_verifies(store, capsys):
     report = verify_session(SessionLog(store, T, S))
     assert report.ok and report.findings == []
     assert report.checked == {"segments": 3, "records": 1, "checkpoints": 2, "artifacts": 1}
-    rc, out = verify_cli(store, capsys, S)
+    rc, out = verify_cli(cli_url, capsys, S)
     assert rc == 0 and out.rstrip().endswith(": ok")
 
 
-def test_verify_finds_a_damaged_artifact_and_every_problem_of_a_session(store, capsys):
+def test_verify_finds_a_damaged_artifact_and_every_problem_of_a_session(store, capsys, cli_url):
     log = build(store)
     ref = log.put_artifact(b"big tool output " * 400)
     log.write_checkpoint(ckpt("c2", 5).model_copy(update={"artifacts": [ref.sha256]}))
@@ -239,9 +243,9 @@ def test_verify_finds_a_damaged_artifact_and_every_problem_of_a_session(store, c
     old = checkpoint_byte_flipped(store)  # c1: not current, checked against its record
     report = verify_session(SessionLog(store, T, S))
     assert sorted(f.key for f in report.problems) == sorted([art, old])
-    rc, out = verify_cli(store, capsys, "--all")
+    rc, out = verify_cli(cli_url, capsys, "--all")
     assert rc == 1 and f"{T}/other" in out and art in out and old in out
-    rc, out = verify_cli(store, capsys, "other", "--json")
+    rc, out = verify_cli(cli_url, capsys, "other", "--json")
     assert rc == 0 and json.loads(out)[0]["ok"] is True
 
 
