@@ -108,116 +108,6 @@ def _workflow_run_id() -> str:
         return ""
 
 
-def _own_commit(head: Head, run: str, base_id: str) -> bool:
-    """Did this workflow run (an earlier execution of it) set the head's checkpoint?"""
-    if not head.checkpoint:
-        return False
-    if run and head.checkpoint_run:
-        return head.checkpoint_run == run
-    # heads without a run (older writers, direct calls): the deterministic checkpoint id
-    return head.checkpoint == base_id or head.checkpoint.startswith(base_id + "-m")
-
-
-class _Merge:
-    """The merges of one ``commit_swap``: events appended since the snapshot, read
-    incrementally, and the candidate rebuilt over them in O(new events).
-
-    Attributes:
-        base: the validated candidate (as stored).
-        new: events appended after the snapshot, read so far.
-        count: merges done; reconciled: tool_use ids resolved by the latest merge.
-    """
-
-    def __init__(self, acts: StoreActivities, log: SessionLog, snap: SnapshotRef,
-                 base: Checkpoint, prev: Checkpoint | None) -> None:
-        self.acts, self.log, self.snap, self.base, self.prev = acts, log, snap, base, prev
-        self.new: list[Event] = []
-        self.count = 0
-        self.reconciled: list[str] = []
-        self._context: list[Event] | None = None
-        self._old: list[Event] | None = None
-        self._checked: set[str] = set()  # digests of reconciled summaries already validated
-
-    def read_new(self, head: Head) -> list[Event]:
-        """Events appended since the snapshot (only those since the last read are fetched)."""
-        upto = self.new[-1].seq if self.new else self.snap.version
-        if head.version > upto:
-            self.new += self.log.read_events(upto + 1, head.version, head=head)
-        return self.new
-
-    def old_events(self) -> list[Event]:
-        """What the compaction saw (pinned + events after the previous checkpoint), read once."""
-        if self._old is None:
-            from compactor.engine import prepare
-
-            self._old = prepare(self.acts.engine_events(self.log, self.snap), self.prev)
-        return self._old
-
-    def context(self, head: Head) -> list[Event]:
-        """The snapshot's view tail from its last assistant message on (``merge_context``):
-        read from the last segments back, usually one."""
-        if self._context is not None:
-            return self._context
-        from compactor.invariants import merge_context
-
-        end, v = self.base.covers.end if not self.base.covers.empty else 0, self.snap.version
-        segs = [s for s in head.segments if s.first <= v and s.last > end]
-        tail: list[Event] = []
-        for seg in reversed(segs):
-            tail = [e for e in self.log._events(seg) if end < e.seq <= v] + tail
-            i = merge_context(tail)
-            if i is not None:
-                tail = tail[i:]
-                break
-        self._context = tail
-        return tail
-
-    def candidate(self, head: Head) -> Checkpoint:
-        """The candidate over every event appended since the snapshot; raises a
-        non-retryable InvariantViolation if they break the view."""
-        from compactor.engine import reconcile_checkpoint
-        from compactor.events import content_hash
-        from compactor.invariants import validate_merge
-
-        self.count += 1
-        new = self.read_new(head)
-        merged_id = f"{self.base.id}-m{content_hash(new)[:10]}"[:128]
-        ckpt, self.reconciled = reconcile_checkpoint(self.base, new, checkpoint_id=merged_id)
-        vio = validate_merge(context=self.context(head), new_events=new, checkpoint=ckpt,
-                             snapshot_version=self.snap.version)
-        if self.reconciled and not vio:
-            vio = self._summary_checks(ckpt)
-        if vio:
-            raise ApplicationError(
-                "merging the events appended during the compaction breaks "
-                f"{len(vio)} invariant(s); nothing was changed: " + "; ".join(str(v) for v in vio),
-                [str(v) for v in vio],
-                type=str(ErrorType.INVARIANT_VIOLATION),
-                non_retryable=True,
-            )
-        return ckpt
-
-    def _summary_checks(self, ckpt: Checkpoint) -> list[Any]:
-        """A reconciled state re-renders the summary: validate it in full, once per summary."""
-        import hashlib
-
-        from compactor.invariants import validate
-        from compactor.view import build_view
-
-        key = hashlib.sha256(_dumps([ckpt.summary, ckpt.state])).hexdigest()
-        if key in self._checked:
-            return []
-        evs = self.old_events() + self.new
-        view = build_view(evs, ckpt)
-        arts = self.acts._view_artifacts(self.log, evs, ckpt, view)
-        vio = [v for v in validate(events=evs, checkpoint=ckpt, view=view, target_tokens=None,
-                                   artifacts=arts, prev_checkpoint=self.prev)
-               if v.code not in SOFT_VIOLATIONS]
-        if not vio:
-            self._checked.add(key)
-        return vio
-
-
 class StoreActivities:
     """The store-bound compaction steps. ``store`` is an ObjectStore (local dir or S3).
 
@@ -406,7 +296,7 @@ class StoreActivities:
             run = _workflow_run_id()
             own = None
             if run and head.checkpoint_run == run and prev is not None:
-                own = self._own_commit(log, head, prev, run, tokens)
+                own = self._describe_own_commit(log, head, prev, run, tokens)
             return snap.model_copy(
                 update={
                     "own_commit": own,
@@ -421,7 +311,7 @@ class StoreActivities:
 
         return await self._run(work)
 
-    def _own_commit(self, log: SessionLog, head: Head, ckpt: Checkpoint, run: str, tokens_now: int) -> OwnCommit:
+    def _describe_own_commit(self, log: SessionLog, head: Head, ckpt: Checkpoint, run: str, tokens_now: int) -> OwnCommit:
         """What this run committed before it was executed again: the head's checkpoint, the
         record that execution stored (if any), and the view size before and after it."""
         key = f"{log.prefix}records/{run}.json"
@@ -774,7 +664,9 @@ class StoreActivities:
             snap = inp.snapshot
             log = self.log(snap.tenant, snap.session)
             base = Checkpoint.model_validate(self._get_json(inp.candidate_key))
-            merge = _Merge(self, log, snap, base, self._prev(log, snap))
+            from activities.merge import Merge, committed_by
+
+            merge = Merge(self, log, snap, base, self._prev(log, snap))
             ckpt = base
             etag = snap.etag
             head: Head | None = None
@@ -795,7 +687,7 @@ class StoreActivities:
                     break
                 except errors.PreconditionFailed:
                     head = log.head()
-                if _own_commit(head, run, base.id):
+                if committed_by(head, run, base.id):
                     # An earlier execution of this run committed (its reply or its workflow
                     # task was lost): report that commit.
                     ckpt = log.read_checkpoint(head.checkpoint or "", head.checkpoint_sha256)
