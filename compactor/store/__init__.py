@@ -12,14 +12,9 @@ from compactor.errors import InvalidInput
 from compactor.store.base import ObjectStore, check_key
 from compactor.store.local import LocalStore
 from compactor.store.s3 import S3Store  # boto3 is imported when a store is created
-from compactor.store.log import (
-    AppendResult,
-    SegmentCache,
-    SessionLog,
-    list_sessions,
-    list_sessions_page,
-    validate_id,
-)
+from compactor.store.caches import SegmentCache
+from compactor.store.listing import list_sessions, list_sessions_page
+from compactor.store.log import AppendResult, SessionLog, validate_id
 
 
 def open_store(url: str, **kwargs: object) -> ObjectStore:

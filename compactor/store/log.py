@@ -80,7 +80,6 @@ import re
 import threading
 import time
 import uuid
-from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -101,6 +100,14 @@ from compactor.errors import (
 from compactor.events import ArtifactRefBlock, Event
 from compactor.records import Checkpoint, CompactionRecord, Head, Segment, record_digest
 from compactor.store.base import ObjectStore
+from compactor.store.caches import (  # noqa: F401 - _INDEXES/_VERIFIED_CKPTS: tests reset them here
+    _INDEXES,
+    _VERIFIED_CKPTS,
+    SegmentCache,
+    _IdIndex,
+    _shared_index,
+    _verified_ckpt,
+)
 from compactor.view import build_view
 
 _ID_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")  # used with fullmatch ($ allows a final \n)
@@ -158,109 +165,6 @@ class AppendResult(BaseModel):
 def _weight(n_events: int, n_bytes: int) -> int:
     """Size of a segment for merge planning: events, or 2 KiB units if events are large."""
     return max(n_events, -(-n_bytes // WEIGHT_UNIT))
-
-
-class SegmentCache:
-    """Verified segment bytes and parsed events, by (key, sha256); LRU bounded by size.
-
-    Safe to share between SessionLog objects and threads: entries are immutable. Parsed events
-    are charged at ``PARSED_FACTOR`` x their bytes (pydantic objects outweigh the JSON).
-    """
-
-    PARSED_FACTOR = 4
-
-    def __init__(self, max_bytes: int = 256 << 20) -> None:
-        self.max_bytes = max_bytes
-        self._d: OrderedDict[tuple[str, str], list] = OrderedDict()
-        self._size = 0
-        self._lock = threading.Lock()
-
-    def _cost(self, v: list) -> int:
-        return len(v[0]) * (1 + (self.PARSED_FACTOR if v[1] is not None else 0))
-
-    def get(self, seg: Segment) -> list | None:
-        with self._lock:
-            v = self._d.get((seg.key, seg.sha256))
-            if v is not None:
-                self._d.move_to_end((seg.key, seg.sha256))
-            return v
-
-    def put(self, seg: Segment, data: bytes, events: list[Event] | None = None) -> list:
-        k = (seg.key, seg.sha256)
-        with self._lock:
-            v = self._d.get(k)
-            if v is None:
-                v = [data, events]
-                self._d[k] = v
-                self._size += self._cost(v)
-            elif events is not None and v[1] is None:
-                self._size -= self._cost(v)
-                v[1] = events
-                self._size += self._cost(v)
-            else:
-                return v
-            while self._size > self.max_bytes and len(self._d) > 1:
-                _, old = self._d.popitem(last=False)
-                self._size -= self._cost(old)
-            return v
-
-
-class _IdIndex:
-    """Event id -> seq for seqs 1..``upto`` of one session log. Shared, so guarded by a lock."""
-
-    def __init__(self) -> None:
-        self.ids: dict[str, int] = {}
-        self.upto = 0
-        self.lock = threading.Lock()
-
-    def committed(self, ids: Sequence[str], first: int) -> None:
-        """Record ids a writer just committed at ``first..``."""
-        with self.lock:
-            for n, eid in enumerate(ids):
-                self.ids.setdefault(eid, first + n)
-            if self.upto >= first - 1:
-                self.upto = max(self.upto, first + len(ids) - 1)
-
-
-_INDEXES: OrderedDict[tuple[str, str, str, str], _IdIndex] = OrderedDict()
-_INDEXES_LOCK = threading.Lock()
-MAX_SHARED_INDEXES = 256
-
-
-def _shared_index(key: tuple[str, str, str, str]) -> _IdIndex:
-    """One id index per log per process, so short-lived SessionLog objects stay warm."""
-    with _INDEXES_LOCK:
-        idx = _INDEXES.get(key)
-        if idx is None:
-            idx = _INDEXES[key] = _IdIndex()
-            while len(_INDEXES) > MAX_SHARED_INDEXES:
-                _INDEXES.popitem(last=False)
-        else:
-            _INDEXES.move_to_end(key)
-        return idx
-
-
-_VERIFIED_CKPTS: OrderedDict[tuple[str, str, str], Checkpoint] = OrderedDict()
-_VERIFIED_CKPTS_LOCK = threading.Lock()
-MAX_VERIFIED_CKPTS = 1024
-
-
-def _verified_ckpt(key: tuple[str, str, str], ckpt: Checkpoint | None = None) -> Checkpoint | None:
-    """Process-wide cache of checkpoints verified against a head digest, by (store, key, sha256).
-
-    Appends check the head's checkpoint; with this, a short-lived SessionLog per request reads
-    it once per process, not once per append.
-    """
-    with _VERIFIED_CKPTS_LOCK:
-        if ckpt is None:
-            hit = _VERIFIED_CKPTS.get(key)
-            if hit is not None:
-                _VERIFIED_CKPTS.move_to_end(key)
-            return hit
-        _VERIFIED_CKPTS[key] = ckpt
-        while len(_VERIFIED_CKPTS) > MAX_VERIFIED_CKPTS:
-            _VERIFIED_CKPTS.popitem(last=False)
-        return ckpt
 
 
 @dataclass
@@ -1100,32 +1004,3 @@ class SessionLog:
                 key=key,
             )
         return _sha(existing)
-
-
-def list_sessions_page(
-    store: ObjectStore, tenant: str, after: str | None = None, limit: int = 1000
-) -> tuple[list[str], str | None]:
-    """One page of a tenant's session ids (sorted), after ``after``; and the cursor of the
-    next page (None at the end). Ordered like the keys (``name + "/"``), as S3 lists them.
-    Stores with ``list_children`` list one level only (S3:
-    delimiter + start-after), so a page costs one request whatever the sessions hold."""
-    prefix = f"t/{validate_id(tenant, 'tenant id')}/s/"
-    lister = getattr(store, "list_children", None)
-    if lister is not None:
-        names = lister(prefix, start_after=after, limit=limit + 1)
-    else:
-        names = sorted(list_sessions(store, tenant), key=lambda n: n + "/")
-        names = [n for n in names if after is None or n + "/" > after + "/"][: limit + 1]
-    page = names[:limit]
-    return page, (page[-1] if len(names) > limit else None)
-
-
-def list_sessions(store: ObjectStore, tenant: str) -> list[str]:
-    """Session ids of a tenant (those with a head)."""
-    prefix = f"t/{validate_id(tenant, 'tenant id')}/s/"
-    out = set()
-    for key in store.list(prefix):
-        parts = key[len(prefix) :].split("/")
-        if len(parts) == 2 and parts[1] == "head.json":
-            out.add(parts[0])
-    return sorted(out)
