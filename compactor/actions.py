@@ -1,0 +1,468 @@
+"""What a tool call does and what its result says: classification and result evaluation.
+
+``classify`` reads a tool_use (a command run, files read or changed, a todo list); ``_outcome``
+reads its tool_result (exit status, failure, the runner's summary line); ``error_names`` finds
+the errors a result reports. Plain rules over tool names, inputs and output text, no model
+calls: the lifter (``compactor.lift``) accumulates what they find into the lifted state.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any, Iterable
+
+from pydantic import BaseModel, Field
+
+from compactor import digests as _digests
+from compactor.events import ArtifactRefBlock, ToolResultBlock, ToolUseBlock
+from compactor.lift_state import ActionKind, TestStatus, Todo
+from compactor.shell import plausible_path, scripts_of, shell_files
+
+MAX_ITEM_CHARS = 300
+"""Commands, messages and decisions are cut to this many characters in the state."""
+MAX_ERRORS_PER_RESULT = 3
+
+_EXIT_RES = [
+    re.compile(r"Process exited with code (-?\d+)"),
+    re.compile(r"Command exited with code (-?\d+)"),
+    re.compile(r"(?m)^Exit code:?\s*(-?\d+)"),
+    re.compile(r"(?i)\bexit(?:ed)?(?: with)? (?:status|code)[:= ]+(-?\d+)"),
+    re.compile(r"(?i)\breturn ?code[:= ]+(-?\d+)"),
+]
+_ERROR_LINE_RE = re.compile(
+    r"^\s*(?:E\s+|E\d{3}\s+|-\s+E\d{3}\s+)?((?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt))\b"
+)
+_ERROR_ANY_RE = re.compile(r"\b((?:[a-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception))\b")
+_RUST_ERR_RE = re.compile(r"\berror\[(E\d{4})\]")
+_TS_ERR_RE = re.compile(r"\berror (TS\d{3,5})\b")
+_GO_PANIC_RE = re.compile(r"^panic: ", re.MULTILINE)
+_TRACEBACK = "Traceback (most recent call last)"
+
+_TEST_RE = re.compile(
+    r"(?:^|[\s;&|(/])(pytest|py\.test|tox|nox|unittest|nosetests|"
+    r"(?:npm|pnpm|yarn|bun)(?: run)? test(?::\w+)?|npx (?:jest|vitest|mocha|playwright test)|"
+    r"jest|vitest|mocha|go test|cargo test|cargo nextest|make (?:test|check)\w*|"
+    r"mvn test|gradle(?:w)? test|\./gradlew test|dotnet test|rspec|phpunit|ctest|deno test|"
+    r"bundle exec rspec|mix test|swift test|runtests?\.py|manage\.py test)\b"
+)
+_PYTEST_SUMMARY_RE = re.compile(
+    r"(?m)^=+ ?((?:\d+ \w+(?:, )?)+.*?) in [\d.]+s.*?=+\s*$"
+)
+_SUMMARY_LINE_RES = [
+    re.compile(r"(?m)^(test result: .*)$"),  # cargo
+    re.compile(r"(?m)^(Tests?:\s+.*)$"),  # jest
+    re.compile(r"(?m)^((?:FAIL|ok)\s+\S+.*)$"),  # go
+    re.compile(r"(?m)^(Ran \d+ tests? in .*)$"),  # unittest
+    re.compile(r"(?m)^(FAILED \(.*\)|OK(?: \(.*\))?)$"),  # unittest
+]
+
+_SHELL_TOOLS = {
+    "bash", "shell", "exec_command", "shell_command", "local_shell", "run_command",
+    "execute_command", "run_terminal_cmd", "terminal", "run_shell_command", "command",
+    "execute_bash", "cmd", "powershell", "sh", "exec",
+}
+_READ_TOOLS = {
+    "read", "read_file", "view", "view_file", "open", "cat", "notebookread", "read_many_files",
+    "open_file", "readfile", "file_read", "get_file", "goto",
+}
+_WRITE_TOOLS = {
+    "write", "write_file", "edit", "multiedit", "notebookedit", "create", "create_file",
+    "replace", "str_replace", "insert", "apply_patch", "patch", "edit_file", "search_replace",
+    "replace_in_file", "writefile", "file_write", "file_edit", "apply_diff", "update_file",
+    "delete_file", "remove_file", "append", "rename_file", "move_file",
+}
+_PATH_KEYS = ("file_path", "filePath", "path", "filename", "file", "target_file",
+              "notebook_path", "absolute_path", "relative_path", "file_name")
+_APPLIED_EDIT_RE = re.compile(r"^(?:>\s*)?Applied edit to (.+?)\s*$", re.MULTILINE)
+_AIDER_RUNNING_RE = re.compile(r"^>\s*Running (.+?)\s*$", re.MULTILINE)
+_SWE_FILE_HEADER_RE = re.compile(r"^\[File: (.+?) \(\d+ lines total\)\]", re.MULTILINE)
+_SWE_OPEN_FILE_RE = re.compile(r"\(Open file: (.+?)\)")
+_SWE_EDIT_FAILED = "Your proposed edit has introduced new syntax error"
+_SWE_READ = {"open", "goto"}
+_SWE_CHANGE = {"create", "edit", "insert", "append"}
+
+
+def _clip(text: str, n: int = MAX_ITEM_CHARS) -> str:
+    text = text.strip()
+    return text if len(text) <= n else text[: n - 1].rstrip() + "…"
+
+
+def _one_line(text: str, n: int = MAX_ITEM_CHARS) -> str:
+    return _clip(" ".join(text.split()), n)
+
+
+
+def parse_exit_code(text: str) -> int | None:
+    for rx in _EXIT_RES:
+        m = rx.search(text)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def is_test_command(command: str) -> bool:
+    return bool(_TEST_RE.search(command))
+
+
+
+def error_names(text: str, failed: bool) -> list[tuple[str, str]]:
+    """(name, line) pairs for errors reported in a tool result.
+
+    In a successful result only lines that *start* with an error name count (a traceback's
+    last line, ``E   TypeError``), so reading source code full of ``raise ValueError`` does
+    not invent errors; in a failed result any mention counts.
+    """
+    found: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    lines = text.splitlines()
+
+    def scan(match_any: bool) -> None:
+        for line in lines:
+            if len(found) >= MAX_ERRORS_PER_RESULT:
+                return
+            m = _ERROR_LINE_RE.match(line) or (_ERROR_ANY_RE.search(line) if match_any else None)
+            name = m.group(1) if m else None
+            if name is None:
+                m2 = _RUST_ERR_RE.search(line) or _TS_ERR_RE.search(line)
+                name = m2.group(1) if m2 else None
+            if name and name not in seen:
+                seen.add(name)
+                found.append((name, _one_line(line, 200)))
+
+    # Lines that start with the name (a traceback's last line) say the most; mentions
+    # elsewhere in a failed result (e.g. a code listing around the failure) only count
+    # when nothing better was found.
+    scan(False)
+    if failed and not found:
+        scan(True)
+    if not found and _GO_PANIC_RE.search(text):
+        line = next(ln for ln in lines if ln.startswith("panic: "))
+        found.append(("panic", _one_line(line, 200)))
+    return found
+
+
+
+# --- tool classification ----------------------------------------------------------------------
+
+
+class _Action(BaseModel):
+    """What a tool_use is, independent of its result."""
+
+    kind: ActionKind = "other"
+    tool: str
+    command: str | None = None
+    paths: list[str] = Field(default_factory=list)
+    change_op: str = ""
+    is_test: bool = False
+    reads: list[str] = Field(default_factory=list)  # files a shell command reads
+    shell_ops: dict[str, str] = Field(default_factory=dict)  # file -> how a shell command changed it
+    swe_edit: bool = False  # SWE-agent `edit`: the file is the one open, named by the result
+    digests: dict[str, str] = Field(default_factory=dict)  # file -> what this call put there
+    todos: list[Todo] | None = None
+    summary: str = ""
+
+
+def _str_values(obj: Any) -> Iterable[str]:
+    if isinstance(obj, str):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _str_values(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _str_values(v)
+
+
+def _command_of(inp: dict[str, Any]) -> str | None:
+    for key in ("command", "cmd", "script", "code", "input"):
+        v = inp.get(key)
+        if isinstance(v, str) and v.strip():
+            return v.strip()
+        if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
+            # Codex `shell`: ["bash", "-lc", "..."]
+            if len(v) >= 3 and v[1] in ("-lc", "-c"):
+                return v[2].strip()
+            return " ".join(shlex.quote(x) for x in v)
+    return None
+
+
+_PATH_SUFFIX_RE = re.compile(r"(?::\d+(?:-\d+)?)?(?::raw)?$")
+
+
+def _clean_path(p: str) -> str:
+    """Drop the line-range / mode suffixes some read tools accept (pi: ``file.py:10-40:raw``)."""
+    return _PATH_SUFFIX_RE.sub("", p.strip()) or p.strip()
+
+
+def _path_of(inp: dict[str, Any]) -> list[str]:
+    for key in _PATH_KEYS:
+        v = inp.get(key)
+        if isinstance(v, str) and v.strip():
+            return [_clean_path(v)]
+    v = inp.get("paths") or inp.get("file_paths")
+    if isinstance(v, list):
+        return [_clean_path(x) for x in v if isinstance(x, str)]
+    return []
+
+
+def _patch_files(inp: dict[str, Any]) -> list[_digests.PatchFile]:
+    """Files named by Codex patch envelopes anywhere in a tool input (apply_patch, heredocs).
+
+    Strings stored with literal ``\\n`` separators are decoded first; a path is kept only
+    when it occurs verbatim in the input and reads as a path.
+    """
+    out: list[_digests.PatchFile] = []
+    for s in _str_values(inp):
+        if "*** " not in s:
+            continue
+        for script in scripts_of(s):
+            for pf in _digests.parse_patch(script):
+                if plausible_path(pf.path) and pf.path in s:
+                    out.append(pf)
+    return out
+
+
+def _dedupe(xs: Iterable[str]) -> list[str]:
+    out: list[str] = []
+    for x in xs:
+        if x not in out:
+            out.append(x)
+    return out
+
+
+def _todos_of(inp: dict[str, Any]) -> list[Todo] | None:
+    for key in ("todos", "plan", "items", "tasks", "steps"):
+        v = inp.get(key)
+        if isinstance(v, list):
+            out: list[Todo] = []
+            for item in v:
+                if isinstance(item, str):
+                    out.append(Todo(text=_one_line(item)))
+                elif isinstance(item, dict):
+                    text = next(
+                        (item[k] for k in ("content", "step", "description", "title", "text", "task",
+                                           "name") if isinstance(item.get(k), str)),
+                        None,
+                    )
+                    if text is None:
+                        continue
+                    status = item.get("status") or item.get("state") or ""
+                    if isinstance(status, bool):
+                        status = "completed" if status else "pending"
+                    out.append(Todo(text=_one_line(text), status=str(status)))
+            return out
+    return None
+
+
+def _swe_command(command: str) -> tuple[str, list[str]] | None:
+    """SWE-agent's special commands: (verb, paths) for open/create/edit..."""
+    first, _, rest = command.partition("\n")
+    toks = first.split()
+    if not toks:
+        return None
+    verb = toks[0]
+    if verb in _SWE_READ:
+        args = [t.strip("'\"") for t in toks[1:2]]
+        return verb, [a for a in args if a and not a.isdigit()]
+    if verb == "create":
+        return verb, [t.strip("'\"") for t in toks[1:2]]
+    if verb in ("edit", "insert", "append") and (
+        len(toks) == 1 or re.match(r"^\d+(:\d+)?$", toks[1]) or toks[1].startswith(("'", '"'))
+    ):
+        return verb, []
+    if verb in ("submit", "scroll_down", "scroll_up", "find_file", "search_dir", "search_file"):
+        return verb, []
+    return None
+
+
+def _input_digests(paths: list[str], op: str, inp: dict[str, Any]) -> dict[str, str]:
+    """{path: digest} for a one-file tool call; key "" when the file is named by the result."""
+    if len(paths) > 1:
+        return {}
+    path = paths[0] if paths else ""
+    digest = _digests.input_digest(path, op, inp)
+    return {path: digest} if digest else {}
+
+
+def first_line_args(command: str) -> str:
+    """SWE-agent ``edit 10:12``: the arguments on the command's first line."""
+    return " ".join(command.split("\n", 1)[0].split()[1:])
+
+
+def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
+    """What a tool_use does: run a command, read files, change files, set todos."""
+    name = use.name
+    low = name.lower().replace("-", "_")
+    inp = use.input if isinstance(use.input, dict) else {}
+    act = _Action(tool=name)
+
+    todos = _todos_of(inp) if ("todo" in low or "plan" in low or "task" in low) else None
+    if todos is not None:
+        act.kind = "todo"
+        act.todos = todos
+        act.summary = f"{name} ({len(todos)} items)"
+        return act
+
+    # Patches anywhere in the input (Codex apply_patch, shell heredocs) name changed files.
+    patches = _patch_files(inp)
+    patch_files = _dedupe(pf.path for pf in patches)
+
+    if low == "str_replace_editor" or low == "str_replace_based_edit_tool" or low == "text_editor":
+        sub = str(inp.get("command", ""))
+        paths = _path_of(inp)
+        if sub == "view":
+            act.kind, act.paths = "read", paths
+        else:
+            act.kind, act.paths, act.change_op = "change", paths, sub or "edit"
+            act.digests = _input_digests(paths, act.change_op, inp)
+        act.summary = f"{name} {sub} {' '.join(paths)}".strip()
+        return act
+
+    if patch_files and (low in _WRITE_TOOLS or low in _SHELL_TOOLS or "patch" in low):
+        act.kind, act.paths, act.change_op = "change", patch_files, "patch"
+        act.digests = {pf.path: pf.digest() for pf in patches}  # the last hunk for a file wins
+        command = _command_of(inp) if low in _SHELL_TOOLS else None
+        act.command = _clip(command) if command else None
+        act.summary = f"{name} {', '.join(patch_files)}"
+        return act
+
+    if low in _WRITE_TOOLS or low.endswith(("_write", "_edit")):
+        paths = _path_of(inp) or patch_files
+        if low in ("edit", "insert", "append") and not paths:
+            # SWE-agent function-calling `edit`/`insert`: acts on the open file
+            act.swe_edit = True
+            paths = [open_file] if open_file else []
+        if low == "create" and not paths:
+            paths = [str(inp.get("filename", ""))] if inp.get("filename") else []
+        act.kind, act.paths = "change", paths
+        act.change_op = {"write": "write", "create": "create", "create_file": "create",
+                         "write_file": "write", "delete_file": "delete", "remove_file": "delete",
+                         "multiedit": "edit"}.get(low, "edit" if "patch" not in low else "patch")
+        act.digests = _input_digests(paths, act.change_op if low not in ("insert", "append") else low, inp)
+        act.summary = f"{name} {' '.join(paths)}".strip()
+        return act
+
+    if low in _READ_TOOLS:
+        paths = _path_of(inp)
+        act.kind, act.paths = "read", [p for p in paths if not p.startswith(("http://", "https://"))]
+        act.summary = f"{name} {' '.join(paths)}".strip()
+        return act
+
+    command = _command_of(inp) if (low in _SHELL_TOOLS or "command" in inp or "cmd" in inp) else None
+    if command is not None and low not in ("str_replace_editor",):
+        swe = _swe_command(command)
+        if swe is not None and low not in ("exec_command", "shell_command", "shell"):
+            verb, paths = swe
+            if verb in _SWE_READ:
+                act.kind, act.paths = "read", paths
+            elif verb in _SWE_CHANGE:
+                act.kind, act.change_op = "change", "create" if verb == "create" else "edit"
+                act.paths = paths or ([open_file] if open_file else [])
+                act.swe_edit = verb != "create"
+                body = command.split("\n", 1)[1] if "\n" in command else ""
+                body = body.split("end_of_edit", 1)[0]
+                if body.strip():
+                    act.digests = {(act.paths[0] if act.paths else ""): _digests.lines_digest(
+                        act.paths[0] if act.paths else "", [], [x for x in body.splitlines() if x.strip()],
+                        f"{verb} {first_line_args(command)}: ")}
+            else:
+                act.kind = "command"
+            act.command = _clip(command.split("\n", 1)[0])
+            act.summary = act.command
+            return act
+        act.kind = "command"
+        act.command = _clip(command)
+        act.is_test = is_test_command(command)
+        files = shell_files(command)
+        reads, changes = files.reads, files.changes
+        act.paths = list(changes)
+        act.shell_ops = changes
+        act.digests = {p: _digests.write_digest(p, text, append=changes[p].endswith(("append", "-a")))
+                       for p, text in files.writes.items()}
+        act.change_op = "shell"
+        act.reads = reads
+        act.summary = f"{name}: {_one_line(command, 160)}"
+        return act
+
+    # Anything else: keep its name and the most telling argument for people.
+    arg = ""
+    for key in ("query", "url", "pattern", "path", "file_path", "action", "name"):
+        v = inp.get(key)
+        if isinstance(v, str) and v:
+            arg = v
+            break
+    act.summary = _one_line(f"{name} {arg}".strip(), 200)
+    return act
+
+
+# --- result evaluation ------------------------------------------------------------------------
+
+
+class _Outcome(BaseModel):
+    failed: bool
+    exit_code: int | None = None
+    error_line: str = ""
+    text: str = ""
+
+
+def _result_text(r: ToolResultBlock) -> str:
+    parts: list[str] = []
+    for c in r.content:
+        if isinstance(c, ArtifactRefBlock):
+            parts.append(c.preview_head)
+            parts.append(c.preview_tail)
+        elif hasattr(c, "text"):
+            parts.append(c.text)  # type: ignore[union-attr]
+    return "\n".join(parts)
+
+
+def _outcome(r: ToolResultBlock) -> _Outcome:
+    text = _result_text(r)
+    code = parse_exit_code(text[:600]) if text else None
+    if code is None and text:
+        code = parse_exit_code(text[-400:])
+    failed = r.is_error or (code is not None and code != 0)
+    if not failed and code is None and (_TRACEBACK in text or _SWE_EDIT_FAILED in text):
+        failed = True
+    line = ""
+    if failed:
+        line = next((ln.strip() for ln in text.splitlines() if _ERROR_LINE_RE.match(ln)), "")
+        for ln in ([] if line else text.splitlines()):
+            s = ln.strip()
+            if not s or s.startswith(("Chunk ID", "Wall time", "Process exited", "Exit code",
+                                      "Original token count", "Output:", "Command exited")):
+                continue
+            if _ERROR_ANY_RE.search(s) or re.search(r"(?i)\berror\b|denied|not found|no such|fail", s):
+                line = s
+                break
+        if not line:
+            line = next((ln.strip() for ln in text.splitlines() if ln.strip()
+                         and not ln.startswith(("Chunk ID", "Wall time", "Process exited",
+                                                "Original token count", "Output:"))), "")
+    return _Outcome(failed=failed, exit_code=code, error_line=_one_line(line, 200), text=text)
+
+
+def _test_summary(text: str) -> str:
+    ms = _PYTEST_SUMMARY_RE.findall(text)
+    if ms:
+        return _one_line(ms[-1], 160)
+    for rx in _SUMMARY_LINE_RES:
+        found = rx.findall(text)
+        if found:
+            return _one_line(found[-1], 160)
+    return ""
+
+
+_FAIL_SUMMARY_RE = re.compile(r"\b[1-9]\d* (?:failed|failures?|errors?)\b|^FAIL|FAILED|test result: FAILED",
+                              re.IGNORECASE)
+
+
+def _test_status(out: _Outcome, summary: str) -> TestStatus:
+    if out.failed or (summary and _FAIL_SUMMARY_RE.search(summary)):
+        return "failed"
+    if out.exit_code == 0 or summary:
+        return "passed"
+    return "unknown"
+
+

@@ -1,0 +1,163 @@
+"""The lifted state's models: what ``lift_state`` extracts, stored in ``Checkpoint.state``.
+
+Payloads of durable contracts: new fields are optional with defaults, so checkpoints written
+before a field existed still load.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from compactor.narrative import Reason, TurnOutcome
+
+
+class _Item(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+# --- item models ------------------------------------------------------------------------------
+
+
+class Request(_Item):
+    seq: int = Field(description="Seq of the user event.")
+    text: str = Field(description="Verbatim text, or a head quote when ``truncated``.")
+    tokens: int = Field(default=0, description="Tokens of the full request text.")
+    truncated: bool = Field(default=False, description="True when only a head quote is kept.")
+
+
+class Constraint(_Item):
+    seq: int
+    text: str = Field(description="The user's sentence, verbatim.")
+
+
+class Decision(_Item):
+    seq: int
+    text: str
+
+
+class FileRef(_Item):
+    path: str
+    seq: int = Field(description="Seq of the latest event that touched the file.")
+    ops: list[str] = Field(default_factory=list, description="Operations, deduplicated, in order.")
+    count: int = 1
+    tool_use_id: str | None = None
+    digest: str = Field(default="", description="What the latest change put in the file, short.")
+
+
+CommandStatus = Literal["ok", "failed", "unknown"]
+
+
+class Command(_Item):
+    seq: int = Field(description="Seq of the tool_use (or the text line that ran it).")
+    command: str
+    tool: str = ""
+    tool_use_id: str | None = None
+    exit_code: int | None = None
+    status: CommandStatus = "unknown"
+    result_seq: int | None = Field(default=None, description="Seq of the result, if any.")
+
+
+TestStatus = Literal["passed", "failed", "unknown"]
+
+
+class TestRun(_Item):
+    __test__ = False  # not a pytest class
+
+    seq: int
+    command: str
+    tool_use_id: str | None = None
+    status: TestStatus = "unknown"
+    exit_code: int | None = None
+    summary: str = Field(default="", description="Runner summary line, e.g. '2 failed, 9 passed'.")
+    result_seq: int | None = Field(default=None, description="The log version the run reported at.")
+
+
+class ErrorItem(_Item):
+    seq: int
+    name: str = Field(description="Error name, e.g. TypeError, or 'error' when unnamed.")
+    message: str = Field(default="", description="The line that reported it, cut short.")
+    tool_use_id: str | None = None
+
+
+class FailedApproach(_Item):
+    seq: int
+    what: str = Field(description="The action that failed (command, tool + target) or a statement.")
+    error: str = ""
+    tool_use_id: str | None = None
+    cause: str = Field(default="", description="The most telling line(s) of the output.")
+    next: str = Field(default="", description="The agent's next move after the failure, with its seq.")
+    resolved_at: int | None = Field(
+        default=None, description="Seq of a later successful run of the same action; None = open.")
+    result_seq: int | None = Field(default=None, description="Seq of the failed result.")
+    key: str = Field(default="", description="The action normalized, to match a later run.")
+
+
+ActionKind = Literal["command", "read", "change", "todo", "other"]
+
+
+class UnknownAction(_Item):
+    """A tool call whose result is not in the log: it may or may not have happened."""
+
+    seq: int
+    tool_use_id: str
+    name: str
+    kind: ActionKind = "other"
+    summary: str = Field(description="Name and key arguments, for people.")
+    command: str | None = None
+    paths: list[str] = Field(default_factory=list, description="Files it would change (or read).")
+    reads: list[str] = Field(default_factory=list, description="Files a shell command would read.")
+    is_test: bool = False
+    digests: dict[str, str] = Field(default_factory=dict, description="File -> what it would put there.")
+
+
+class Todo(_Item):
+    text: str
+    status: str = ""
+
+
+class Artifact(_Item):
+    uri: str
+    sha256: str
+    bytes: int = 0
+    seq: int = 0
+
+
+class Url(_Item):
+    url: str
+    seq: int
+
+
+class LiftedState(BaseModel):
+    """Everything lifted from a covered range; stored in ``Checkpoint.state`` as JSON."""
+
+    goal: Request | None = Field(default=None, description="The first genuine user request.")
+    requests: list[Request] = Field(default_factory=list)
+    constraints: list[Constraint] = Field(default_factory=list)
+    decisions: list[Decision] = Field(default_factory=list)
+    files_read: list[FileRef] = Field(default_factory=list)
+    files_changed: list[FileRef] = Field(default_factory=list)
+    commands: list[Command] = Field(default_factory=list)
+    tests: list[TestRun] = Field(default_factory=list)
+    errors: list[ErrorItem] = Field(default_factory=list)
+    failed_approaches: list[FailedApproach] = Field(default_factory=list)
+    unknown_actions: list[UnknownAction] = Field(default_factory=list)
+    todos: list[Todo] = Field(default_factory=list, description="Latest plan/todo list.")
+    todos_seq: int = Field(default=0, description="Seq of the event that set ``todos``.")
+    artifacts: list[Artifact] = Field(default_factory=list)
+    urls: list[Url] = Field(default_factory=list, description="URLs the user gave.")
+    covers_end: int = Field(default=0, description="Last seq folded into this state.")
+    outcomes: list[TurnOutcome] = Field(
+        default_factory=list,
+        description="The agent's closing report of each user turn, clipped (compactor.narrative).",
+    )
+    reasons: list[Reason] = Field(
+        default_factory=list,
+        description="Sentences where the agent gave a reason or stated a rule or number.",
+    )
+
+    @property
+    def latest_request(self) -> Request | None:
+        return self.requests[-1] if self.requests else None
+
