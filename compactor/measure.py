@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 from compactor.events import Event, to_anthropic
 from compactor.tokens import MESSAGE_OVERHEAD, count_event, count_text
-from compactor.view import LATE_RESULTS
+from compactor.view import LATE_RESULTS, message_role
 
 
 NO_RESULT_TEXT = (
@@ -81,9 +81,9 @@ def repair_tokens(view: Sequence[Event]) -> int:
     every call is answered and whose first message is the user's)."""
     _, messages = to_anthropic(view)
     total = 0
-    first = next((e for e in view if count_event(e) and not (e.role == "system" and (e.kind == "pinned" or e.injected))), None)
-    if first is not None and messages and messages[0].get("content") == [{"type": "text", "text": "(continued)"}] \
-            and (first.role == "assistant"):
+    first = next((e for e in view if message_role(e)), None)  # the first event that is a message
+    if first is not None and message_role(first) == "assistant" and messages \
+            and messages[0].get("content") == [{"type": "text", "text": "(continued)"}]:
         total += _CONTINUED_TOKENS
     before = len(messages)
     out, added = _answer_dangling(messages, _late(view))
