@@ -124,7 +124,7 @@ def provider_message(exc: BaseException) -> str:
 
 def _history_message(etype: str, api_message: str) -> str:
     """What of the API's message may go to history (see the module docstring)."""
-    from compactor.prompting import parse_prompt_too_long
+    from compactor.summarize.prompting import parse_prompt_too_long
 
     too_long = parse_prompt_too_long(api_message)
     if too_long is not None:

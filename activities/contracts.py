@@ -18,13 +18,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from compactor.records import CompactionRecord
+
+# Time limits of the model-call activities: the workflow schedules them with these, and the
+# activities keep their client timeout below the start-to-close.
+LLM_START_TO_CLOSE = timedelta(minutes=5)
+LLM_HEARTBEAT = timedelta(seconds=30)
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 """Model of the LLM summarizers unless configured (claude-sonnet-4-5 reaches end-of-life on

@@ -4,7 +4,7 @@
 object store; its two activities share ``SummarizeInput``/``SummarizeOutput`` with the
 structured summarizer:
 
-* ``summarize_anthropic``: our fixed template (``compactor.prompting``) over the lifted state
+* ``summarize_anthropic``: our fixed template (``compactor.summarize.prompting``) over the lifted state
   and the covered transcript as quoted data, streamed, the stable prefix marked for caching.
 * ``summarize_native``: the API's own on-demand compaction (beta ``compact-2026-09-04``, the
   top-level ``compaction`` parameter); the returned ``compaction`` block is stored opaque and
@@ -44,8 +44,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities._anthropic_errors import StreamIncomplete, provider_message, to_application_error
-from activities.contracts import DEFAULT_MODEL, ErrorType, SummarizeInput, SummarizeOutput
-from compactor import prompting
+from activities.contracts import DEFAULT_MODEL, LLM_START_TO_CLOSE, ErrorType, SummarizeInput, SummarizeOutput
+from compactor.summarize import prompting
 from compactor.errors import InvalidInput, NotFound
 from compactor.events import Event
 from compactor.tokens import count_text
@@ -55,8 +55,6 @@ NATIVE_BETA = "compact-2026-09-04"
 
 def _activity_start_to_close_s() -> float:
     """The workflow's start-to-close of the LLM activities: the client timeout stays below it."""
-    from workflows.compact_session import LLM_START_TO_CLOSE
-
     return LLM_START_TO_CLOSE.total_seconds()
 
 

@@ -8,18 +8,30 @@ recognizes the commit an earlier execution of it made (``committed_by``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import json
+from typing import Any, Protocol
 
 from temporalio.exceptions import ApplicationError
 
 from activities.contracts import ErrorType, SnapshotRef
-from activities.store_activities import SOFT_VIOLATIONS, _dumps
 from compactor.events import Event
 from compactor.records import Checkpoint, Head
 from compactor.store import SessionLog
 
-if TYPE_CHECKING:
-    from activities.store_activities import StoreActivities
+SOFT_VIOLATIONS = {"over_budget"}
+"""Violation codes that do not block a commit (the engine commits them too, with a note)."""
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+class ViewSource(Protocol):
+    """What a merge reads through the store activities (``StoreActivities`` is one)."""
+
+    def engine_events(self, log: SessionLog, snap: SnapshotRef) -> list[Event]: ...
+
+    def _view_artifacts(self, log: SessionLog, evs: Any, ckpt: Checkpoint, view: Any) -> Any: ...
 
 
 def committed_by(head: Head, run: str, base_id: str) -> bool:
@@ -42,7 +54,7 @@ class Merge:
         count: merges done; reconciled: tool_use ids resolved by the latest merge.
     """
 
-    def __init__(self, acts: StoreActivities, log: SessionLog, snap: SnapshotRef,
+    def __init__(self, acts: ViewSource, log: SessionLog, snap: SnapshotRef,
                  base: Checkpoint, prev: Checkpoint | None) -> None:
         self.acts, self.log, self.snap, self.base, self.prev = acts, log, snap, base, prev
         self.new: list[Event] = []
@@ -62,7 +74,7 @@ class Merge:
     def old_events(self) -> list[Event]:
         """What the compaction saw (pinned + events after the previous checkpoint), read once."""
         if self._old is None:
-            from compactor.engine import prepare
+            from compactor.engine.compact import prepare
 
             self._old = prepare(self.acts.engine_events(self.log, self.snap), self.prev)
         return self._old
@@ -72,7 +84,7 @@ class Merge:
         read from the last segments back, usually one."""
         if self._context is not None:
             return self._context
-        from compactor.invariants import merge_context
+        from compactor.engine.invariants import merge_context
 
         end, v = self.base.covers.end if not self.base.covers.empty else 0, self.snap.version
         segs = [s for s in head.segments if s.first <= v and s.last > end]
@@ -89,9 +101,9 @@ class Merge:
     def candidate(self, head: Head) -> Checkpoint:
         """The candidate over every event appended since the snapshot; raises a
         non-retryable InvariantViolation if they break the view."""
-        from compactor.engine import reconcile_checkpoint
+        from compactor.engine.compact import reconcile_checkpoint
         from compactor.events import content_hash
-        from compactor.invariants import validate_merge
+        from compactor.engine.invariants import validate_merge
 
         self.count += 1
         new = self.read_new(head)
@@ -115,8 +127,8 @@ class Merge:
         """A reconciled state re-renders the summary: validate it in full, once per summary."""
         import hashlib
 
-        from compactor.invariants import validate
-        from compactor.view import build_view
+        from compactor.engine.invariants import validate
+        from compactor.engine.view import build_view
 
         key = hashlib.sha256(_dumps([ckpt.summary, ckpt.state])).hexdigest()
         if key in self._checked:

@@ -60,6 +60,7 @@ from activities.contracts import (
     ValidateInput,
     ValidateOutput,
 )
+from activities.merge import SOFT_VIOLATIONS, Merge, _dumps, committed_by
 from compactor import errors
 from compactor.events import Event
 from compactor.records import Checkpoint, Head
@@ -68,8 +69,6 @@ from compactor.store import SegmentCache, SessionLog, list_sessions, list_sessio
 T = TypeVar("T")
 
 HEARTBEAT_EVERY_S = 1.0
-SOFT_VIOLATIONS = {"over_budget"}
-"""Violation codes that do not block a commit (the engine commits them too, with a note)."""
 
 
 def to_application_error(exc: BaseException) -> BaseException:
@@ -91,13 +90,9 @@ def to_application_error(exc: BaseException) -> BaseException:
 
 
 def _policy(ref: PolicyRef) -> Any:
-    from compactor.policy import make_policy
+    from compactor.engine.policy import make_policy
 
     return make_policy(ref.preset, window=ref.window, max_output=ref.max_output, configured=ref.configured)
-
-
-def _dumps(obj: Any) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def _workflow_run_id() -> str:
@@ -248,7 +243,7 @@ class StoreActivities:
         self, log: SessionLog, evs: list[Event], ckpt: Checkpoint, view: list[Event]
     ) -> dict[str, bytes]:
         """Bytes of every artifact the checkpoint introduced into the view (to verify them)."""
-        from compactor.invariants import _refs
+        from compactor.engine.invariants import _refs
 
         source = {r.sha256 for e in evs for r in _refs(e.blocks)}
         listed = set(ckpt.artifacts)
@@ -287,9 +282,9 @@ class StoreActivities:
                 checkpoint_sha256=head.checkpoint_sha256,
                 prev_covers_end=end,
             )
-            from compactor.engine import prepare
-            from compactor.measure import view_tokens
-            from compactor.view import build_view
+            from compactor.engine.compact import prepare
+            from compactor.engine.measure import view_tokens
+            from compactor.engine.view import build_view
 
             evs = self.engine_events(log, snap, head)
             tokens = view_tokens(build_view(prepare(evs, prev), prev))
@@ -327,9 +322,9 @@ class StoreActivities:
                 pass
         start = 0 if prev is None or prev.covers.empty else prev.covers.end
         upto = ckpt.snapshot_version or head.version
-        from compactor.engine import prepare
-        from compactor.measure import view_tokens
-        from compactor.view import build_view
+        from compactor.engine.compact import prepare
+        from compactor.engine.measure import view_tokens
+        from compactor.engine.view import build_view
 
         shown = prepare(log.read_pinned_and_after(start, upto, head=head), prev)
         before = view_tokens(build_view(shown, prev))
@@ -353,7 +348,7 @@ class StoreActivities:
         meta = self._meta()
 
         def work() -> PlanOutput:
-            from compactor.engine import plan
+            from compactor.engine.compact import plan
 
             t = time.perf_counter()
             log = self.log(inp.snapshot.tenant, inp.snapshot.session)
@@ -392,9 +387,9 @@ class StoreActivities:
         meta = self._meta()
 
         def work() -> ExternalizeOutput:
-            from compactor.engine import MIN_SUMMARY_TOKENS, Plan, apply_layers
+            from compactor.engine.compact import MIN_SUMMARY_TOKENS, Plan, apply_layers
             from compactor.tokens import count_event, count_text
-            from compactor.view import SUMMARY_PREFIX
+            from compactor.engine.view import SUMMARY_PREFIX
 
             t = time.perf_counter()
             snap = inp.snapshot
@@ -471,7 +466,7 @@ class StoreActivities:
         meta = self._meta()
 
         def work() -> LiftOutput:
-            from compactor.lift import LiftedState, dump_state, lift_state
+            from compactor.lifting.lift import LiftedState, dump_state, lift_state
 
             t = time.perf_counter()
             snap = inp.snapshot
@@ -512,8 +507,8 @@ class StoreActivities:
         meta = self._meta()
 
         def work() -> SummarizeOutput:
-            from compactor.lift import LiftedState
-            from compactor.summary import render_summary
+            from compactor.lifting.lift import LiftedState
+            from compactor.summarize.structured import render_summary
 
             state_doc = self._get_json(inp.state_key)
             layers_key = inp.state_key.rsplit("/", 1)[0] + "/layers.json"
@@ -559,8 +554,8 @@ class StoreActivities:
         if text and inp.summarizer != "structured" and summ.get("native") is None and base.state:
             # A model summary is completed from the lifted state before it is judged: the
             # names the next turn needs are appended when the model left them out.
-            from compactor.completion import complete_from_state
-            from compactor.lift import LiftedState
+            from compactor.summarize.completion import complete_from_state
+            from compactor.lifting.lift import LiftedState
 
             text, completed = complete_from_state(
                 text, LiftedState.model_validate(base.state), int(layer_doc.get("summary_budget") or 0),
@@ -584,15 +579,15 @@ class StoreActivities:
         meta = self._meta()
 
         def work() -> ValidateOutput:
-            from compactor.invariants import validate
-            from compactor.measure import view_tokens
-            from compactor.view import build_view
+            from compactor.engine.invariants import validate
+            from compactor.engine.measure import view_tokens
+            from compactor.engine.view import build_view
 
             t = time.perf_counter()
             snap = inp.snapshot
             log = self.log(snap.tenant, snap.session)
             prev = self._prev(log, snap)
-            from compactor.engine import prepare
+            from compactor.engine.compact import prepare
 
             evs = prepare(self.engine_events(log, snap), prev)
             layer_doc = self._get_json(inp.layers_key)
@@ -613,7 +608,7 @@ class StoreActivities:
                     prev_checkpoint=prev,
                 )
                 n_tokens = view_tokens(view)
-                from compactor.engine import repair_candidate
+                from compactor.engine.compact import repair_candidate
 
                 ckpt, view, n_tokens, vio, repaired = repair_candidate(
                     evs, ckpt, view, n_tokens, vio, target, arts, prev)
@@ -657,14 +652,13 @@ class StoreActivities:
         run = _workflow_run_id()
 
         def work() -> CommitOutput:
-            from compactor.measure import view_tokens
-            from compactor.view import build_view
+            from compactor.engine.measure import view_tokens
+            from compactor.engine.view import build_view
 
             t = time.perf_counter()
             snap = inp.snapshot
             log = self.log(snap.tenant, snap.session)
             base = Checkpoint.model_validate(self._get_json(inp.candidate_key))
-            from activities.merge import Merge, committed_by
 
             merge = Merge(self, log, snap, base, self._prev(log, snap))
             ckpt = base
@@ -827,7 +821,7 @@ class StoreActivities:
     def _sweep_verdict(self, store: Any, inp: SweepInput, policy: Any, session: str) -> tuple[str, Any]:
         """policy.start_decision for one session, from its head (the view if the head has no
         count); and when the head last changed (the sweep's lag)."""
-        from compactor.policy import should_compact, start_decision
+        from compactor.engine.policy import should_compact, start_decision
 
         log = SessionLog(store, inp.tenant, session, cache=self.cache)
         head = log.head()

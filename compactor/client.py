@@ -48,14 +48,14 @@ from temporalio.common import (
 from activities.contracts import DEFAULT_MODEL
 from compactor.errors import InvalidInput, TenantNotAllowed
 from compactor.events import Event
-from compactor.measure import view_tokens
-from compactor.policy import make_policy, should_compact, start_decision
+from compactor.engine.measure import view_tokens
+from compactor.engine.policy import make_policy, should_compact, start_decision
 from compactor.tenancy import TenantScope, check_compaction_request, tenant_of_workflow_id
 from compactor.tokens import calibration_ratio
 
 if TYPE_CHECKING:
     from compactor.breaker import BreakerState
-    from compactor.diff import CheckpointDiff
+    from compactor.engine.diff import CheckpointDiff
     from compactor.operator import RollbackResult, SessionReport
     from compactor.records import CompactionRecord
     from compactor.store import AppendResult
@@ -276,7 +276,7 @@ class CompactorClient:
         view = await asyncio.to_thread(log.read_view)
         if not as_request:
             return view
-        from compactor.measure import render_request
+        from compactor.engine.measure import render_request
 
         system, messages = render_request(view)
         return MessagesRequest(system=system, messages=messages)

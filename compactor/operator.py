@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from compactor.breaker import BreakerState
-from compactor.diff import CheckpointDiff, diff_checkpoint
+from compactor.engine.diff import CheckpointDiff, diff_checkpoint
 from compactor.errors import NotFound
 from compactor.records import CompactionRecord, SeqRange
 from compactor.store import SessionLog

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from compactor.errors import InvalidInput, TenantNotAllowed
-from compactor.policy import make_policy
+from compactor.engine.policy import make_policy
 from compactor.store.log import validate_id
 
 #: Longest free-text field a request may carry into history (trigger, model, queue names).

@@ -29,6 +29,8 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
 
     from activities.contracts import (
+        LLM_HEARTBEAT,
+        LLM_START_TO_CLOSE,
         WORKFLOW_NAME,
         ActivityName,
         CommitInput,
@@ -118,13 +120,11 @@ STEP_TIMEOUT = {
 }
 # Store activities heartbeat every second while they work: a killed worker is noticed fast.
 STORE_HEARTBEAT = timedelta(seconds=5)
-LLM_START_TO_CLOSE = timedelta(minutes=5)
 # Circuit breaker (compactor/breaker.py): 3 consecutive failed compactions of a session stop
 # automatic triggers until an operator clears it or a manual request comes in. Behind a patch
 # so recorded histories without it still replay.
 BREAKER_PATCH = "circuit-breaker"
 BREAKER_TIMEOUT = timedelta(seconds=30)
-LLM_HEARTBEAT = timedelta(seconds=30)
 
 # Steps that may run as local activities (cheap, store-bound, idempotent).
 _LOCAL_OK = {

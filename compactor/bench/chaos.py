@@ -181,7 +181,7 @@ def request_problems(view: Sequence[Event]) -> list[str]:
     every tool_use answered in the next message, every tool_result answering the message
     before it and leading its message."""
     from compactor.events import is_native_compaction
-    from compactor.measure import render_request
+    from compactor.engine.measure import render_request
 
     _, messages = render_request(view)
     out: list[str] = []

@@ -1,6 +1,6 @@
 """Key facts a continuing agent needs, extracted from an ORIGINAL transcript for grading.
 
-This extractor is deliberately independent of ``compactor.lift``: it has its own short rules
+This extractor is deliberately independent of ``compactor.lifting.lift``: it has its own short rules
 and shares no code with the engine, so the fidelity benchmark does not grade the engine with
 the engine's own notion of what matters. Each fact carries an identifying string (a path, an
 error name, a command, a constraint sentence, a URL, a tool_use id); a fact is *recalled* by

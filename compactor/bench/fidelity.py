@@ -5,7 +5,7 @@ For each transcript (files, and with ``--synthetic N`` generated sessions from
 from the ORIGINAL events with the independent extractor in ``compactor.bench.facts``, then
 build three views at the same token target ``max(--min-target, ratio x tokens)``:
 
-- ``ours``: ``compactor.engine.compact`` (layers + lifted-state summary + verbatim tail);
+- ``ours``: ``compactor.engine.compact.compact`` (layers + lifted-state summary + verbatim tail);
 - ``truncate``: pinned events + the newest events that fit, never starting inside a tool
   pair (a tool_result whose tool_use was cut is dropped with it);
 - ``mask``: observation masking (every tool result but the newest ``--keep-results`` is
@@ -32,7 +32,7 @@ from typing import Any, Sequence
 
 from compactor.bench.facts import KINDS, Fact, Haystack, extract_facts, recall, recalled, view_haystack
 from compactor.events import Event, TextBlock, ToolResultBlock
-from compactor.measure import view_tokens
+from compactor.engine.measure import view_tokens
 from compactor.tokens import count_event, with_tokens
 
 METHODS = ("ours", "truncate", "mask")
@@ -141,14 +141,14 @@ def left_out(record: Any, view: Sequence[Event]) -> dict[str, int]:
 
 
 def _ours(events: list[Event], target: int, policy_name: str) -> dict[str, Any]:
-    from compactor.engine import compact
-    from compactor.policy import make_policy
+    from compactor.engine.compact import compact
+    from compactor.engine.policy import make_policy
 
     policy = make_policy(policy_name)
     res = compact(events, policy, target_tokens=target)
     violations: list[str] = []
     try:
-        from compactor.invariants import validate
+        from compactor.engine.invariants import validate
     except ImportError:
         violations = ["(validator not available)"]
     else:

@@ -117,7 +117,7 @@ async def measure_load(*, agents: int = 50, turns: int = 30, window: int = 40_00
     from compactor.bench.perf import _start_workers
     from compactor.bench.perf import turns as make_turns
     from compactor.client import CompactorClient
-    from compactor.policy import make_policy
+    from compactor.engine.policy import make_policy
     from compactor.store import SessionLog, open_store
     from workers.devstack import start_temporal
     from workers.settings import Settings

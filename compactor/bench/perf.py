@@ -119,8 +119,8 @@ async def measure(*, runs: int = 3, tokens: int = 100_000, sessions: int = 20, r
     import os
 
     from compactor.client import CompactorClient
-    from compactor.engine import compact
-    from compactor.policy import make_policy
+    from compactor.engine.compact import compact
+    from compactor.engine.policy import make_policy
     from compactor.store import SessionLog, open_store
     from compactor.tokens import with_tokens
     from workers.devstack import start_temporal

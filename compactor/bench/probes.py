@@ -8,7 +8,7 @@ whether an agent holding only the view can answer what it needs to continue. The
   file name up to its first dot): 12 questions over goal, artifacts, errors, decisions and
   state, each with a reference answer and a verbatim evidence quote, written once from the
   full transcript and never about its last quarter;
-- per view (``ours`` = ``compactor.engine.compact``, ``truncate`` = newest events that fit,
+- per view (``ours`` = ``compactor.engine.compact.compact``, ``truncate`` = newest events that fit,
   both at ``fidelity.target_for``'s target), one **reader** call that sees that view only and
   answers every question or says "not in context";
 - per transcript, one **judge** call that grades every view's answers at once, 2/1/0/-1
@@ -49,8 +49,8 @@ from compactor.bench.fidelity import _expand, _ours, target_for, truncate_view
 from compactor.bench.probe_text import probe_text
 from compactor.errors import CompactorError, InvalidInput
 from compactor.events import Event
-from compactor.prompting import escape_data, fence
-from compactor.measure import view_tokens
+from compactor.summarize.prompting import escape_data, fence
+from compactor.engine.measure import view_tokens
 from compactor.tokens import with_tokens
 
 CATEGORIES = ("goal", "artifact", "error", "decision", "state")

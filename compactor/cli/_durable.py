@@ -48,10 +48,10 @@ def run(args: argparse.Namespace) -> int:
 async def _run(args: argparse.Namespace) -> int:
     from compactor.cli.common import import_into
     from compactor.cli.common import print_json
-    from compactor.cli.compact import default_target, print_outcome, render_report
+    from compactor.cli.outcome import default_target, print_outcome, render_report
     from compactor.errors import InvalidInput
     from compactor.client import CompactorClient
-    from compactor.measure import render_request, view_tokens
+    from compactor.engine.measure import render_request, view_tokens
     from compactor.store import SessionLog, open_store
     from compactor.cli.ops import _settings
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -145,10 +146,21 @@ def import_limits() -> ImportLimits:
     return settings().import_limits()
 
 
+def session_id_from_path(path: str | Path) -> str:
+    """A valid session id from a file name: unsafe characters become '-', at most 128."""
+    name = Path(path).name
+    for suffix in (".jsonl", ".json", ".traj", ".md", ".txt"):
+        if name.lower().endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    sid = re.sub(r"[^A-Za-z0-9._-]+", "-", name)
+    sid = re.sub(r"\.{2,}", ".", sid).strip(".-") or "session"
+    return sid[:128].rstrip(".-") or "session"
+
+
 def session_arg(session: str | None, path: str | Path) -> str:
     """The ``--session`` value, validated when given (an empty one is an error, not the file
     name), else an id derived from the file name."""
-    from compactor.cli.data import session_id_from_path
     from compactor.store import validate_id
 
     if session is None:

@@ -45,18 +45,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_sessions)
 
 
-def session_id_from_path(path: str | Path) -> str:
-    """A valid session id from a file name: unsafe characters become '-', at most 128."""
-    name = Path(path).name
-    for suffix in (".jsonl", ".json", ".traj", ".md", ".txt"):
-        if name.lower().endswith(suffix):
-            name = name[: -len(suffix)]
-            break
-    sid = re.sub(r"[^A-Za-z0-9._-]+", "-", name)
-    sid = re.sub(r"\.{2,}", ".", sid).strip(".-") or "session"
-    return sid[:128].rstrip(".-") or "session"
-
-
 def cmd_import(args: argparse.Namespace) -> int:
     from compactor import tokens
 
@@ -123,8 +111,8 @@ def _store_hint(args: argparse.Namespace) -> str:
 def cmd_view(args: argparse.Namespace) -> int:
     # render_request, not bare to_anthropic: a call still waiting for its result gets an
     # "outcome unknown" placeholder, so the JSON is always a request the API accepts.
-    from compactor.measure import render_request
-    from compactor.view import view_text
+    from compactor.engine.measure import render_request
+    from compactor.engine.view import view_text
 
     log = open_log(args)
     head = log.head()
@@ -139,7 +127,7 @@ def cmd_view(args: argparse.Namespace) -> int:
         json.dump({"system": system, "messages": messages}, sys.stdout, ensure_ascii=False, indent=1)
         sys.stdout.write("\n")
         return 0
-    from compactor.measure import view_tokens
+    from compactor.engine.measure import view_tokens
 
     ck = f", checkpoint {head.checkpoint}" if head.checkpoint else ""
     print(

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from compactor.cli.common import table
-from compactor.policy import PRESETS, make_policy, policy_rows
+from compactor.engine.policy import PRESETS, make_policy, policy_rows
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -23,6 +23,7 @@ from typing import IO, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from compactor.importers._lines import line_format
 from compactor.errors import InputTooLarge, ParseError
 from compactor.events import (
     ArtifactRefBlock,
@@ -463,8 +464,6 @@ def iter_jsonl(src: str | Source, builder: Builder) -> Iterator[tuple[int, dict[
     reported, never silently dropped. A line over the size limit or nested deeper than the
     depth limit stops the import (InputTooLarge / ParseError naming the line).
     """
-    from compactor.importers._detect import line_format
-
     if isinstance(src, str):
         src = Source("<text>", data=src.encode("utf-8", "surrogatepass"))
     depth = src.limits.max_json_depth

@@ -14,6 +14,7 @@ from typing import Any
 
 from compactor.errors import EmptyInput, InputTooLarge, ParseError, UnknownFormat
 from compactor.importers._common import ImportLimits, Source, TooDeep, _loads, too_deep
+from compactor.importers._lines import line_format
 
 FORMATS = [
     "claude-code",
@@ -28,28 +29,6 @@ FORMATS = [
     "openai-messages",
 ]
 
-_CLAUDE_ONLY = {
-    "file-history-snapshot",
-    "queue-operation",
-    "permission-mode",
-    "last-prompt",
-    "ai-title",
-    "progress",
-    "attachment",
-}
-_CODEX_TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted", "world_state"}
-_PI_TYPES = {
-    "session",
-    "model_change",
-    "thinking_level_change",
-    "message",
-    "custom",
-    "custom_message",
-    "compaction",
-    "branch_summary",
-    "label",
-}
-_GEMINI_STREAM_TYPES = {"init", "message", "tool_use", "tool_result", "result"}
 _AIDER_STARTED = re.compile(r"^# aider chat started at \d{4}-\d{2}-\d{2}", re.M)
 _AIDER_USER = re.compile(r"^####( |$)", re.M)
 _AIDER_CONSOLE = re.compile(r"^> (Aider v|Tokens: |Applied edit to |Running |Model: )", re.M)
@@ -231,32 +210,6 @@ def _jsonl_format(objs: list[dict[str, Any]]) -> str | None:
     if not votes:
         return None
     return max(votes.items(), key=lambda kv: kv[1])[0]
-
-
-def line_format(o: dict[str, Any]) -> str | None:
-    """The JSONL format one line clearly belongs to, or None when it could be several."""
-    t = o.get("type")
-    if not isinstance(t, str):
-        return None
-    if t in _CODEX_TYPES and "payload" in o:
-        return "codex"
-    if t in _CLAUDE_ONLY:
-        return "claude-code"
-    if t in ("user", "assistant", "system") and ("uuid" in o or "sessionId" in o or "parentUuid" in o):
-        return "claude-code"
-    if t in _PI_TYPES and "id" in o and ("parentId" in o or t == "session"):
-        if t != "message" or isinstance(o.get("message"), dict):
-            return "pi"
-    if t in _GEMINI_STREAM_TYPES:
-        if t == "message" and "role" in o and not isinstance(o.get("message"), dict):
-            return "gemini-stream"
-        if t == "init" and ("session_id" in o or "model" in o):
-            return "gemini-stream"
-        if t == "tool_use" and "tool_name" in o:
-            return "gemini-stream"
-        if t == "tool_result" and "tool_id" in o:
-            return "gemini-stream"
-    return None
 
 
 def _guess_truncated(text: str, name: str) -> str | None:

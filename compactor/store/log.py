@@ -108,7 +108,7 @@ from compactor.store.caches import (  # noqa: F401 - _INDEXES/_VERIFIED_CKPTS: t
     _shared_index,
     _verified_ckpt,
 )
-from compactor.view import build_view
+from compactor.engine.view import build_view
 
 _ID_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")  # used with fullmatch ($ allows a final \n)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -649,7 +649,7 @@ class SessionLog:
     def view_size(self, head: Head | None = None) -> int:
         """Tokens of the current view (``measure.view_tokens``): the count the head carries
         (appends and swaps keep it), else the view read and counted (heads from before it)."""
-        from compactor.measure import view_tokens
+        from compactor.engine.measure import view_tokens
 
         head = head or self.head()
         return head.view_tokens if head.view_tokens is not None else view_tokens(self.read_view(head=head))

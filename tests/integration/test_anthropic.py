@@ -293,7 +293,7 @@ async def test_long_streamed_call_heartbeats(temporal_address, tmp_path, task_qu
     """A 4 s stream under a 2 s heartbeat timeout: passes only because the activity heartbeats
     (the 30 s interval is the control that must time out)."""
     from activities.llm import AnthropicSettings, LlmActivities
-    from compactor.lift import dump_state, lift_state
+    from compactor.lifting.lift import dump_state, lift_state
 
     store = open_store(f"file://{tmp_path}/store")
     log = SessionLog(store, TENANT, "hb")

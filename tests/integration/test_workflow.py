@@ -22,11 +22,11 @@ from activities.contracts import (
     SummarizeOutput,
 )
 from compactor.client import CompactorClient, workflow_id_for
-from compactor.engine import compact
+from compactor.engine.compact import compact
 from compactor.events import Event, TextBlock, ToolResultBlock
-from compactor.lift import LiftedState
-from compactor.measure import view_tokens as estimate_context_tokens
-from compactor.policy import make_policy
+from compactor.lifting.lift import LiftedState
+from compactor.engine.measure import view_tokens as estimate_context_tokens
+from compactor.engine.policy import make_policy
 from compactor.store import SessionLog
 from compactor.store.s3 import S3Store
 from tests.integration.durable_support import (

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from temporalio.client import WorkflowFailureError
 
-from compactor.cli.compact import default_target
+from compactor.cli.outcome import default_target
 from compactor.client import CompactorClient
-from compactor.engine import compact
+from compactor.engine.compact import compact
 from compactor.importers import import_file
-from compactor.measure import view_tokens
-from compactor.policy import make_policy
+from compactor.engine.measure import view_tokens
+from compactor.engine.policy import make_policy
 from compactor.store import SessionLog, open_store
 from tests.conftest import corpus_files
 from tests.integration.durable_support import new_ids, running_worker

@@ -7,7 +7,7 @@ import random
 from compactor.bench.chaos import Agent, chaos_session, log_problems, plan_trials, request_problems
 from compactor.events import Event, TextBlock, ToolResultBlock, ToolUseBlock
 from compactor.tokens import with_tokens
-from compactor.view import build_view
+from compactor.engine.view import build_view
 
 
 def _seq(events):

@@ -22,7 +22,7 @@ from compactor.bench.fidelity import (
     truncate_view,
 )
 from compactor.bench.synthetic import claude_session, codex_session, synthetic_sessions
-from compactor.measure import view_tokens
+from compactor.engine.measure import view_tokens
 from compactor.events import Event, TextBlock, ToolResultBlock, ToolUseBlock
 from compactor.tokens import total_tokens, with_tokens
 from tests.conftest import corpus_files
@@ -94,8 +94,8 @@ def test_facts_do_not_use_lift() -> None:
     tree = ast.parse(Path(facts_mod.__file__).read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
         a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert not any(m and (m.startswith("compactor.lift") or m.startswith("compactor.summary")
-                          or m.startswith("compactor.engine")) for m in imported)
+    assert not any(m and (m.startswith("compactor.lifting.lift") or m.startswith("compactor.summarize.structured")
+                          or m.startswith("compactor.engine.compact")) for m in imported)
 
 
 def test_recall_matching_normalizes_whitespace_and_quotes() -> None:
@@ -155,7 +155,7 @@ class _Res:
 
 def test_evaluate_grades_each_method(monkeypatch: pytest.MonkeyPatch) -> None:
     """A stand-in engine whose summary names every fact recalls all; truncation does not."""
-    import compactor.engine as engine
+    import compactor.engine.compact as engine
 
     def stub(events, policy, target_tokens=None, **kw):
         text = "\n".join(f.key for f in extract_facts(events))
@@ -172,7 +172,7 @@ def test_evaluate_grades_each_method(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_over_budget_view_is_graded_on_what_fits(monkeypatch: pytest.MonkeyPatch) -> None:
-    import compactor.engine as engine
+    import compactor.engine.compact as engine
 
     monkeypatch.setattr(engine, "compact", lambda events, policy, target_tokens=None, **kw: _Res(list(events)))
     row = evaluate(padded(), ratio=0.01, min_target=600, name="t")
@@ -183,7 +183,7 @@ def test_over_budget_view_is_graded_on_what_fits(monkeypatch: pytest.MonkeyPatch
 
 
 def test_failed_compaction_counts_as_zero(monkeypatch: pytest.MonkeyPatch) -> None:
-    import compactor.engine as engine
+    import compactor.engine.compact as engine
 
     def boom(*a, **k):
         raise RuntimeError("nope")
@@ -245,7 +245,7 @@ def test_corpus_fidelity_goal(corpus_dir: Path, tmp_path: Path, capsys: pytest.C
     The recall goals themselves (mean >= 0.95, errors >= 0.90 at 5%) are read off
     ``compactor bench fidelity``, not asserted in a timed test.
     """
-    pytest.importorskip("compactor.engine")
+    pytest.importorskip("compactor.engine.compact")
     _import(CORPUS[0])
     p = argparse.ArgumentParser()
     register(p.add_subparsers())
@@ -382,7 +382,7 @@ def test_bench_report_shape_on_synthetic_sessions() -> None:
 
 def test_a_view_that_drops_a_fact_is_graded_as_missing_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """A stand-in engine whose summary names every fact but one kind recalls all but those."""
-    import compactor.engine as engine
+    import compactor.engine.compact as engine
 
     evs = with_tokens(claude_session(0))
 

@@ -1,4 +1,4 @@
-from compactor.boundary import (
+from compactor.engine.boundary import (
     abandoned_tool_uses,
     choose_cut,
     pending_tool_uses,
@@ -6,7 +6,7 @@ from compactor.boundary import (
     tail_start,
 )
 from compactor.events import TextBlock
-from compactor.policy import make_policy
+from compactor.engine.policy import make_policy
 from compactor.tokens import count_event, with_tokens
 from tests.unit.engine_fixtures import Conv, long_session
 

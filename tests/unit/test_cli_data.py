@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from compactor.cli import main
-from compactor.cli.data import session_id_from_path
+from compactor.cli.common import session_id_from_path
 from compactor.store import SessionLog, open_store
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "anthropic" / "cli-session.json"

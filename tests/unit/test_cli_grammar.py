@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from compactor.cli import main
-from compactor.diff import diff_checkpoint
+from compactor.engine.diff import diff_checkpoint
 from compactor.events import ArtifactRefBlock, Event, TextBlock, ToolResultBlock, ToolUseBlock
 from compactor.records import Checkpoint, CompactionRecord, SeqRange
 from compactor.store import SessionLog, open_store

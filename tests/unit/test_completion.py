@@ -3,8 +3,8 @@ section the state has content for (issue 8: a one-word answer replaced 491 event
 
 from __future__ import annotations
 
-from compactor.completion import ALSO_HEADING, complete_from_state, missing_sections
-from compactor.lift import lift_state
+from compactor.summarize.completion import ALSO_HEADING, complete_from_state, missing_sections
+from compactor.lifting.lift import lift_state
 from tests.unit.engine_fixtures import Conv
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compactor.digests import edit_digest, input_digest, parse_patch, top_names, write_digest
+from compactor.lifting.digests import edit_digest, input_digest, parse_patch, top_names, write_digest
 
 
 def test_write_digest_gives_size_and_top_level_names() -> None:
@@ -54,7 +54,7 @@ def test_patch_hunks_per_file() -> None:
 
 
 def test_aider_search_replace_blocks_give_digests() -> None:
-    from compactor.digests import aider_digests
+    from compactor.lifting.digests import aider_digests
 
     reply = ("Here is the block:\n\nconfig/app.json\n```json\n<<<<<<< SEARCH\n=======\n"
              "{\"program_id\": \"PLACEHOLDER111\", \"seeds\": [1, 2, 3]}\n>>>>>>> REPLACE\n```\n\n"
@@ -65,7 +65,7 @@ def test_aider_search_replace_blocks_give_digests() -> None:
 
 
 def test_multiline_edit_without_names_quotes_its_new_lines() -> None:
-    from compactor.digests import edit_digest
+    from compactor.lifting.digests import edit_digest
 
     d = edit_digest("h.py", "req = ['A', 'B', 'C']\n", "req = ['A', 'B']\nif 'P' in ds:\n    req.append('C')\n")
     assert "if 'P' in ds:" in d and "req.append('C')" in d

@@ -5,13 +5,13 @@ import pytest
 
 from compactor.cli import main
 from compactor.errors import InvalidInput
-from compactor.engine import compact, plan, reconcile_checkpoint
+from compactor.engine.compact import compact, plan, reconcile_checkpoint
 from compactor.events import TextBlock, ToolResultBlock, to_anthropic
-from compactor.invariants import validate
-from compactor.layers import LAYERS
-from compactor.measure import NO_RESULT_TEXT, render_request, view_tokens
-from compactor.policy import make_policy
-from compactor.view import build_view
+from compactor.engine.invariants import validate
+from compactor.engine.layers import LAYERS
+from compactor.engine.measure import NO_RESULT_TEXT, render_request, view_tokens
+from compactor.engine.policy import make_policy
+from compactor.engine.view import build_view
 from tests.unit.engine_fixtures import Conv, long_session
 
 POLICY = make_policy("default")
@@ -267,7 +267,7 @@ def test_render_request_closes_dangling_calls():
 def test_random_sessions_keep_every_invariant(seed):
     import random
 
-    from compactor.policy import PRESETS
+    from compactor.engine.policy import PRESETS
     from tests.unit.engine_fixtures import random_session
 
     rng = random.Random(seed)

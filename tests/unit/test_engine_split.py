@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from compactor.engine import compact, repair_candidate
+from compactor.engine.compact import compact, repair_candidate
 from compactor.events import TextBlock
-from compactor.invariants import identifiers, validate
-from compactor.measure import view_tokens
-from compactor.policy import make_policy
-from compactor.view import build_view
+from compactor.engine.invariants import identifiers, validate
+from compactor.engine.measure import view_tokens
+from compactor.engine.policy import make_policy
+from compactor.engine.view import build_view
 
 from tests.unit.engine_fixtures import Conv
 
@@ -109,7 +109,7 @@ def test_mid_turn_is_said_in_the_record():
 
 def test_view_text_blocks_survive_repair_note_only_counts():
     # the repair note never quotes what it dropped
-    from compactor.repair import drop_identifier_lines
+    from compactor.summarize.repair import drop_identifier_lines
 
     text = "## Goal\nfix a/b.py\n\n## Files changed\n- a/b.py (edit)\n- zz/yy.py (write)\n  more\n\n## Tests\n- ok"
     out, n = drop_identifier_lines(text, {"zz/yy.py"})

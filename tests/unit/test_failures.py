@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compactor.failures import command_key, failure_cause
+from compactor.lifting.failures import command_key, failure_cause
 
 
 def test_cause_is_the_telling_line_not_the_exit_banner() -> None:
@@ -34,7 +34,7 @@ def test_command_key_ignores_cd_env_flags_and_output_plumbing() -> None:
 
 
 def test_a_later_passing_full_suite_resolves_a_failed_subset() -> None:
-    from compactor.lift import lift_state
+    from compactor.lifting.lift import lift_state
     from tests.unit.engine_fixtures import Conv
 
     c = Conv()
@@ -49,7 +49,7 @@ def test_a_later_passing_full_suite_resolves_a_failed_subset() -> None:
 
 
 def test_a_different_runner_does_not_resolve() -> None:
-    from compactor.failures import suite_key
+    from compactor.lifting.failures import suite_key
 
     assert suite_key("cmd:pytest tests/a.py::t") == "cmd:pytest"
     assert suite_key("cmd:pytest") == ""
@@ -57,7 +57,7 @@ def test_a_different_runner_does_not_resolve() -> None:
 
 
 def test_a_telling_sentence_of_a_long_harness_line_keeps_the_line_opening() -> None:
-    from compactor.failures import failure_cause
+    from compactor.lifting.failures import failure_cause
 
     line = ("Deep-interview phase boundary: keep gathering context and write a spec before code edits. "
             "Mutation tools and patch execution are blocked while deep-interview is active; finish the spec first.")
@@ -66,7 +66,7 @@ def test_a_telling_sentence_of_a_long_harness_line_keeps_the_line_opening() -> N
 
 
 def test_two_telling_sentences_of_one_long_line_repeat_its_opening_once() -> None:
-    from compactor.failures import failure_cause
+    from compactor.lifting.failures import failure_cause
 
     line = ("Deep-interview phase boundary: keep gathering context and write a spec before edits. "
             "Mutation tools are blocked while deep-interview is active. "

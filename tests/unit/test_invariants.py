@@ -4,12 +4,12 @@ import hashlib
 
 import pytest
 
-from compactor.engine import compact
+from compactor.engine.compact import compact
 from compactor.events import ArtifactRefBlock, TextBlock, ToolResultBlock
-from compactor.invariants import CODES, identifiers, validate
-from compactor.policy import make_policy
+from compactor.engine.invariants import CODES, identifiers, validate
+from compactor.engine.policy import make_policy
 from compactor.records import Checkpoint, SeqRange
-from compactor.view import build_view
+from compactor.engine.view import build_view
 from tests.unit.engine_fixtures import Conv, long_session
 
 POLICY = make_policy("default")
@@ -301,9 +301,9 @@ def test_every_code_is_tested():
 
 def test_validator_rejects_a_model_summary_that_names_nothing_of_a_section():
     from tests.unit.test_completion import _session
-    from compactor.engine import compact
-    from compactor.policy import make_policy
-    from compactor.view import build_view
+    from compactor.engine.compact import compact
+    from compactor.engine.policy import make_policy
+    from compactor.engine.view import build_view
 
     c = _session()
     res = compact(c.events, make_policy("default"), target_tokens=1_500)

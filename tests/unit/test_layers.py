@@ -1,14 +1,14 @@
 import hashlib
 
 from compactor.events import ArtifactRefBlock, ToolResultBlock, render_artifact_ref
-from compactor.layers import (
+from compactor.engine.layers import (
     CLEARED_TEXT,
     clear_old_tool_results,
     externalize_tool_results,
     make_artifact,
     summarize_range,
 )
-from compactor.policy import make_policy
+from compactor.engine.policy import make_policy
 from tests.unit.engine_fixtures import Conv, long_session
 
 DEEPSEEK = make_policy("deepseek", window=200_000, max_output=20_000)

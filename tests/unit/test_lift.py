@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from compactor.events import ArtifactRefBlock, Event, TextBlock, ToolResultBlock, ToolUseBlock
-from compactor.lift import (
+from compactor.lifting.lift import (
     LONG_REQUEST_TOKENS,
     LiftedState,
     constraint_sentences,
@@ -384,7 +384,7 @@ def test_failure_keeps_cause_next_and_later_pass_resolves_it() -> None:
 
 
 def test_open_failure_outranks_resolved_one_in_the_summary() -> None:
-    from compactor.summary import render_summary
+    from compactor.summarize.structured import render_summary
 
     evs = [
         user(1, "Build it."),

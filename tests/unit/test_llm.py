@@ -14,7 +14,7 @@ from activities.contracts import ErrorType, SummarizeInput
 from activities.llm import NATIVE_BETA, AnthropicSettings, LlmActivities, make_anthropic_client
 from compactor.errors import InvalidInput
 from compactor.events import Event, TextBlock, ToolResultBlock, ToolUseBlock
-from compactor.lift import dump_state, lift_state
+from compactor.lifting.lift import dump_state, lift_state
 from compactor.store import SessionLog, open_store
 from compactor.testing import FakeAnthropic, Fault
 from compactor.testing.anthropic_server import count_request_tokens, split_fenced
@@ -213,7 +213,7 @@ def test_settings_from_env_and_worker_settings(monkeypatch):
 
 
 def test_defaults_fit_inside_the_workflows_llm_timeouts():
-    from workflows.compact_session import LLM_HEARTBEAT, LLM_START_TO_CLOSE
+    from activities.contracts import LLM_HEARTBEAT, LLM_START_TO_CLOSE
 
     cfg = AnthropicSettings()
     assert cfg.timeout_s < LLM_START_TO_CLOSE.total_seconds()

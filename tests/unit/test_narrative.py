@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from compactor.events import Event, TextBlock, ToolResultBlock, ToolUseBlock
-from compactor.invariants import identifiers
-from compactor.lift import (
+from compactor.engine.invariants import identifiers
+from compactor.lifting.lift import (
     Command,
     Decision,
     FileRef,
@@ -13,7 +13,7 @@ from compactor.lift import (
     lift_state,
     reconcile,
 )
-from compactor.narrative import (
+from compactor.lifting.narrative import (
     MAX_OUTCOMES,
     MAX_REASONS,
     Reason,
@@ -23,7 +23,7 @@ from compactor.narrative import (
     reason_sentences,
     report_units,
 )
-from compactor.summary import DECISIONS, LATEST, REASONS, REPORTS, render_summary
+from compactor.summarize.structured import DECISIONS, LATEST, REASONS, REPORTS, render_summary
 from compactor.tokens import count_text
 
 

@@ -4,7 +4,7 @@ import pytest
 
 from compactor.cli import main
 from compactor.errors import PolicyError
-from compactor.policy import PRESETS, make_policy, should_compact
+from compactor.engine.policy import PRESETS, make_policy, should_compact
 
 
 # --- claude-code ------------------------------------------------------------------------------
@@ -109,7 +109,7 @@ def test_default_triggers_like_claude_code_and_caps_tool_output():
 
 
 def test_every_field_is_documented():
-    from compactor.policy import Policy
+    from compactor.engine.policy import Policy
 
     assert all(f.description for f in Policy.model_fields.values())
 
@@ -167,7 +167,7 @@ def test_cli_policy_list(capsys):
 
 
 def test_small_windows_do_not_make_the_soft_trigger_always_fire():
-    from compactor.policy import make_policy, should_compact
+    from compactor.engine.policy import make_policy, should_compact
 
     for preset in ("default", "claude-code"):
         pol = make_policy(preset, window=32_000, max_output=8_000)

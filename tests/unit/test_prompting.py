@@ -1,4 +1,4 @@
-"""compactor.prompting: template, quoting of untrusted data, caching prefix, dropping rounds."""
+"""compactor.summarize.prompting: template, quoting of untrusted data, caching prefix, dropping rounds."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from compactor import prompting
+from compactor.summarize import prompting
 from compactor.events import Event, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
-from compactor.lift import lift_state
-from compactor.summary import SECTION_NAMES
+from compactor.lifting.lift import lift_state
+from compactor.summarize.structured import SECTION_NAMES
 from compactor.testing.anthropic_server import split_fenced, template_summary
 
 INJECTION = (

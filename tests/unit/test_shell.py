@@ -8,8 +8,8 @@ import random
 import pytest
 
 from compactor.importers import import_file
-from compactor.lift import _command_of, classify
-from compactor.shell import plausible_path, shell_files
+from compactor.lifting.lift import _command_of, classify
+from compactor.lifting.shell import plausible_path, shell_files
 from tests.conftest import corpus_files
 
 

@@ -25,11 +25,11 @@ from activities.contracts import (
     ValidateInput,
 )
 from activities.store_activities import StoreActivities
-from compactor.engine import compact
+from compactor.engine.compact import compact
 from compactor.events import Event, TextBlock, ToolResultBlock
-from compactor.invariants import check_tool_pairing
-from compactor.measure import render_request
-from compactor.policy import make_policy
+from compactor.engine.invariants import check_tool_pairing
+from compactor.engine.measure import render_request
+from compactor.engine.policy import make_policy
 from compactor.store import SessionLog, open_store
 from tests.integration.durable_support import coding_session
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from compactor.lift import (
+from compactor.lifting.lift import (
     Artifact,
     Command,
     Constraint,
@@ -21,8 +21,8 @@ from compactor.lift import (
     UnknownAction,
     Url,
 )
-from compactor.narrative import Reason, TurnOutcome
-from compactor.summary import (
+from compactor.lifting.narrative import Reason, TurnOutcome
+from compactor.summarize.structured import (
     COMMANDS,
     CONSTRAINTS,
     DECISIONS,
@@ -235,7 +235,7 @@ CORPUS = corpus_files()
 @pytest.mark.parametrize("path", CORPUS, ids=[p.name for p in CORPUS])
 def test_corpus_summary_keeps_protected(path, budget: int) -> None:
     from compactor import importers
-    from compactor.lift import lift_state
+    from compactor.lifting.lift import lift_state
 
     st = lift_state(importers.import_file(path).events)
     r = render_summary(st, budget)
@@ -253,7 +253,7 @@ def test_corpus_summary_keeps_protected(path, budget: int) -> None:
 
 
 def test_a_decision_that_is_also_a_reason_is_said_once_even_beside_failures() -> None:
-    from compactor.lift import lift_state
+    from compactor.lifting.lift import lift_state
     from tests.unit.engine_fixtures import Conv
 
     c = Conv()

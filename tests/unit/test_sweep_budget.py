@@ -8,11 +8,11 @@ import pytest
 
 from activities.contracts import PolicyRef, SweepInput
 from activities.store_activities import StoreActivities
-from compactor.engine import compact, plan
+from compactor.engine.compact import compact, plan
 from compactor.errors import PolicyError
 from compactor.events import Event, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
-from compactor.measure import view_tokens
-from compactor.policy import PRESETS, make_policy, should_compact, start_decision
+from compactor.engine.measure import view_tokens
+from compactor.engine.policy import PRESETS, make_policy, should_compact, start_decision
 from compactor.store import LocalStore, SessionLog, list_sessions_page
 
 

@@ -1,8 +1,8 @@
 from compactor.events import Event, TextBlock, to_anthropic
-from compactor.invariants import check_first_user, check_tool_pairing
-from compactor.measure import LATE_RESULT_TEXT, render_request
+from compactor.engine.invariants import check_first_user, check_tool_pairing
+from compactor.engine.measure import LATE_RESULT_TEXT, render_request
 from compactor.records import Checkpoint, SeqRange
-from compactor.view import build_view
+from compactor.engine.view import build_view
 from tests.unit.engine_fixtures import Conv
 
 

@@ -29,7 +29,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from compactor.boundary import body, latest_request
+from compactor.engine.boundary import body, latest_request
 from compactor.events import (
     ArtifactRefBlock,
     CompactionBlock,
@@ -41,11 +41,11 @@ from compactor.events import (
     ToolUseBlock,
     to_anthropic,
 )
-from compactor.layers import ARTIFACT_URI, apply_replacements
-from compactor.measure import view_tokens
+from compactor.engine.layers import ARTIFACT_URI, apply_replacements
+from compactor.engine.measure import view_tokens
 from compactor.records import Checkpoint
 from compactor.tokens import count_event
-from compactor.view import LATE_RESULTS, summary_event
+from compactor.engine.view import LATE_RESULTS, summary_event
 
 CODES = [
     "tool_pairing",
@@ -137,7 +137,7 @@ def merge_context(tail: Sequence[Event]) -> int | None:
     A merge re-checks pairing from there on: the events before it are answered or not by
     themselves, whatever is appended later.
     """
-    from compactor.view import message_role
+    from compactor.engine.view import message_role
 
     i = len(tail) - 1
     while i >= 0 and message_role(tail[i]) != "assistant":
@@ -159,7 +159,7 @@ def validate_merge(
     unknown outcomes) are unchanged unless the merge reconciled the state; the caller
     re-validates fully then.
     """
-    from compactor.view import place_results
+    from compactor.engine.view import place_results
 
     out: list[Violation] = []
     seqs = [e.seq for e in new_events]
@@ -379,7 +379,7 @@ def _norm(text: str) -> str:
 
 
 def check_constraints(events: Sequence[Event], ckpt: Checkpoint, prev_end: int) -> list[Violation]:
-    from compactor.lift import constraint_sentences, is_genuine_request
+    from compactor.lifting.lift import constraint_sentences, is_genuine_request
 
     if ckpt.covers.empty:
         return []
@@ -665,8 +665,8 @@ def check_model_summary(ckpt: Checkpoint) -> list[Violation]:
     rendered from the state itself and a native block is opaque."""
     if ckpt.covers.empty or ckpt.summarizer == "structured" or ckpt.native is not None or not ckpt.state:
         return []
-    from compactor.completion import missing_sections
-    from compactor.lift import LiftedState
+    from compactor.summarize.completion import missing_sections
+    from compactor.lifting.lift import LiftedState
 
     missing = missing_sections(ckpt.summary, LiftedState.model_validate(ckpt.state))
     if not missing:

@@ -11,7 +11,7 @@ its words stay in the summary.) When a section loses items a one-line note says 
 reader knows the log has more.
 
 The agent's own reports (its closing message of each turn) and the reasons and rules it stated
-get a *share* of the budget instead (``compactor.narrative``): they are clipped to whole
+get a *share* of the budget instead (``compactor.lifting.narrative``): they are clipped to whole
 sentences within it before anything is dropped, newest first, so at a small budget the newest
 report is still there, and at a large one they cannot crowd out the lifted lists.
 """
@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
-from compactor.lift import FailedApproach, LiftedState, Request
-from compactor.narrative import fit_report, norm, select_reasons, select_reports
+from compactor.lifting.lift import FailedApproach, LiftedState, Request
+from compactor.lifting.narrative import fit_report, norm, select_reasons, select_reports
 from compactor.tokens import count_text
 
 GOAL = "Goal"

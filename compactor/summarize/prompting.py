@@ -44,7 +44,7 @@ from compactor.events import (
 )
 from compactor.tokens import count_event, count_text
 
-from compactor.summary import SECTION_NAMES as _SECTION_NAMES  # one template for both summarizers
+from compactor.summarize.structured import SECTION_NAMES as _SECTION_NAMES  # one template for both summarizers
 
 SECTION_NAMES: tuple[str, ...] = tuple(_SECTION_NAMES)
 PROMPT_VERSION = "compactor-summary-v2"

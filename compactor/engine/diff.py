@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, Field
 
 from compactor.events import ArtifactRefBlock, Event, TextBlock, ToolResultBlock, ToolUseBlock
-from compactor.lift import is_genuine_request, lift_state
+from compactor.lifting.lift import is_genuine_request, lift_state
 from compactor.records import Checkpoint
 
 #: Opening characters of a request the summary must contain for it to count as kept.

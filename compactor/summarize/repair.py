@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from compactor.summary import PROTECTED_SECTIONS
+from compactor.summarize.structured import PROTECTED_SECTIONS
 
 REPAIR_NOTE = "- ({n} item(s) left out: they named a path or id not found in the covered log)"
 

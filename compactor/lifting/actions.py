@@ -3,7 +3,7 @@
 ``classify`` reads a tool_use (a command run, files read or changed, a todo list); ``_outcome``
 reads its tool_result (exit status, failure, the runner's summary line); ``error_names`` finds
 the errors a result reports. Plain rules over tool names, inputs and output text, no model
-calls: the lifter (``compactor.lift``) accumulates what they find into the lifted state.
+calls: the lifter (``compactor.lifting.lift``) accumulates what they find into the lifted state.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any, Iterable
 
 from pydantic import BaseModel, Field
 
-from compactor import digests as _digests
+from compactor.lifting import digests as _digests
 from compactor.events import ArtifactRefBlock, ToolResultBlock, ToolUseBlock
-from compactor.lift_state import ActionKind, TestStatus, Todo
-from compactor.shell import plausible_path, scripts_of, shell_files
+from compactor.lifting.state import ActionKind, TestStatus, Todo
+from compactor.lifting.shell import plausible_path, scripts_of, shell_files
 
 MAX_ITEM_CHARS = 300
 """Commands, messages and decisions are cut to this many characters in the state."""

@@ -30,7 +30,7 @@ from compactor.events import (
     TextBlock,
     ToolResultBlock,
 )
-from compactor.policy import Policy
+from compactor.engine.policy import Policy
 from compactor.tokens import count_event, count_text
 
 ARTIFACT_URI = "artifact://sha256/{}"
@@ -235,8 +235,8 @@ def summarize_range(
     covered: Sequence[Event], prev_state: dict | None, budget_tokens: int, *, latest_full: bool = False
 ) -> SummaryOutcome:
     """Lift ``covered`` on top of ``prev_state`` and render it within ``budget_tokens``."""
-    from compactor.lift import LiftedState, lift_state
-    from compactor.summary import render_summary
+    from compactor.lifting.lift import LiftedState, lift_state
+    from compactor.summarize.structured import render_summary
 
     prev = LiftedState.model_validate(prev_state) if prev_state else None
     state = lift_state(list(covered), prev)

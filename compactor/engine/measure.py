@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 from compactor.events import Event, to_anthropic
 from compactor.tokens import MESSAGE_OVERHEAD, count_event, count_text
-from compactor.view import LATE_RESULTS, message_role
+from compactor.engine.view import LATE_RESULTS, message_role
 
 
 NO_RESULT_TEXT = (

@@ -28,11 +28,11 @@ from typing import Any, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from compactor.boundary import body, choose_cut, latest_request
+from compactor.engine.boundary import body, choose_cut, latest_request
 from compactor.errors import InvalidInput
 from compactor.events import Block, Event, TextBlock, ToolResultBlock, content_hash
-from compactor.invariants import Violation, _refs, validate
-from compactor.layers import (
+from compactor.engine.invariants import Violation, _refs, validate
+from compactor.engine.layers import (
     LAYER_CLEAR,
     LAYER_EXTERNALIZE,
     LAYER_SUMMARY,
@@ -41,12 +41,12 @@ from compactor.layers import (
     externalize_tool_results,
     summarize_range,
 )
-from compactor.measure import view_tokens
-from compactor.policy import CompactionNeed, Policy, should_compact
+from compactor.engine.measure import view_tokens
+from compactor.engine.policy import CompactionNeed, Policy, should_compact
 from compactor.records import Checkpoint, CompactionRecord, SeqRange
-from compactor.repair import drop_identifier_items, drop_identifier_lines
+from compactor.summarize.repair import drop_identifier_items, drop_identifier_lines
 from compactor.tokens import count_event, count_text, with_tokens
-from compactor.view import SUMMARY_PREFIX, build_view
+from compactor.engine.view import SUMMARY_PREFIX, build_view
 
 MIN_SUMMARY_TOKENS = 200
 """Below this a summary cannot carry the goal, constraints and latest request: shrink the tail."""
@@ -606,8 +606,8 @@ def reconcile_checkpoint(
 
     Returns the checkpoint (unchanged when nothing resolved) and the resolved tool_use ids.
     """
-    from compactor.lift import LiftedState, reconcile
-    from compactor.summary import render_summary
+    from compactor.lifting.lift import LiftedState, reconcile
+    from compactor.summarize.structured import render_summary
 
     if ckpt.covers.empty or not ckpt.state:
         return ckpt, []

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from compactor.events import Event
-from compactor.policy import Policy
+from compactor.engine.policy import Policy
 from compactor.tokens import count_event
 
 

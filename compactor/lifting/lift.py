@@ -10,8 +10,8 @@ plan/todos, artifacts and the URLs the user gave.
 Rules are plain regexes and tool-name tables, no model calls: the same events always lift to
 the same state, which is what lets the structured summarizer and the validator agree.
 
-The state's models live in ``compactor.lift_state`` and what a tool call and its result say in
-``compactor.actions`` (both re-exported here); this module holds the text rules for requests,
+The state's models live in ``compactor.lifting.state`` and what a tool call and its result say in
+``compactor.lifting.actions`` (both re-exported here); this module holds the text rules for requests,
 constraints and decisions, and the accumulation.
 
 An action whose tool_use has no tool_result in the events is recorded only under
@@ -34,11 +34,11 @@ from compactor.events import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from compactor import digests as _digests
-from compactor import failures as _failures
-from compactor.constraints import is_question, own_lines
-from compactor.narrative import NarrativeAcc
-from compactor.actions import (  # noqa: F401 - re-exported: the lifter's public names stay here
+from compactor.lifting import digests as _digests
+from compactor.lifting import failures as _failures
+from compactor.lifting.constraints import is_question, own_lines
+from compactor.lifting.narrative import NarrativeAcc
+from compactor.lifting.actions import (  # noqa: F401 - re-exported: the lifter's public names stay here
     _AIDER_RUNNING_RE,
     _APPLIED_EDIT_RE,
     _Action,
@@ -56,7 +56,7 @@ from compactor.actions import (  # noqa: F401 - re-exported: the lifter's public
     is_test_command,
     parse_exit_code,
 )
-from compactor.lift_state import (  # noqa: F401 - re-exported
+from compactor.lifting.state import (  # noqa: F401 - re-exported
     Artifact,
     Command,
     CommandStatus,

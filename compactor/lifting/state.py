@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from compactor.narrative import Reason, TurnOutcome
+from compactor.lifting.narrative import Reason, TurnOutcome
 
 
 class _Item(BaseModel):
@@ -150,7 +150,7 @@ class LiftedState(BaseModel):
     covers_end: int = Field(default=0, description="Last seq folded into this state.")
     outcomes: list[TurnOutcome] = Field(
         default_factory=list,
-        description="The agent's closing report of each user turn, clipped (compactor.narrative).",
+        description="The agent's closing report of each user turn, clipped (compactor.lifting.narrative).",
     )
     reasons: list[Reason] = Field(
         default_factory=list,

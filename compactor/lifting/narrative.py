@@ -12,7 +12,7 @@ drops them. This module keeps them, deterministically:
 * **Reasons and rules.** Sentences that give a reason (because, so that, instead of, since,
   therefore, in order to ...) or state a formula, threshold or number the agent relied on.
 
-Pure and offline like ``compactor.lift``; it does not import ``lift`` so ``lift`` can fold
+Pure and offline like ``compactor.lifting.lift``; it does not import ``lift`` so ``lift`` can fold
 it in without an import cycle. Both lists are bounded (newest kept) so the state stays small
 across many compactions.
 """

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 
-from compactor.lift import LiftedState
-from compactor.summary import (
+from compactor.lifting.lift import LiftedState
+from compactor.summarize.structured import (
     CONSTRAINTS,
     ERRORS,
     FILES_CHANGED,

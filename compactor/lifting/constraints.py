@@ -3,7 +3,7 @@
 A user's "What must I fix before submitting?" or a pasted error ("This transaction couldn't
 be simulated …") matches the constraint keywords but is not a rule the agent must keep; kept
 as a protected constraint it crowds the summary and misleads the reader. These filters are
-used by ``compactor.lift.constraint_sentences``, which both the lifter and the validator
+used by ``compactor.lifting.lift.constraint_sentences``, which both the lifter and the validator
 call, so the two always agree on what a constraint is.
 """
 

@@ -1,0 +1,105 @@
+"""The project's layering, read from its own imports (issue 13).
+
+Fails on any two modules that import each other (function-level imports included), on any
+import of ``workflows`` from ``activities/`` or the ``compactor`` package, and on a flat
+``compactor/`` of more than 12 modules.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("compactor", "activities", "workflows", "workers")
+
+
+def _modules() -> dict[str, Path]:
+    mods: dict[str, Path] = {}
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            mods[".".join(parts)] = path
+    return mods
+
+
+def _resolve(name: str, mods: dict[str, Path]) -> str | None:
+    """The project module an imported dotted name lands in (the longest existing prefix)."""
+    parts = name.split(".")
+    while parts:
+        candidate = ".".join(parts)
+        if candidate in mods:
+            return candidate
+        parts.pop()
+    return None
+
+
+def imports() -> dict[str, set[str]]:
+    """Every project module -> the project modules it imports, at any depth of the code."""
+    mods = _modules()
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for mod, path in mods.items():
+        is_pkg = path.name == "__init__.py"
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = mod.split(".")
+                    base = base if is_pkg else base[:-1]
+                    base = base[: len(base) - (node.level - 1)]
+                    stem = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    stem = node.module or ""
+                # `from pkg import mod` imports the submodule when one exists
+                targets = [f"{stem}.{a.name}" for a in node.names] or [stem]
+                targets = [t if _resolve(t, mods) == t else stem for t in targets]
+            for t in targets:
+                hit = _resolve(t, mods)
+                if hit and hit != mod:
+                    graph[mod].add(hit)
+    return graph
+
+
+def test_no_two_modules_import_each_other():
+    graph = imports()
+    cycles = sorted({tuple(sorted((a, b))) for a, deps in graph.items() for b in deps if a in graph.get(b, ())})
+    assert not cycles, f"modules that import each other: {cycles}"
+
+
+def test_no_import_of_workflows_from_activities_or_the_core():
+    graph = imports()
+    bad = sorted(
+        f"{a} -> {b}"
+        for a, deps in graph.items()
+        for b in deps
+        if b.split(".")[0] == "workflows" and a.split(".")[0] in ("activities", "compactor")
+        and not a.startswith(("compactor.cli", "compactor.bench", "compactor.testing"))
+    )
+    assert not bad, f"imports of workflows/ from activities/ or the core: {bad}"
+
+
+def test_the_core_stays_small_and_grouped():
+    flat = sorted(p.stem for p in (ROOT / "compactor").glob("*.py") if p.stem not in ("__init__", "__main__"))
+    assert len(flat) <= 12, f"{len(flat)} modules side by side in compactor/: {flat}"
+    for pkg in ("lifting", "summarize", "engine", "store", "importers"):
+        assert (ROOT / "compactor" / pkg / "__init__.py").exists(), pkg
+
+
+def test_the_walker_sees_a_cycle(tmp_path, monkeypatch):
+    """The check itself can fail: two modules importing each other are reported."""
+    pkg = tmp_path / "compactor"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def f():\n    from compactor.b import g\n")
+    (pkg / "b.py").write_text("from compactor import a\n")
+    for other in PACKAGES[1:]:
+        (tmp_path / other).mkdir()
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    graph = imports()
+    assert "compactor.b" in graph["compactor.a"] and "compactor.a" in graph["compactor.b"]
