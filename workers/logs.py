@@ -197,7 +197,7 @@ def configure_logging(fmt: str = "auto", level: str = "INFO", stream: IO[str] | 
     root.setLevel(getattr(logging, (level or "INFO").upper(), logging.INFO))
     # HTTP client libraries stay at WARNING whatever the level: at DEBUG the anthropic client
     # logs whole request options (the conversation) and the transports log bodies.
-    for name in ("botocore", "boto3", "urllib3", "httpx", "httpx2", "httpcore", "anthropic", "s3transfer"):
+    for name in ("botocore", "boto3", "urllib3", "httpx", "httpx2", "httpcore", "httpcore2", "anthropic", "s3transfer"):
         logging.getLogger(name).setLevel(max(root.level, logging.WARNING))
     _HANDLER["handler"] = handler
     return handler
