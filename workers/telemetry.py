@@ -237,6 +237,8 @@ class _Serving:
             self._exporter = MetricsExporter(self.tel.buffer, self.tel.provider, meter_name="temporalio")
             await self._exporter.__aenter__()
         port = self.tel.settings.metrics_port
+        if self.tel.provider is not None and self.store is not None:
+            await asyncio.wait_for(self._count_breakers(), 10)  # the gauge is right from the first scrape
         if port is not None:
             loop = asyncio.get_running_loop()
             self.server = OpsServer(
@@ -248,17 +250,23 @@ class _Serving:
             self._census = asyncio.create_task(self._breaker_census(), name="compactor-breaker-census")
         return self
 
-    async def _breaker_census(self) -> None:
-        """Open breakers per tenant, recounted from the store every BREAKER_CENSUS_S."""
+    async def _count_breakers(self) -> None:
         from activities.breaker import count_open_breakers
-        from activities.metrics import BREAKER_CENSUS_S, set_open_breakers
+        from activities.metrics import set_open_breakers
 
         tenants = list(self.tel.settings.tenants) or None
+        try:
+            counts = await asyncio.wait_for(asyncio.to_thread(count_open_breakers, self.store, tenants), 8)
+            set_open_breakers(counts)
+        except Exception as exc:  # noqa: BLE001 - a store outage is logged by the monitor
+            log.debug("breaker census failed: %s", type(exc).__name__)
+
+    async def _breaker_census(self) -> None:
+        """Open breakers per tenant, recounted from the store every BREAKER_CENSUS_S."""
+        from activities.metrics import BREAKER_CENSUS_S
+
         while True:
-            try:
-                set_open_breakers(await asyncio.to_thread(count_open_breakers, self.store, tenants))
-            except Exception as exc:  # noqa: BLE001 - a store outage is logged by the monitor
-                log.debug("breaker census failed: %s", type(exc).__name__)
+            await self._count_breakers()
             await asyncio.sleep(BREAKER_CENSUS_S)
 
     async def __aexit__(self, *exc: object) -> None:
