@@ -42,6 +42,9 @@ from activities.contracts import DEFAULT_MODEL
 
 METER = "compactor"
 EVENTS = logging.getLogger("compactor.events")
+# Printed where a worker installed its handler (workers/logs.py); silent in CLI processes that
+# run a worker in-process, whose output is the command's own.
+EVENTS.addHandler(logging.NullHandler())
 BREAKER_CENSUS_S = 60.0
 """How often a worker recounts open breakers from the store (the gauge's staleness bound)."""
 
