@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 import uuid
 
 import pytest
@@ -20,6 +19,7 @@ from compactor.client import CompactorClient
 from compactor.store import SessionLog, open_store
 from compactor.testing import FakeAnthropic
 from tests.integration.durable_support import coding_session
+from tests.integration.test_telemetry import _wait as wait
 from tests.integration.test_worker_logs import start_worker, stop, worker_env
 from tests.unit.test_alerts import alert_metric_names
 from workers.devstack import free_port
@@ -51,16 +51,6 @@ def value(text: str, name: str, **labels: str) -> float | None:
         if all(got.get(k) == v for k, v in labels.items()):
             return float(line.rsplit(" ", 1)[1])
     return None
-
-
-def wait(pred, timeout: float, what: str, err=None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = pred()
-        if got:
-            return got
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def test_alert_metrics_exist_live_from_zero_and_breakers_come_from_the_store(

@@ -58,13 +58,12 @@ class Stderr:
         return [d for d in docs if name is None or d.get("event") == name]
 
     def wait(self, pred: Any, timeout: float, what: str) -> Any:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            got = pred()
-            if got:
-                return got
-            time.sleep(0.2)
-        raise AssertionError(f"timed out waiting for {what}; stderr:\n" + "\n".join(self.lines[-40:]))
+        from tests.integration.test_telemetry import _wait
+
+        try:
+            return _wait(pred, timeout, what)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; stderr:\n" + "\n".join(self.lines[-40:])) from None
 
 
 def start_worker(env: dict[str, str]) -> tuple[subprocess.Popen, Stderr]:
@@ -126,8 +125,6 @@ async def test_a_line_per_outcome_failure_breaker_and_drain_and_never_the_conver
             rc = stop(proc)
         time.sleep(0.5)
 
-    if os.environ.get("DUMP_LOGS"):
-        Path(os.environ["DUMP_LOGS"]).write_text("\n".join(err.lines))
     assert rc == 0
     lines = [x for x in err.lines if x.strip()]
     assert lines, "the worker wrote nothing on stderr"
@@ -167,7 +164,7 @@ async def test_a_line_per_outcome_failure_breaker_and_drain_and_never_the_conver
     assert drain[0]["grace_s"] == 5 and drain[0]["signal"] == "SIGTERM"
 
 
-async def test_outages_of_temporal_and_the_store_are_one_line_each(tmp_path):
+async def test_outages_of_temporal_and_the_store_are_one_line_each(tmp_path, monkeypatch):
     import boto3
 
     from workers.devstack import free_port, start_moto, start_temporal
@@ -176,6 +173,8 @@ async def test_outages_of_temporal_and_the_store_are_one_line_each(tmp_path):
     temporal = await asyncio.to_thread(start_temporal, t_port, None, True)
     moto = start_moto(s_port)
     creds = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+    for k, v in creds.items():
+        monkeypatch.setenv(k, v)
 
     def bucket() -> None:
         boto3.client("s3", endpoint_url=moto.address, region_name="us-east-1", aws_access_key_id="testing",
@@ -192,12 +191,28 @@ async def test_outages_of_temporal_and_the_store_are_one_line_each(tmp_path):
         moto.stop()
         t0 = time.monotonic()
         err.wait(lambda: err.events("temporal_unavailable") and err.events("store_unavailable"), 30, "outage lines")
-        await asyncio.sleep(max(0.0, 20 - (time.monotonic() - t0)))  # a 20 s outage: several polls
+        # A 20 s outage (several probes and polls); COMPACTOR_TEST_OUTAGE_S=55 reproduces the
+        # issue's 50 s case (measured once: one line each, the worker resumes polling).
+        outage = float(os.environ.get("COMPACTOR_TEST_OUTAGE_S", "20"))
+        await asyncio.sleep(max(0.0, outage - (time.monotonic() - t0)))
         temporal = await asyncio.to_thread(start_temporal, t_port, None, True)
         moto = start_moto(s_port)
         bucket()
         err.wait(lambda: err.events("temporal_recovered") and err.events("store_recovered"), 60, "recovery lines")
-        time.sleep(1)
+        # ... and it works again: a compaction on the restarted stack commits.
+        from compactor.client import CompactorClient
+        from compactor.store import S3Store
+        from tests.integration.durable_support import coding_session
+        from workers.settings import Settings
+        from workers.worker import connect
+
+        store = S3Store("logs", "c", endpoint_url=moto.address)
+        SessionLog(store, "default", "after").append(coding_session())
+        client = await connect(Settings(store="s3://logs/c"), temporal.address, s3_client=store.client)
+        cc = CompactorClient(client, store, tenant="default", task_queue="tq-outage")
+        out = await asyncio.wait_for(cc.compact("after", target_tokens=4_000), 60)
+        assert out.status == "committed"
+        err.wait(lambda: [o for o in err.events("compaction") if o["session"] == "after"], 10, "its outcome line")
     finally:
         rc = stop(proc)
         temporal.stop()
@@ -207,7 +222,7 @@ async def test_outages_of_temporal_and_the_store_are_one_line_each(tmp_path):
     for dep in ("temporal", "store"):
         assert len(err.events(f"{dep}_unavailable")) == 1, dep
         rec = err.events(f"{dep}_recovered")
-        assert len(rec) == 1 and rec[0]["outage_s"] >= 15, rec
+        assert len(rec) == 1 and rec[0]["outage_s"] >= outage - 5, rec
     # Between the outage line and the recovery, the SDK's per-poll complaints are counted, not printed.
     i0 = next(i for i, d in enumerate(docs) if d.get("event") == "temporal_unavailable")
     i1 = next(i for i, d in enumerate(docs) if d.get("event") == "temporal_recovered")
