@@ -265,9 +265,9 @@ class _Serving:
         """Open breakers per tenant, recounted from the store every BREAKER_CENSUS_S."""
         from activities.metrics import BREAKER_CENSUS_S
 
-        while True:
-            await self._count_breakers()
+        while True:  # the first count ran before the endpoint served
             await asyncio.sleep(BREAKER_CENSUS_S)
+            await self._count_breakers()
 
     async def __aexit__(self, *exc: object) -> None:
         self.stopping = True

@@ -148,3 +148,14 @@ def test_prices_cover_the_default_model_longest_prefix_first():
     assert metrics.DEFAULT_PRICE_MODEL == DEFAULT_MODEL == "claude-sonnet-5-5"
     assert metrics._price("claude-sonnet-5-5-20261001") == metrics.PRICES_PER_MTOK["claude-sonnet-5-5"]
     assert metrics._price("claude-sonnet-4-5") == metrics.PRICES_PER_MTOK["claude-sonnet-4-5"]
+
+
+def test_bad_log_settings_are_refused_by_name():
+    from pydantic import ValidationError
+
+    from workers.settings import Settings
+
+    assert (Settings(log_format="JSON").log_format, Settings(log_level="debug").log_level) == ("json", "DEBUG")
+    for kw, name in (({"log_format": "xml"}, "COMPACTOR_LOG_FORMAT"), ({"log_level": "loud"}, "COMPACTOR_LOG_LEVEL")):
+        with pytest.raises(ValidationError, match=name):
+            Settings(**kw)
