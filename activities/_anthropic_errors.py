@@ -14,7 +14,8 @@ Messages carry the status, the API's error type and the request id, never reques
 is kept only for error types that describe the account or the service (authentication,
 permission, not found, rate limit, overload) and for prompt-too-long (re-rendered from its
 numbers); an ``invalid_request_error`` or ``api_error`` message may quote the request, i.e. the
-conversation, so it stays in the worker log (:func:`provider_message`) and out of history.
+conversation, so it stays out of history and out of the worker log, which gets its length
+(:func:`provider_message`) beside the status and request id.
 Exceptions and their text are never chained (``from None``) for the same reason.
 """
 
@@ -116,7 +117,8 @@ def to_application_error(exc: BaseException) -> ApplicationError | None:
 
 
 def provider_message(exc: BaseException) -> str:
-    """The provider's full error text, for the worker log only (it may quote the request)."""
+    """The provider's full error text (it may quote the request: measured for the log, never
+    written to it or to history)."""
     if isinstance(exc, anthropic.APIStatusError):
         return exc.api_message or str(exc)
     return f"{type(exc).__name__}: {exc}"
@@ -131,7 +133,7 @@ def _history_message(etype: str, api_message: str) -> str:
         return f"prompt is too long: {too_long[0]} tokens > {too_long[1]} maximum"
     if etype in SAFE_MESSAGE_TYPES:
         return api_message[:300]
-    return "message withheld from history (it may quote the request; see the worker log)"
+    return "message withheld (it may quote the request; the request id identifies it to the provider)"
 
 
 def _status_error(exc: anthropic.APIStatusError) -> ApplicationError:

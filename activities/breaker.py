@@ -11,11 +11,18 @@ A corrupt ``breaker.json`` (hand-edited, truncated) fails both activities at onc
 non-retryable ``IntegrityError`` (retrying cannot repair it): the workflow already treats an
 unreadable breaker as closed and logs a warning, so the compaction runs; the file is left as
 it is for the operator, whom ``compactor breaker SESSION`` tells to reset it with ``--clear``.
+
+Each tenant's open breakers are also listed in ``t/{tenant}/breakers-open.json`` (sessions,
+CAS-updated after the state), so the ``compactor_breakers_open`` gauge is a count read from
+the store rather than a per-process tally of transitions that would drift across restarts.
+``record_breaker`` re-syncs the index whenever the state is or was open, or the run was seen
+before (a retry after a worker died between the two writes).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import datetime, timezone
 from typing import Any, Callable
 
@@ -129,7 +136,59 @@ def clear_breaker(store: Any, tenant: str, session: str, *, by: str = "operator"
         store, tenant, session, lambda st: breaker.clear(st, tenant=tenant, session=session, by=by, at=now),
         corrupt_ok=True,
     )
+    sync_open_index(store, tenant, session, is_open=False)
     return after
+
+
+def open_index_key(tenant: str) -> str:
+    return f"t/{validate_id(tenant, 'tenant id')}/breakers-open.json"
+
+
+def _read_open_index(store: Any, tenant: str) -> tuple[list[str], str | None]:
+    try:
+        data, etag = store.get(open_index_key(tenant))
+    except NotFound:
+        return [], None
+    try:
+        sessions = json.loads(data).get("sessions", [])
+        return sorted({str(s) for s in sessions}), etag
+    except (ValueError, AttributeError):
+        return [], etag  # unreadable: rebuilt by the next sync (it lists sessions, not text)
+
+
+def sync_open_index(store: Any, tenant: str, session: str, *, is_open: bool) -> None:
+    """Make ``session``'s membership of the tenant's open-breaker index match ``is_open``."""
+    key = open_index_key(tenant)
+    for _ in range(_CAS_ATTEMPTS):
+        sessions, etag = _read_open_index(store, tenant)
+        if (session in sessions) == is_open:
+            return
+        new = sorted({*sessions, session}) if is_open else [s for s in sessions if s != session]
+        data = json.dumps({"sessions": new}, indent=1).encode()
+        try:
+            if etag is None:
+                store.put(key, data, if_none_match=True)
+            else:
+                store.put(key, data, if_match=etag)
+            return
+        except PreconditionFailed:
+            continue
+    raise PreconditionFailed(f"breaker index {key} kept changing; try again")
+
+
+def count_open_breakers(store: Any, tenants: list[str] | None = None) -> dict[str, int]:
+    """Open breakers per tenant, from the index (tenants: those given, else every ``t/*``)."""
+    if not tenants:
+        lister = getattr(store, "list_children", None)
+        tenants = list(lister("t/", limit=100_000)) if lister is not None else []
+    out: dict[str, int] = {}
+    for tenant in tenants:
+        try:
+            sessions, _ = _read_open_index(store, tenant)
+        except Exception:  # noqa: BLE001 - a bad tenant name or an unreadable index counts 0
+            continue
+        out[tenant] = len(sessions)
+    return out
 
 
 class BreakerActivities:
@@ -151,9 +210,11 @@ class BreakerActivities:
             raise to_application_error(exc) from None  # corrupt: one clear failure, no retry loop
         d = breaker.check(state, inp.trigger)
         # The first step of every run: where a run's start (and a refusal) is known.
-        metrics.record_started(inp.trigger)
+        metrics.record_started(inp.trigger, inp.tenant)
         if not d.allowed:
-            metrics.record_breaker(None, refused=True, trigger=inp.trigger)
+            metrics.record_breaker(None, refused=True, trigger=inp.trigger, tenant=inp.tenant,
+                                   session=inp.session,
+                                   consecutive_failures=state.consecutive_failures if state else None)
         return BreakerCheckOutput(
             allowed=d.allowed,
             reason=d.reason,
@@ -177,10 +238,9 @@ class BreakerActivities:
         except CorruptState as exc:
             raise to_application_error(exc) from None  # corrupt: one clear failure, no retry loop
         t = breaker.transition(before, after)
-        metrics.record_breaker(t)
-        if t == "opened" and activity.in_activity():
-            activity.logger.warning(
-                "circuit breaker opened for %s/%s after %d consecutive failures",
-                inp.tenant, inp.session, after.consecutive_failures,
-            )
+        seen = inp.run_id is not None and before is not None and any(o.run_id == inp.run_id for o in before.history)
+        if after.open or (before is not None and before.open) or seen:
+            await asyncio.to_thread(sync_open_index, self.store, inp.tenant, inp.session, is_open=after.open)
+        metrics.record_breaker(t, trigger=inp.trigger, tenant=inp.tenant, session=inp.session,
+                               consecutive_failures=after.consecutive_failures)
         return BreakerRecordOutput(open=after.open, consecutive_failures=after.consecutive_failures, transition=t)

@@ -43,6 +43,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities import metrics
 from activities._anthropic_errors import StreamIncomplete, provider_message, to_application_error
 from activities.contracts import DEFAULT_MODEL, LLM_START_TO_CLOSE, ErrorType, SummarizeInput, SummarizeOutput
 from compactor.summarize import prompting
@@ -259,8 +260,17 @@ class LlmActivities:
             mapped = to_application_error(e)
             if mapped is None:
                 raise
+            metrics.record_llm_error(str(mapped.type or "error"), model)
             if activity.in_activity():
-                activity.logger.warning("anthropic call failed: %s (%s)", mapped.message, provider_message(e))
+                # The provider's own text may quote the request: the log gets what history gets
+                # (type, status, request id), and only the length of the provider's message.
+                activity.logger.warning(
+                    "anthropic call failed: %s", mapped.message,
+                    extra={"fields": {"event": "llm_error", "error_type": mapped.type, "model": model,
+                                      "status_code": getattr(e, "status_code", None),
+                                      "request_id": getattr(e, "request_id", None),
+                                      "provider_message_chars": len(provider_message(e))}},
+                )
             # Not chained: the client's exception text quotes the response body, which may
             # quote the request, and a chained cause is recorded in history.
             raise mapped from None

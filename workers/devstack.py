@@ -112,6 +112,8 @@ def start_temporal(
         args += ["--search-attribute", f"{k}={v}"]
     # Faster polling feedback for many short workflows on a small machine.
     args += ["--dynamic-config-value", "frontend.enableUpdateWorkflowExecution=true"]
+    # Task-queue fairness: model calls carry their tenant as fairness key (per-tenant fair share).
+    args += ["--dynamic-config-value", "matching.enableFairness=true"]
     log = open(log_path or os.devnull, "ab")
     proc = subprocess.Popen(args, stdout=log, stderr=log, start_new_session=True)
     p = Proc(proc, f"127.0.0.1:{port}", {"log": log, "ui_port": ui_port or port + 1000})

@@ -129,6 +129,19 @@ class Settings(BaseSettings):
         description="On SIGTERM, how long a worker lets in-flight activities finish before cancelling "
         "them (keep it below the pod's terminationGracePeriodSeconds).",
     )
+    log_format: str = Field(
+        default="auto",
+        description="Worker log lines on stderr: json (one object per line), text, or auto = text on "
+        "a TTY and json otherwise (containers). Never conversation text (workers/logs.py).",
+    )
+    log_level: str = Field(default="INFO", description="Log level: DEBUG, INFO, WARNING, ERROR.")
+    metrics_tenants: int = Field(
+        default=20,
+        ge=0,
+        description="Tenant label of the compaction, token and cost metrics: with COMPACTOR_TENANTS "
+        "set, those tenants; otherwise the first this-many tenants a worker sees keep their name "
+        "and the rest are counted as `other` (bounded cardinality).",
+    )
     payload_bucket: str | None = Field(
         default=None,
         description="S3 bucket for Temporal external payload storage; default: the store's "
@@ -187,6 +200,22 @@ class Settings(BaseSettings):
         description="Import: largest whole-document transcript (.traj, Gemini chat JSON, "
         "OpenCode export, message lists), which is read at once rather than line by line.",
     )
+
+    @field_validator("log_format")
+    @classmethod
+    def _log_format(cls, value: str) -> str:
+        v = (value or "auto").strip().lower()
+        if v not in ("auto", "json", "text"):
+            raise ValueError(f"COMPACTOR_LOG_FORMAT {value!r}: expected json, text or auto")
+        return v
+
+    @field_validator("log_level")
+    @classmethod
+    def _log_level(cls, value: str) -> str:
+        v = (value or "INFO").strip().upper()
+        if v not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+            raise ValueError(f"COMPACTOR_LOG_LEVEL {value!r}: expected DEBUG, INFO, WARNING or ERROR")
+        return v
 
     @field_validator("tenants", mode="before")
     @classmethod

@@ -202,13 +202,19 @@ class WorkerTelemetry:
 
     @classmethod
     def create(cls, settings: Settings) -> WorkerTelemetry:
+        from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
+
+        from activities.metrics import configure_tenant_labels, initialise
+        from workers.logs import core_logging_config
+
         tel = cls(settings)
         tel.provider = configure_metrics(settings, prometheus=settings.metrics_port is not None)
+        configure_tenant_labels(settings.tenants, settings.metrics_tenants)
         if tel.provider is not None:
-            from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
-
             tel.buffer = MetricBuffer(10_000)
-            tel.runtime = Runtime(telemetry=TelemetryConfig(metrics=tel.buffer))
+            initialise(settings.model)  # every counter at zero, under its label sets
+        # The Rust core's log lines go through Python logging (workers/logs.py), not raw stderr.
+        tel.runtime = Runtime(telemetry=TelemetryConfig(metrics=tel.buffer, logging=core_logging_config(settings.log_level)))
         return tel
 
     def serving(self, client: Any, store: Any) -> _Serving:
@@ -222,6 +228,7 @@ class _Serving:
         self._exporter: Any | None = None
         self.server: OpsServer | None = None
         self.stopping = False
+        self._census: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> _Serving:
         if self.tel.buffer is not None:
@@ -230,6 +237,8 @@ class _Serving:
             self._exporter = MetricsExporter(self.tel.buffer, self.tel.provider, meter_name="temporalio")
             await self._exporter.__aenter__()
         port = self.tel.settings.metrics_port
+        if self.tel.provider is not None and self.store is not None:
+            await asyncio.wait_for(self._count_breakers(), 10)  # the gauge is right from the first scrape
         if port is not None:
             loop = asyncio.get_running_loop()
             self.server = OpsServer(
@@ -237,10 +246,33 @@ class _Serving:
             )
             self.server.start()
             log.info("metrics and health on http://%s:%d (/metrics /healthz /readyz)", *self.server.address)
+        if self.tel.provider is not None and self.store is not None:
+            self._census = asyncio.create_task(self._breaker_census(), name="compactor-breaker-census")
         return self
+
+    async def _count_breakers(self) -> None:
+        from activities.breaker import count_open_breakers
+        from activities.metrics import set_open_breakers
+
+        tenants = list(self.tel.settings.tenants) or None
+        try:
+            counts = await asyncio.wait_for(asyncio.to_thread(count_open_breakers, self.store, tenants), 8)
+            set_open_breakers(counts)
+        except Exception as exc:  # noqa: BLE001 - a store outage is logged by the monitor
+            log.debug("breaker census failed: %s", type(exc).__name__)
+
+    async def _breaker_census(self) -> None:
+        """Open breakers per tenant, recounted from the store every BREAKER_CENSUS_S."""
+        from activities.metrics import BREAKER_CENSUS_S
+
+        while True:  # the first count ran before the endpoint served
+            await asyncio.sleep(BREAKER_CENSUS_S)
+            await self._count_breakers()
 
     async def __aexit__(self, *exc: object) -> None:
         self.stopping = True
+        if self._census is not None:
+            self._census.cancel()
         if self.server is not None:
             self.server.stop()
         if self._exporter is not None:

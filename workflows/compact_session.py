@@ -22,7 +22,7 @@ from datetime import timedelta
 from typing import Any, Callable, TypeVar
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.common import Priority, RetryPolicy, SearchAttributeKey
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -174,6 +174,9 @@ FREEZE_FAILURE_PATCH = "freeze-failure-record"
 # committed a same-content checkpoint under a new id: a paid summary and a new object per
 # sweep); the head is marked so sweeps and ensure_budget wait until the view has grown.
 UNSHRINKABLE_PATCH = "unshrinkable-noop"
+# Model calls carry the tenant as Temporal's fairness key: the LLM task queue's one rate limit
+# is shared fairly between tenants (docs/runbook.md). Runs before it set no priority.
+LLM_FAIRNESS_PATCH = "llm-fairness-key"
 
 
 def _repairs(ext: ExternalizeOutput, val: ValidateOutput, summarizer: str) -> list[str]:
@@ -580,6 +583,8 @@ class CompactSessionWorkflow:
                     non_retryable_error_types=LLM_RETRY.non_retryable_error_types,
                 ),
                 summary=f"{inp.summarizer} summary ({inp.model}) of 1..{ext.covers_end}",
+                priority=(Priority(fairness_key=inp.tenant[:64]) if workflow.patched(LLM_FAIRNESS_PATCH)
+                          else Priority.default),
             )
         except ActivityError as err:
             cause = err.cause

@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "compactor.cli.hold",
     "compactor.cli.plot",
     "compactor.cli.config",
+    "compactor.cli.report",
     "compactor.cli.bench",
 ]
 

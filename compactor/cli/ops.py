@@ -210,10 +210,12 @@ def _refuse_busy_port(what: str, port: int) -> None:
 async def _dev(args: argparse.Namespace) -> int:
     from compactor.store import open_store
     from workers.devstack import start_temporal
+    from workers.logs import configure_from_settings
     from workers.telemetry import WorkerTelemetry
     from workers.worker import _store_s3_client, build_workers, connect
 
     settings = _settings(args)
+    configure_from_settings(settings)
     server = await asyncio.to_thread(
         start_temporal, args.port, args.ui_port, False, args.db, None, 90.0
     )
@@ -237,33 +239,53 @@ async def _dev(args: argparse.Namespace) -> int:
             if metrics:
                 print(f"metrics    {metrics}   (/healthz /readyz)")
             print("worker running; Ctrl-C to stop", flush=True)
-        async with tel.serving(client, store):
-            await _serve_until_signal(workers, quiet=args.json)
+        async with tel.serving(client, store), _monitor(settings, client, store):
+            await _serve_until_signal(workers, quiet=args.json, grace_s=settings.graceful_shutdown_s)
     finally:
         await asyncio.to_thread(server.stop)
     return 0
 
 
-async def _serve_until_signal(workers: list[Any], quiet: bool = False) -> None:
-    """Run workers until SIGINT/SIGTERM, then shut them down gracefully."""
+async def _serve_until_signal(workers: list[Any], quiet: bool = False, grace_s: float | None = None) -> None:
+    """Run workers until SIGINT/SIGTERM, then shut them down gracefully (logging the drain)."""
     import contextlib
     import signal
 
+    from workers.logs import log_drain_finished, log_drain_started, log_worker_started
+
     stop = asyncio.Event()
+    got: list[str] = []
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, lambda s=sig: (got.append(s.name), stop.set()))
+    started = None
     async with contextlib.AsyncExitStack() as stack:
         for w in workers:
             await stack.enter_async_context(w)
+        log_worker_started([w.task_queue for w in workers])
         await stop.wait()
         if not quiet:
             print("stopping ...", flush=True)
+        if grace_s is not None:
+            started = log_drain_started(grace_s, got[0] if got else "SIGTERM")
+    if started is not None:
+        log_drain_finished(started)
+
+
+def _monitor(settings: Any, client: Any, store: Any) -> Any:
+    """Outage/recovery lines for Temporal and the store (probing inside the worker's tenant)."""
+    from workers.logs import ConnectivityMonitor
+
+    prefix = f"t/{settings.tenants[0]}/" if settings.tenants else "t/"
+    return ConnectivityMonitor.for_worker(client, store, prefix)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    from workers.logs import configure_from_settings
+
     settings = _settings(args)
+    configure_from_settings(settings)  # JSON or text lines on stderr (COMPACTOR_LOG_FORMAT)
     if not settings.temporal_address:
         raise InvalidInput("no Temporal address: set TEMPORAL_ADDRESS or pass --address")
     if args.json:
@@ -288,8 +310,9 @@ async def _worker(settings: Any, quiet: bool = False) -> None:
     store = open_store(settings.store)
     tel = WorkerTelemetry.create(settings)
     client = await connect(settings, s3_client=_store_s3_client(store), runtime=tel.runtime)
-    async with tel.serving(client, store):
-        await _serve_until_signal(build_workers(client, settings, store), quiet=quiet)
+    async with tel.serving(client, store), _monitor(settings, client, store):
+        await _serve_until_signal(build_workers(client, settings, store), quiet=quiet,
+                                  grace_s=settings.graceful_shutdown_s)
 
 
 # --- inspect / rollback --------------------------------------------------------------------------

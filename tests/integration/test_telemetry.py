@@ -132,7 +132,7 @@ async def test_worker_metrics_spans_health(temporal_address, tmp_path, task_queu
         outs = [await cc.compact(s, target_tokens=4_000) for s in (s1, s2)]
         assert [o.status for o in outs] == ["committed", "committed"]
 
-        labels = 'status="committed",summarizer="structured",trigger="manual"'
+        labels = f'status="committed",summarizer="structured",tenant="{tenant}",trigger="manual"'
         text = _wait(lambda: (t := _get(base + "/metrics")[1]) and f"compactor_compactions_total{{{labels}}} 2.0" in t and t,
                      10, "two compactions in /metrics")
         before = _sample(text, f"compactor_tokens_before_total{{{labels}}}")

@@ -161,7 +161,7 @@ def test_dashboard_charts_only_exported_metrics():
         if "histogram" in type(inst).__name__.lower():
             base += "_seconds" if name in metrics.HISTOGRAM_BUCKETS else ""
             exported.update(base + s for s in ("_bucket", "_sum", "_count"))
-        elif "updown" in type(inst).__name__.lower():
+        elif "updown" in type(inst).__name__.lower() or "gauge" in type(inst).__name__.lower():
             exported.add(base)
         else:
             exported.add(base + "_total")
