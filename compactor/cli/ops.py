@@ -26,6 +26,10 @@ from compactor.cli.common import (
 from compactor.errors import InvalidInput, NotFound
 
 
+#: ``--diff`` given without a value: the current checkpoint (an empty value is an error).
+CURRENT = object()
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("dev", help="run the embedded stack (Temporal dev server + UI + worker)")
     p.add_argument("--port", type=int, default=7233, help="Temporal frontend port (default %(default)s)")
@@ -46,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("inspect", help="a session's head, checkpoints and compaction records (--diff: what "
                        "a checkpoint replaced)")
     add_session_args(p)
-    p.add_argument("--diff", nargs="?", const="", default=None, metavar="CHECKPOINT",
+    p.add_argument("--diff", nargs="?", const=CURRENT, default=None, metavar="CHECKPOINT",
                    help="show what CHECKPOINT (default: the current one) replaced and what its summary kept")
     add_json_arg(p)
     p.set_defaults(func=cmd_inspect)
@@ -54,6 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("rollback", help="point a session at an earlier checkpoint (or none)")
     add_session_args(p)
     p.add_argument("--to", required=True, metavar="CHECKPOINT|none")
+    p.add_argument("--force", action="store_true",
+                   help="roll back even when `compactor verify` finds damaged segments")
     add_json_arg(p)
     p.set_defaults(func=cmd_rollback)
 
@@ -298,9 +304,12 @@ async def _worker(settings: Any, quiet: bool = False) -> None:
 def cmd_inspect(args: argparse.Namespace) -> int:
     from compactor import operator
 
+    if isinstance(args.diff, str) and not args.diff.strip():
+        raise InvalidInput("--diff: empty checkpoint id; give one (`compactor inspect SESSION` lists "
+                           "them) or --diff alone for the current checkpoint")
     log = open_log(args)
     if args.diff is not None:
-        diff = operator.checkpoint_diff(log, args.diff or None)
+        diff = operator.checkpoint_diff(log, None if args.diff is CURRENT else args.diff)
         if args.json:
             print_json(diff)
         else:
@@ -369,7 +378,7 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     from compactor import operator
 
     target = None if args.to.lower() == "none" else args.to
-    res = operator.rollback(open_log(args), target)
+    res = operator.rollback(open_log(args), target, force=args.force)
     if args.json:
         print_json(res)
         return 0

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from compactor.errors import BucketNotFound, IntegrityError, NotFound
 from compactor.events import ArtifactRefBlock
-from compactor.records import Checkpoint, Head
+from compactor.records import Checkpoint, Head, foreign_segment
 from compactor.store.log import SessionLog, _sha
 
 
@@ -82,8 +82,14 @@ def _note(rep: SessionReport, key: str, message: str) -> None:
 
 
 def _segments(log: SessionLog, head: Head, rep: SessionReport) -> None:
-    """Each listed segment: present, bytes match the sha256, holds exactly its seqs."""
+    """Each listed segment: present, bytes match the sha256, holds exactly its seqs.
+
+    A key outside the session's log is reported with the head and never read: reading it
+    would tell whether another session's object exists.
+    """
     for seg in head.segments:
+        if foreign_segment(seg.key, log.tenant, log.session):
+            continue
         try:
             log._events(seg)  # fetch + sha256 + parse + seq range
         except IntegrityError as exc:
