@@ -59,8 +59,17 @@ def version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    from compactor.cli.terminal import sanitized_output
+
+    # Every human-readable byte passes the terminal sanitizer; --json output is left as is.
+    with sanitized_output(stdout=False):
+        parser = build_parser()
+        args = parser.parse_args(argv)
+    with sanitized_output(stdout=not getattr(args, "json", False)):
+        return _run(parser, args)
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
