@@ -69,12 +69,18 @@ class TerminalStream:
 @contextmanager
 def sanitized_output(*, stdout: bool = True, stderr: bool = True) -> Iterator[None]:
     """Route ``sys.stdout`` / ``sys.stderr`` through :class:`TerminalStream` for the block."""
-    saved = sys.stdout, sys.stderr
+    saved_out, saved_err = sys.stdout, sys.stderr
     if stdout and not isinstance(sys.stdout, TerminalStream):
         sys.stdout = TerminalStream(sys.stdout)  # type: ignore[assignment]
     if stderr and not isinstance(sys.stderr, TerminalStream):
         sys.stderr = TerminalStream(sys.stderr)  # type: ignore[assignment]
+    ours_out, ours_err = sys.stdout, sys.stderr
     try:
         yield
     finally:
-        sys.stdout, sys.stderr = saved
+        # put back what we wrapped; a stream the block replaced itself (devnull after a
+        # broken pipe) stays
+        if sys.stdout is ours_out:
+            sys.stdout = saved_out
+        if sys.stderr is ours_err:
+            sys.stderr = saved_err
