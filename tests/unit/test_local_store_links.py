@@ -129,3 +129,11 @@ def test_keys_stay_under_the_root():
     for key in ("../x", "a/../../x", "/etc/passwd", "a//b", "a\\b", ".tmp/x", ".locks/01.lock"):
         with pytest.raises(InvalidId):
             store.get(key)
+
+
+def test_a_planted_fifo_does_not_hang_a_read(stores):
+    store, root, _ = stores
+    head = root / "t/acme/s/mine/head.json"
+    head.unlink()
+    os.mkfifo(head)
+    assert store.head("t/acme/s/mine/head.json") is None  # not a regular file: not an object
