@@ -10,23 +10,17 @@ from pathlib import Path
 
 import pytest
 
-import compactor.store.log as logmod
 from activities.breaker import BreakerActivities, BreakerCheckInput, BreakerRecordInput
 from compactor.cli import main
 from compactor.events import Event, TextBlock
 from compactor.records import Checkpoint, SeqRange
 from compactor.store import LocalStore, SessionLog
+from tests.unit.store_fixtures import cold_process  # noqa: F401 - fixture
 
 SAMPLE = Path("tests/fixtures/anthropic-messages/messages.json")
 
 
-@pytest.fixture(autouse=True)
-def cold_process():
-    logmod._VERIFIED_CKPTS.clear()
-    logmod._INDEXES.clear()
-    yield
-    logmod._VERIFIED_CKPTS.clear()
-    logmod._INDEXES.clear()
+pytestmark = pytest.mark.usefixtures("cold_process")
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

@@ -12,44 +12,25 @@ import json
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-import compactor.store.log as logmod
 from activities.contracts import FreezeInput
 from activities.store_activities import StoreActivities
 from compactor.cli import main
 from compactor.errors import IntegrityError
 from compactor.events import Event, TextBlock
 from compactor.records import CompactionRecord
-from compactor.store import LocalStore, ObjectStore, SessionLog
-from compactor.store.s3 import S3Store
+from compactor.store import ObjectStore, SessionLog
 from compactor.store.verify import verify_session
+from tests.unit.store_fixtures import cli_url, cold_process, store  # noqa: F401 - fixtures
 
 SECRET = "SECRET-OF-OTHER-TENANT"
 
 
-@pytest.fixture(params=["local", "s3"])
-def store(request, tmp_path) -> ObjectStore:
-    if request.param == "local":
-        return LocalStore(tmp_path / "store")
-    endpoint = request.getfixturevalue("s3_endpoint")
-    bucket = request.getfixturevalue("s3_bucket")
-    return S3Store(bucket, "pfx", endpoint_url=endpoint)
+pytestmark = pytest.mark.usefixtures("cold_process")
 
 
 @pytest.fixture
-def url(store, monkeypatch) -> str:
-    if isinstance(store, LocalStore):
-        return f"file://{store.root}"
-    monkeypatch.setenv("AWS_ENDPOINT_URL", store.endpoint_url)
-    return store.url
-
-
-@pytest.fixture(autouse=True)
-def cold_process():
-    logmod._VERIFIED_CKPTS.clear()
-    logmod._INDEXES.clear()
-    yield
-    logmod._VERIFIED_CKPTS.clear()
-    logmod._INDEXES.clear()
+def url(cli_url) -> str:
+    return cli_url
 
 
 def ev(i: str, text: str) -> Event:
