@@ -7,10 +7,12 @@ workflow calls: ``check_breaker`` before any work and ``record_breaker`` after t
 Operators clear a breaker with ``clear_breaker(store, tenant, session, by=...)`` (or by
 requesting a manual compaction, which always runs).
 
-A corrupt ``breaker.json`` (hand-edited, truncated) fails both activities at once with a
-non-retryable ``IntegrityError`` (retrying cannot repair it): the workflow already treats an
-unreadable breaker as closed and logs a warning, so the compaction runs; the file is left as
-it is for the operator, whom ``compactor breaker SESSION`` tells to reset it with ``--clear``.
+A corrupt ``breaker.json`` (hand-edited, truncated) is treated as a closed breaker: the check
+logs one warning line naming the file and the reset command and lets the compaction run, the
+record leaves the file as it is (debug log only: the check of the same run has warned). Neither
+activity fails: a failed activity is logged by the worker with its traceback, twice per run,
+for a condition retrying cannot repair. ``compactor breaker SESSION`` tells the operator to
+reset it with ``--clear``.
 
 Each tenant's open breakers are also listed in ``t/{tenant}/breakers-open.json`` (sessions,
 CAS-updated after the state), so the ``compactor_breakers_open`` gauge is a count read from
@@ -30,7 +32,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from temporalio import activity
 
 from activities import metrics
-from activities.store_activities import to_application_error
 from compactor import breaker
 from compactor.errors import CorruptState, NotFound, PreconditionFailed
 from compactor.store import validate_id
@@ -191,6 +192,14 @@ def count_open_breakers(store: Any, tenants: list[str] | None = None) -> dict[st
     return out
 
 
+def _log(level: str, msg: str, *args: Any) -> None:
+    """One line (no traceback), through the activity logger inside an activity."""
+    import logging
+
+    logger = activity.logger if activity.in_activity() else logging.getLogger(__name__)
+    getattr(logger, level)(msg, *args)
+
+
 class BreakerActivities:
     """The breaker's activities over one object store (blocking I/O in a thread)."""
 
@@ -207,7 +216,9 @@ class BreakerActivities:
         try:
             state, _ = await asyncio.to_thread(load_breaker, self.store, inp.tenant, inp.session)
         except CorruptState as exc:
-            raise to_application_error(exc) from None  # corrupt: one clear failure, no retry loop
+            _log("warning", "%s; treated as closed, the compaction runs", exc)
+            metrics.record_started(inp.trigger, inp.tenant)
+            return BreakerCheckOutput(allowed=True, reason="breaker unreadable (corrupt): treated as closed")
         d = breaker.check(state, inp.trigger)
         # The first step of every run: where a run's start (and a refusal) is known.
         metrics.record_started(inp.trigger, inp.tenant)
@@ -236,7 +247,8 @@ class BreakerActivities:
         try:
             before, after = await asyncio.to_thread(update_breaker, self.store, inp.tenant, inp.session, change)
         except CorruptState as exc:
-            raise to_application_error(exc) from None  # corrupt: one clear failure, no retry loop
+            _log("debug", "%s; not updated", exc)  # the check of this run has warned
+            return BreakerRecordOutput()
         t = breaker.transition(before, after)
         seen = inp.run_id is not None and before is not None and any(o.run_id == inp.run_id for o in before.history)
         if after.open or (before is not None and before.open) or seen:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from compactor.breaker import BreakerState
 from compactor.engine.diff import CheckpointDiff, diff_checkpoint
-from compactor.errors import NotFound
+from compactor.errors import IntegrityError, NotFound
 from compactor.records import CompactionRecord, SeqRange
 from compactor.store import SessionLog
 
@@ -98,10 +98,18 @@ def records(log: SessionLog) -> list[CompactionRecord]:
     return log.list_records()  # oldest first (created_at, then id)
 
 
-def rollback(log: SessionLog, to: str | None) -> RollbackResult:
+def rollback(log: SessionLog, to: str | None, *, force: bool = False) -> RollbackResult:
     """Point the head at checkpoint ``to`` (None: no checkpoint); writes a ``rolled_back``
-    record. Nothing is deleted. NotFound for an unknown session or checkpoint."""
+    record. Nothing is deleted. NotFound for an unknown session or checkpoint.
+
+    A log whose segments are damaged (missing, altered, unparsable) is refused with
+    IntegrityError unless ``force``: the view after the rollback would be read from them, and
+    a fresh head would hide the damage. Damage to the current checkpoint is what a rollback
+    moves away from, so it does not block (a damaged target is refused when it is read).
+    """
     head = require(log)
+    if not force:
+        _refuse_damaged(log, head)
     digest = None
     if to is not None:
         log.read_checkpoint(to)  # NotFound names the checkpoint
@@ -121,6 +129,21 @@ def rollback(log: SessionLog, to: str | None) -> RollbackResult:
     return RollbackResult(tenant=log.tenant, session=log.session, from_checkpoint=head.checkpoint,
                           to_checkpoint=to, version=new.version, changed=True,
                           digest_recorded=to is None or digest is not None)
+
+
+def _refuse_damaged(log: SessionLog, head: Any) -> None:
+    from compactor.store.verify import verify_session
+
+    segments = f"{log.prefix}log/"
+    blocking = [f for f in verify_session(log).problems if f.key.startswith(segments)]
+    if blocking:
+        n = len(blocking)
+        raise IntegrityError(
+            f"session {log.tenant}/{log.session} is damaged ({n} problem{'s' if n != 1 else ''}, "
+            f"first: {blocking[0].key}); nothing was changed; see `compactor verify "
+            f"{log.session}` and restore from a backup, or roll back anyway with --force",
+            key=blocking[0].key,
+        )
 
 
 def breaker(log: SessionLog, *, clear_by: str | None = None) -> BreakerState:

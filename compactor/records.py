@@ -29,6 +29,25 @@ class Segment(BaseModel):
     )
 
 
+def session_prefix(tenant: str, session: str) -> str:
+    """Where every object of one session lives: ``t/{tenant}/s/{session}/``."""
+    return f"t/{tenant}/s/{session}/"
+
+
+def foreign_segment(key: str, tenant: str, session: str) -> str | None:
+    """Why a segment key does not belong to the session's log (None when it does).
+
+    A head is only trusted to name objects under its own session's ``log/`` prefix: a key
+    anywhere else (another session or tenant, a key with ``..`` or a nested path) is refused
+    before any I/O, so the answer is the same whether that object exists or not.
+    """
+    base = session_prefix(tenant, session) + "log/"
+    name = key[len(base):] if isinstance(key, str) and key.startswith(base) else None
+    if not name or "/" in name or "\\" in name or "\x00" in name or name in (".", ".."):
+        return f"segment key {key!r} lies outside the session's log {base!r}"
+    return None
+
+
 class Head(BaseModel):
     """The session's manifest, the compare-and-swap target. ``version`` is the last seq."""
 
@@ -78,6 +97,10 @@ class Head(BaseModel):
         version to the last seq it listed, so any difference means the head was edited.
         """
         out: list[str] = []
+        for s in self.segments:
+            why = foreign_segment(s.key, self.tenant, self.session)
+            if why:
+                out.append(why)
         expect = 1
         for s in self.segments:
             if s.first != expect or s.last < s.first:

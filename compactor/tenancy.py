@@ -29,9 +29,19 @@ MAX_APPROVAL_S = 30 * 86_400
 
 
 def parse_tenants(value: str | Iterable[str] | None) -> tuple[str, ...]:
-    """Tenant ids from ``"a,b"`` or a list: validated, deduplicated, in order; () = unbound."""
+    """Tenant ids from ``"a,b"`` or a list: validated, deduplicated, in order; () = unbound.
+
+    Unbound is only ever ``None`` or an empty list: a *string* that names no tenant (an empty
+    or blank ``COMPACTOR_TENANTS``, a lone comma) is an InvalidInput, because silently turning
+    the binding off is the one wrong way to read a mistake in it (fail closed).
+    """
     if value is None:
         return ()
+    if isinstance(value, str) and not value.replace(",", "").strip():
+        raise InvalidInput(
+            f"COMPACTOR_TENANTS is set but names no tenant ({value!r}): list the tenants this "
+            "process may act for (e.g. COMPACTOR_TENANTS=acme,globex), or unset it to act for any"
+        )
     items = value.split(",") if isinstance(value, str) else list(value)
     out: list[str] = []
     for raw in items:

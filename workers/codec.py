@@ -35,6 +35,7 @@ from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from google.protobuf.message import DecodeError
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import (
     ActivitySerializationContext,
@@ -51,6 +52,7 @@ from compactor.errors import CompactorError, InvalidInput
 ENCODING = b"binary/encrypted"
 KEY_ID_META = "encryption-key-id"
 _NONCE = 12
+_TAG = 16  # AES-GCM authentication tag
 _ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _TENANT_WF_RE = re.compile(r"^(?:compact|sweep)/([A-Za-z0-9._-]{1,128})/")
 
@@ -215,14 +217,19 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
                     f"codec keys ({', '.join(sorted(self._keys)) or 'none'}): add that key to "
                     "COMPACTOR_CODEC_KEYS (or the key file) to read it"
                 )
+            if len(p.data) < _NONCE + _TAG:
+                raise DecryptionFailed(
+                    f"payload under key id {kid!r} is {len(p.data)} bytes, shorter than a nonce "
+                    f"and a tag ({_NONCE + _TAG}): it was cut or altered"
+                )
             try:
                 plain = aead.decrypt(p.data[:_NONCE], p.data[_NONCE:], kid.encode())
-            except InvalidTag:
+                out.append(Payload.FromString(plain))
+            except (InvalidTag, ValueError, DecodeError):
                 raise DecryptionFailed(
                     f"payload under key id {kid!r} does not decrypt: the key with that id is a "
                     "different key, or the payload was altered"
                 ) from None
-            out.append(Payload.FromString(plain))
         return out
 
 

@@ -220,12 +220,12 @@ class Settings(BaseSettings):
     @field_validator("tenants", mode="before")
     @classmethod
     def _split_tenants(cls, value: Any) -> list[str]:
-        from compactor.errors import InvalidId
+        from compactor.errors import InvalidInput
         from compactor.tenancy import parse_tenants
 
         try:
             return list(parse_tenants(value))
-        except InvalidId as exc:  # -> a ValidationError naming COMPACTOR_TENANTS
+        except InvalidInput as exc:  # -> a ValidationError naming COMPACTOR_TENANTS (blank too)
             raise ValueError(str(exc)) from None
 
     @model_validator(mode="after")

@@ -7,7 +7,7 @@ import importlib
 import os
 import sys
 
-from compactor.cli.common import check_tenant_arg
+from compactor.cli.common import check_tenant_arg, cli_scope
 from compactor.errors import CompactorError
 
 # Modules that add subcommands; each defines register(subparsers). Order = help order.
@@ -24,6 +24,10 @@ COMMAND_MODULES = [
     "compactor.cli.report",
     "compactor.cli.bench",
 ]
+
+
+#: Commands that warn about unknown COMPACTOR_* variables themselves (config lists them too).
+_WARN_THEMSELVES = ("config", "worker", "dev")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,27 +64,54 @@ def version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    from compactor.cli.terminal import sanitized_output
+
+    # Every human-readable byte passes the terminal sanitizer; --json output is left as is.
+    with sanitized_output(stdout=False):
+        parser = build_parser()
+        args = parser.parse_args(argv)
+    with sanitized_output(stdout=not getattr(args, "json", False)):
+        return _run(parser, args)
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
     try:
+        if args.command not in _WARN_THEMSELVES:
+            from compactor.cli.config import warn_unknown_variables
+
+            warn_unknown_variables()  # a mistyped COMPACTOR_* variable is said by every command
+        cli_scope()  # a blank COMPACTOR_TENANTS is an error (fail closed), for every command
         check_tenant_arg(args)  # COMPACTOR_TENANTS binds the CLI: refuse before any I/O
         rc = args.func(args)
     except CompactorError as exc:
         print(f"compactor: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):
+            return _broken_pipe()
+        # A path the system refuses (too long, no permission, a directory): one line, exit 2.
+        if exc.filename is not None:
+            name = str(exc.filename)
+            shown = name if len(name) <= 80 else f"{name[:60]}...({len(name)} characters)"
+            print(f"compactor: error: {shown}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        print(f"compactor: error: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
-        # output piped into `head` and the like: not an error
-        try:
-            sys.stdout = open(os.devnull, "w")
-        except OSError:
-            pass
-        return 0
     return int(rc or 0)
+
+
+def _broken_pipe() -> int:
+    # output piped into `head` and the like: not an error
+    try:
+        sys.stdout = open(os.devnull, "w")
+    except OSError:
+        pass
+    return 0
 
 
 if __name__ == "__main__":

@@ -113,7 +113,10 @@ def open_log(args: argparse.Namespace, session: str | None = None) -> SessionLog
 
 def table(rows: list[list[object]], header: list[str]) -> str:
     """A plain aligned text table."""
-    cells = [[str(c) for c in header]] + [[str(c) for c in r] for r in rows]
+    from compactor.cli.terminal import sanitize
+
+    # sanitized before measuring, so escapes do not break the alignment
+    cells = [[sanitize(str(c)) for c in header]] + [[sanitize(str(c)) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     lines = []
     for n, r in enumerate(cells):

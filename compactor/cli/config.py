@@ -59,11 +59,19 @@ def unknown_variables(environ: dict[str, str], *settings_cls: Any) -> list[tuple
 
 def warn_unknown_variables() -> list[tuple[str, str | None]]:
     """Print one warning per ``COMPACTOR_*`` variable nothing reads (a typo is otherwise
-    silently ignored); returns them. ``compactor config``, ``worker`` and ``dev`` call it."""
-    from activities.llm import _AnthropicEnv
+    silently ignored); returns them. Every command calls it (``main``; ``config``, ``worker``
+    and ``dev`` themselves). Imports nothing when no such variable is set, and the LLM
+    settings (a heavy import) only when a variable is left unexplained by the others."""
+    environ = {k: v for k, v in os.environ.items() if k.upper().startswith("COMPACTOR_")}
+    if not environ:
+        return []
     from workers.settings import Settings
 
-    unknown = unknown_variables(dict(os.environ), Settings, _AnthropicEnv)
+    unknown = unknown_variables(environ, Settings)
+    if unknown:
+        from activities.llm import _AnthropicEnv
+
+        unknown = unknown_variables(environ, Settings, _AnthropicEnv)
     for var, close in unknown:
         hint = f" (did you mean {close}?)" if close else ""
         print(f"warning: {var} is not a compactor setting and is ignored{hint}", file=sys.stderr)

@@ -139,12 +139,21 @@ def cmd_view(args: argparse.Namespace) -> int:
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
+    """Every session of the tenant; a head that cannot be read is named, not fatal (exit 1)."""
+    from compactor.errors import CompactorError, StoreUnavailable
     from compactor.store import SessionLog, list_sessions, open_store
 
     store = open_store(args.store)
     rows = []
+    bad: list[dict[str, str]] = []
     for sid in list_sessions(store, args.tenant):
-        h = SessionLog(store, args.tenant, sid).head()
+        try:
+            h = SessionLog(store, args.tenant, sid).head()
+        except (NotFound, StoreUnavailable):
+            raise  # the store itself is gone: nothing else can be listed either
+        except CompactorError as exc:
+            bad.append({"session": sid, "error": str(exc)})
+            continue
         rows.append(
             {
                 "session": sid,
@@ -155,15 +164,21 @@ def cmd_sessions(args: argparse.Namespace) -> int:
             }
         )
     if args.json:
-        print(json.dumps(rows, indent=1))
-        return 0
-    if not rows:
+        print(json.dumps(rows + bad, indent=1))
+        return 1 if bad else 0
+    if not rows and not bad:
         print(f"no sessions for tenant {args.tenant!r} in {store.url}")
         return 0
-    print(
-        table(
-            [[r["session"], r["version"], r["checkpoint"] or "-", r["segments"], r["updated_at"] or "-"] for r in rows],
-            ["session", "events", "checkpoint", "segments", "updated"],
+    if rows:
+        print(
+            table(
+                [[r["session"], r["version"], r["checkpoint"] or "-", r["segments"], r["updated_at"] or "-"] for r in rows],
+                ["session", "events", "checkpoint", "segments", "updated"],
+            )
         )
-    )
-    return 0
+    for b in bad:
+        print(f"compactor: error: session {b['session']}: head unreadable: {b['error']}", file=sys.stderr)
+    if bad:
+        print(f"{len(bad)} of {len(rows) + len(bad)} session(s) could not be read; check them with "
+              f"`compactor verify SESSION`", file=sys.stderr)
+    return 1 if bad else 0

@@ -26,6 +26,10 @@ from compactor.cli.common import (
 from compactor.errors import InvalidInput, NotFound
 
 
+#: ``--diff`` given without a value: the current checkpoint (an empty value is an error).
+CURRENT = object()
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("dev", help="run the embedded stack (Temporal dev server + UI + worker)")
     p.add_argument("--port", type=int, default=7233, help="Temporal frontend port (default %(default)s)")
@@ -46,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("inspect", help="a session's head, checkpoints and compaction records (--diff: what "
                        "a checkpoint replaced)")
     add_session_args(p)
-    p.add_argument("--diff", nargs="?", const="", default=None, metavar="CHECKPOINT",
+    p.add_argument("--diff", nargs="?", const=CURRENT, default=None, metavar="CHECKPOINT",
                    help="show what CHECKPOINT (default: the current one) replaced and what its summary kept")
     add_json_arg(p)
     p.set_defaults(func=cmd_inspect)
@@ -54,6 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("rollback", help="point a session at an earlier checkpoint (or none)")
     add_session_args(p)
     p.add_argument("--to", required=True, metavar="CHECKPOINT|none")
+    p.add_argument("--force", action="store_true",
+                   help="roll back even when `compactor verify` finds damaged segments")
     add_json_arg(p)
     p.set_defaults(func=cmd_rollback)
 
@@ -321,9 +327,12 @@ async def _worker(settings: Any, quiet: bool = False) -> None:
 def cmd_inspect(args: argparse.Namespace) -> int:
     from compactor import operator
 
+    if isinstance(args.diff, str) and not args.diff.strip():
+        raise InvalidInput("--diff: empty checkpoint id; give one (`compactor inspect SESSION` lists "
+                           "them) or --diff alone for the current checkpoint")
     log = open_log(args)
     if args.diff is not None:
-        diff = operator.checkpoint_diff(log, args.diff or None)
+        diff = operator.checkpoint_diff(log, None if args.diff is CURRENT else args.diff)
         if args.json:
             print_json(diff)
         else:
@@ -392,7 +401,7 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     from compactor import operator
 
     target = None if args.to.lower() == "none" else args.to
-    res = operator.rollback(open_log(args), target)
+    res = operator.rollback(open_log(args), target, force=args.force)
     if args.json:
         print_json(res)
         return 0
@@ -418,7 +427,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     store = open_store(args.store)
     sessions = list_sessions(store, args.tenant) if args.all else [args.session]
     logs = [SessionLog(store, args.tenant, s) for s in sessions]
-    if not args.all and not logs[0].exists():
+    if not args.all and not _exists(logs[0]):
         operator.require(logs[0])  # NotFound, exit 2, like every command
     reports = [verify_session(log) for log in logs]
     if args.json:
@@ -428,6 +437,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
     else:
         print(f"no sessions for tenant {args.tenant} in {store.url}")
     return 0 if all(r.ok for r in reports) else 1
+
+
+def _exists(log: Any) -> bool:
+    """Whether the session has a head; an unreadable one (a link, say) exists for verify."""
+    from compactor.errors import IntegrityError
+
+    try:
+        return log.exists()
+    except IntegrityError:
+        return True
 
 
 def cmd_breaker(args: argparse.Namespace) -> int:

@@ -6,6 +6,15 @@ lock and never see a partial file); the lock makes check-then-write atomic, so t
 ``fcntl.flock`` on one of a fixed set of stripe files under ``.locks/`` (flock is per open file
 description, so it excludes threads of one process as well as other processes).
 Temporary files live under ``.tmp/`` on the same filesystem, so ``os.replace`` is atomic.
+
+Why every path is walked from a directory fd: a key names a path under the root, and a
+symbolic link anywhere below the root (``t/acme`` -> another tenant, ``log`` -> ``/tmp``,
+``head.json`` -> a file elsewhere) would carry reads and writes out of it. Each component is
+opened relative to its parent's fd with ``O_NOFOLLOW`` (directories created with ``mkdirat``,
+files created and renamed relative to their directory fds), so no link below the root is
+ever followed: an object reached through one is an IntegrityError naming the link, and
+``compactor verify`` reports the links it finds. The root itself may be a link (resolved once,
+when the store is opened: that is the operator's choice of directory).
 """
 
 from __future__ import annotations
@@ -14,16 +23,20 @@ import errno
 import fcntl
 import hashlib
 import os
+import stat
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from compactor.errors import InvalidInput, NotFound, PreconditionFailed
+from compactor.errors import IntegrityError, InvalidInput, NotFound, PreconditionFailed
 from compactor.store.base import check_key
 
 _STRIPES = 64
 _RESERVED = (".locks", ".tmp")
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
+_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC  # NONBLOCK: a planted FIFO never hangs a read
 
 
 def content_etag(data: bytes) -> str:
@@ -55,62 +68,159 @@ class LocalStore:
         return f"LocalStore({str(self.root)!r})"
 
     # --- helpers ----------------------------------------------------------------------------
-    def _path(self, key: str) -> Path:
+    def _key(self, key: str) -> str:
         check_key(key)
         if key.split("/", 1)[0] in _RESERVED:
             from compactor.errors import InvalidId
 
             raise InvalidId(f"invalid object key {key!r}: {key.split('/', 1)[0]} is reserved")
-        return self.root / key
+        return key
+
+    def _path(self, key: str) -> Path:
+        """The object's path (for tests and tools; the store itself opens by directory fd)."""
+        return self.root / self._key(key)
+
+    def _link_error(self, rel: str) -> IntegrityError:
+        return IntegrityError(
+            f"{rel!r} in store {self.url} is a symbolic link: links inside a store are never "
+            f"followed (they could lead out of it); replace it with the real directory or file, "
+            f"and run `compactor verify`",
+            key=rel,
+        )
+
+    def _open_dir(self, parts: list[str], *, create: bool) -> int:
+        """fd of the directory ``root/parts...``, each component opened without following a
+        link (created when ``create``). FileNotFoundError / NotADirectoryError when absent."""
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
+        try:
+            for i, part in enumerate(parts):
+                try:
+                    nfd = os.open(part, _DIR, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    try:
+                        os.mkdir(part, 0o755, dir_fd=fd)
+                    except FileExistsError:
+                        pass
+                    nfd = os.open(part, _DIR, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) and _is_link(part, fd):
+                        raise self._link_error("/".join(parts[: i + 1])) from None
+                    raise
+                os.close(fd)
+                fd = nfd
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    @contextmanager
+    def _dir(self, parts: list[str], *, create: bool = False) -> Iterator[int]:
+        fd = self._open_dir(parts, create=create)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
+    def _ready(self) -> None:
+        if self._dirs_ready:
+            return
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            for name in _RESERVED:
+                with self._dir([name], create=True):
+                    pass
+        except IntegrityError:
+            raise
+        except OSError as exc:  # a parent is a file, or no permission: nothing was written
+            raise InvalidInput(
+                f"cannot write to store {self.url}: {exc.strerror or exc}; give a writable "
+                "directory with --store file://DIR"
+            ) from None
+        self._dirs_ready = True
 
     @contextmanager
     def _locked(self, key: str) -> Iterator[None]:
-        if not self._dirs_ready:
-            try:
-                (self.root / ".locks").mkdir(parents=True, exist_ok=True)
-                (self.root / ".tmp").mkdir(parents=True, exist_ok=True)
-            except OSError as exc:  # a parent is a file, or no permission: nothing was written
-                raise InvalidInput(
-                    f"cannot write to store {self.url}: {exc.strerror or exc}; give a writable "
-                    "directory with --store file://DIR"
-                ) from None
-            self._dirs_ready = True
+        self._ready()
         stripe = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=4).digest(), "big")
-        path = self.root / ".locks" / f"{stripe % _STRIPES:02d}.lock"
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            with self._dir([".locks"]) as dfd:
+                fd = os.open(f"{stripe % _STRIPES:02d}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | _CLOEXEC,
+                             0o644, dir_fd=dfd)
         except PermissionError as exc:
             raise InvalidInput(
                 f"cannot write to store {self.url}: {exc.strerror}; give a writable directory "
                 "with --store file://DIR"
             ) from None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise self._link_error(f".locks/{stripe % _STRIPES:02d}.lock") from None
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
         finally:
             os.close(fd)  # closing the description releases the flock
 
-    @staticmethod
-    def _read(path: Path) -> bytes | None:
+    def _read(self, key: str) -> bytes | None:
+        """The object's bytes, None when absent (or a directory); a link is an IntegrityError."""
+        parts = key.split("/")
         try:
-            with open(path, "rb") as f:
-                return f.read()
-        except FileNotFoundError:
+            dfd = self._open_dir(parts[:-1], create=False)
+        except (FileNotFoundError, NotADirectoryError):
             return None
-        except IsADirectoryError:
-            return None
-        except NotADirectoryError:
-            return None
+        try:
+            try:
+                fd = os.open(parts[-1], _FILE, dir_fd=dfd)
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.EMLINK) and _is_link(parts[-1], dfd):
+                    raise self._link_error(key) from None
+                raise
+        finally:
+            os.close(dfd)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return None
+            return f.read()
+
+    def links(self, prefix: str = "") -> list[str]:
+        """Keys of the symbolic links at or below ``prefix`` (and links among its ancestor
+        directories), which no read or write follows: what ``compactor verify`` reports."""
+        base = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        parts = [p for p in base.split("/") if p]
+        for i in range(len(parts)):
+            rel = "/".join(parts[: i + 1])
+            try:
+                st = os.lstat(self.root / rel)
+            except (FileNotFoundError, NotADirectoryError):
+                return []
+            if stat.S_ISLNK(st.st_mode):
+                return [rel]
+            if not stat.S_ISDIR(st.st_mode):
+                return []
+        out: list[str] = []
+        start = self.root / base if base else self.root
+        for dirpath, dirnames, filenames in os.walk(start):  # followlinks=False
+            rel = os.path.relpath(dirpath, self.root)
+            rel = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+            for name in dirnames + filenames:
+                k = rel + name
+                if k.startswith(prefix) and os.path.islink(os.path.join(dirpath, name)):
+                    out.append(k)
+        return sorted(out)
 
     # --- protocol ---------------------------------------------------------------------------
     def get(self, key: str) -> tuple[bytes, str]:
-        data = self._read(self._path(key))
+        data = self._read(self._key(key))
         if data is None:
             raise NotFound(f"no object {key!r} in {self.url}", key=key)
         return data, content_etag(data)
 
     def head(self, key: str) -> str | None:
-        data = self._read(self._path(key))
+        data = self._read(self._key(key))
         return None if data is None else content_etag(data)
 
     def put(
@@ -121,11 +231,12 @@ class LocalStore:
         if_none_match: bool = False,
         if_match: str | None = None,
     ) -> str:
-        path = self._path(key)
+        self._key(key)
         data = bytes(data)
+        parts = key.split("/")
         with self._locked(key):
             if if_none_match or if_match is not None:
-                current = self._read(path)
+                current = self._read(key)
                 if if_none_match and current is not None:
                     raise PreconditionFailed(f"object {key!r} already exists", key=key)
                 if if_match is not None and (
@@ -134,29 +245,33 @@ class LocalStore:
                     raise PreconditionFailed(
                         f"object {key!r} changed (expected etag {if_match})", key=key
                     )
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.root / ".tmp" / f"{uuid.uuid4().hex}"
-            try:
-                with open(tmp, "wb") as f:
-                    f.write(data)
-                    if self.fsync:
-                        f.flush()
-                        os.fsync(f.fileno())
-                os.replace(tmp, path)
-            except BaseException:
+            tmp = uuid.uuid4().hex
+            with self._dir(parts[:-1], create=True) as dfd, self._dir([".tmp"]) as tfd:
                 try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
-            if self.fsync:
-                _fsync_dir(path.parent)
+                    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC,
+                                 0o644, dir_fd=tfd)
+                    with os.fdopen(fd, "wb") as f:
+                        f.write(data)
+                        if self.fsync:
+                            f.flush()
+                            os.fsync(f.fileno())
+                    # rename(2) replaces a link at the name, never what it points to
+                    os.replace(tmp, parts[-1], src_dir_fd=tfd, dst_dir_fd=dfd)
+                except BaseException:
+                    try:
+                        os.unlink(tmp, dir_fd=tfd)
+                    except OSError:
+                        pass
+                    raise
+                if self.fsync:
+                    os.fsync(dfd)
         return content_etag(data)
 
     def list(self, prefix: str) -> list[str]:
         # Walk only the deepest directory the prefix names, not the whole store.
         base = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         start = self.root / base if base else self.root
+        self._no_linked_ancestor(base)
         if not start.is_dir():
             return []
         out: list[str] = []
@@ -176,6 +291,7 @@ class LocalStore:
         """Names one level below ``prefix`` (which ends with "/"), in key order (``name/``),
         after ``start_after``, at most ``limit``."""
         start = self.root / prefix.rstrip("/") if prefix.strip("/") else self.root
+        self._no_linked_ancestor(prefix.strip("/"))
         try:
             names = [n for n in os.listdir(start) if n not in _RESERVED or prefix.strip("/")]
         except (FileNotFoundError, NotADirectoryError):
@@ -185,18 +301,23 @@ class LocalStore:
         return [k[:-1] for k in keyed[:limit]]
 
 
+    def _no_linked_ancestor(self, base: str) -> None:
+        parts = [p for p in base.split("/") if p]
+        for i in range(len(parts)):
+            rel = "/".join(parts[: i + 1])
+            try:
+                if stat.S_ISLNK(os.lstat(self.root / rel).st_mode):
+                    raise self._link_error(rel)
+            except (FileNotFoundError, NotADirectoryError):
+                return
+
+
+def _is_link(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
 def _quoted(etag: str) -> str:
     return etag if etag.startswith('"') else f'"{etag}"'
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError as exc:  # pragma: no cover - platform without directory fds
-        if exc.errno in (errno.EACCES, errno.EISDIR):
-            return
-        raise
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

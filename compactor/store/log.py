@@ -98,7 +98,14 @@ from compactor.errors import (
     PreconditionFailed,
 )
 from compactor.events import ArtifactRefBlock, Event
-from compactor.records import Checkpoint, CompactionRecord, Head, Segment, record_digest
+from compactor.records import (
+    Checkpoint,
+    CompactionRecord,
+    Head,
+    Segment,
+    foreign_segment,
+    record_digest,
+)
 from compactor.store.base import ObjectStore
 from compactor.store.caches import (  # noqa: F401 - _INDEXES/_VERIFIED_CKPTS: tests reset them here
     _INDEXES,
@@ -310,6 +317,10 @@ class SessionLog:
         return f"{self.prefix}log/{first:012d}-{last:012d}{tail}.jsonl"
 
     def _fetch(self, seg: Segment) -> list:
+        # Before the cache and the store: a foreign key gets the same answer whether it exists.
+        why = foreign_segment(seg.key, self.tenant, self.session)
+        if why:
+            raise IntegrityError(f"head {self.head_key!r} in {self.store.url}: {why}", key=self.head_key)
         hit = self.cache.get(seg)
         if hit is not None:
             return hit
@@ -896,7 +907,11 @@ class SessionLog:
         return key
 
     def read_record(self, key: str, data: bytes | None = None) -> CompactionRecord:
-        """A stored record, verified against its self-digest (legacy records have none)."""
+        """A stored record, verified against its self-digest (legacy records have none), and
+        its tenant and session against its key."""
+        base = f"{self.prefix}records/"
+        if not key.startswith(base) or "/" in key[len(base):]:
+            raise IntegrityError(f"record key {key!r} lies outside {base!r}", key=key)
         if data is None:
             data, _ = self.store.get(key)
         try:
@@ -908,6 +923,13 @@ class SessionLog:
             raise IntegrityError(
                 f"record {key!r} in {self.store.url} does not match its sha256 "
                 f"{rec.sha256[:16]}...: it was changed outside compactor; restore it from a backup",
+                key=key,
+            )
+        if (rec.tenant, rec.session) != (self.tenant, self.session):
+            raise IntegrityError(
+                f"record {key!r} in {self.store.url} names session {rec.tenant}/{rec.session}, "
+                f"not {self.tenant}/{self.session}: it was copied here from another session; "
+                f"remove it or restore the session from a backup",
                 key=key,
             )
         return rec

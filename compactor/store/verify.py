@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from compactor.errors import BucketNotFound, IntegrityError, NotFound
 from compactor.events import ArtifactRefBlock
-from compactor.records import Checkpoint, Head
+from compactor.records import Checkpoint, Head, foreign_segment
 from compactor.store.log import SessionLog, _sha
 
 
@@ -57,12 +57,14 @@ def verify_session(log: SessionLog) -> SessionReport:
         head = log.read_head_unchecked()
     except IntegrityError as exc:
         rep.findings.append(Finding(kind="problem", key=log.head_key, message=str(exc)))
+        _links(log, rep)
         return rep
     if head.etag is None:
         raise NotFound(
             f"no session {log.tenant}/{log.session} in {log.store.url}", key=log.head_key
         )
     rep.version = head.version
+    _links(log, rep)
     for msg in head.integrity_problems():
         rep.findings.append(Finding(kind="problem", key=log.head_key, message=msg))
     _segments(log, head, rep)
@@ -81,9 +83,26 @@ def _note(rep: SessionReport, key: str, message: str) -> None:
     rep.findings.append(Finding(kind="note", key=key, message=message))
 
 
+def _links(log: SessionLog, rep: SessionReport) -> None:
+    """Symbolic links in the session's directories (a local store; S3 has none): no read or
+    write follows them, and each is reported so an operator can replace it."""
+    links = getattr(log.store, "links", None)
+    if links is None:
+        return
+    for key in links(log.prefix):
+        _problem(rep, key, "a symbolic link inside the store: never followed (it could lead out "
+                           "of the store or into another tenant); replace it with the real object")
+
+
 def _segments(log: SessionLog, head: Head, rep: SessionReport) -> None:
-    """Each listed segment: present, bytes match the sha256, holds exactly its seqs."""
+    """Each listed segment: present, bytes match the sha256, holds exactly its seqs.
+
+    A key outside the session's log is reported with the head and never read: reading it
+    would tell whether another session's object exists.
+    """
     for seg in head.segments:
+        if foreign_segment(seg.key, log.tenant, log.session):
+            continue
         try:
             log._events(seg)  # fetch + sha256 + parse + seq range
         except IntegrityError as exc:

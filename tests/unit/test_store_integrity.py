@@ -15,30 +15,14 @@ from compactor.errors import IntegrityError
 from compactor.events import Event, TextBlock
 from compactor.records import Checkpoint, CompactionRecord, SeqRange
 from compactor.store import LocalStore, ObjectStore, SessionLog
-from compactor.store.s3 import S3Store
 from compactor.store.verify import verify_session
+from tests.unit.store_fixtures import cli_url, cold_process, store  # noqa: F401 - fixtures
 
 T, S = "acme", "sess"
 RULE = "Do not change the public API"
 
 
-@pytest.fixture(params=["local", "s3"])
-def store(request, tmp_path) -> ObjectStore:
-    if request.param == "local":
-        return LocalStore(tmp_path / "store")
-    endpoint = request.getfixturevalue("s3_endpoint")
-    bucket = request.getfixturevalue("s3_bucket")
-    return S3Store(bucket, "pfx", endpoint_url=endpoint)
-
-
-@pytest.fixture(autouse=True)
-def cold_process():
-    """Each read below is a fresh process: no verified checkpoint or id index to fall back on."""
-    logmod._VERIFIED_CKPTS.clear()
-    logmod._INDEXES.clear()
-    yield
-    logmod._VERIFIED_CKPTS.clear()
-    logmod._INDEXES.clear()
+pytestmark = pytest.mark.usefixtures("cold_process")
 
 
 def ev(i: str) -> Event:
@@ -89,15 +73,6 @@ def flip(store: ObjectStore, key: str, old: bytes, new: bytes) -> str:
     assert old in data
     store.put(key, data.replace(old, new, 1))
     return key
-
-
-@pytest.fixture
-def cli_url(store, monkeypatch) -> str:
-    """The URL the CLI opens ``store`` by (an S3 endpoint comes from AWS_ENDPOINT_URL)."""
-    if isinstance(store, LocalStore):
-        return f"file://{store.root}"
-    monkeypatch.setenv("AWS_ENDPOINT_URL", store.endpoint_url)
-    return store.url
 
 
 def verify_cli(url: str, capsys, *extra: str) -> tuple[int, str]:

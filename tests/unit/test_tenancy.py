@@ -188,7 +188,9 @@ def test_unbound_scope_allows_any_valid_tenant():
     assert not scope.bound and scope.check("anything") == "anything"
     with pytest.raises(InvalidId):
         scope.check("../x")
-    assert parse_tenants("") == () and parse_tenants(None) == ()
+    assert parse_tenants(None) == () and parse_tenants([]) == ()
+    with pytest.raises(InvalidInput, match="names no tenant"):  # blank is a mistake, not "any" (issue 15)
+        parse_tenants("")
 
 
 # --- the CLI bound by COMPACTOR_TENANTS ------------------------------------------------------
