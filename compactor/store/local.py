@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 from compactor.errors import InvalidInput, NotFound, PreconditionFailed
-from compactor.store.base import check_key
+from compactor.store.base import ObjectInfo, check_key
 
 _STRIPES = 64
 _RESERVED = (".locks", ".tmp")
@@ -183,6 +183,55 @@ class LocalStore:
         after = None if start_after is None else start_after + "/"
         keyed = sorted(n + "/" for n in names if after is None or n + "/" > after)
         return [k[:-1] for k in keyed[:limit]]
+
+    # --- lifecycle (gc, delete) -------------------------------------------------------------
+    def list_info(self, prefix: str) -> list[ObjectInfo]:
+        """Like ``list``, with each object's size and modification time."""
+        out = []
+        for key in self.list(prefix):
+            try:
+                st = os.stat(self.root / key)
+            except FileNotFoundError:  # removed while listing
+                continue
+            out.append(ObjectInfo(key, st.st_size, st.st_mtime))
+        return out
+
+    def delete(self, key: str) -> None:
+        """Remove ``key``; absent is not an error (as on S3). Under the key's lock, so a
+        conditional write of the same key sees it either present or gone."""
+        path = self._path(key)
+        with self._locked(key):
+            try:
+                os.unlink(path)
+            except (FileNotFoundError, NotADirectoryError):
+                return
+            except IsADirectoryError:
+                raise InvalidInput(f"cannot delete {key!r} in {self.url}: it is a directory") from None
+
+    def prune(self, prefix: str) -> None:
+        """Remove the empty directories left under ``prefix`` and its emptied parents.
+
+        ``delete`` removes files only: a writer may be creating the same directory meanwhile.
+        Called after a whole session or tenant is deleted.
+        """
+        base = prefix.strip("/")
+        if not base or base.split("/", 1)[0] in _RESERVED:
+            return
+        start = self._path(base)
+        if not start.is_dir():
+            return
+        for dirpath, _dirs, _files in sorted(os.walk(start), key=lambda w: -len(w[0])):
+            try:
+                os.rmdir(dirpath)
+            except OSError:  # not empty
+                pass
+        parent = start.parent
+        while parent != self.root:
+            try:
+                os.rmdir(parent)
+            except OSError:
+                break
+            parent = parent.parent
 
 
 def _quoted(etag: str) -> str:

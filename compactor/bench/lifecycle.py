@@ -1,0 +1,159 @@
+"""A busy session for the storage-lifecycle numbers (``compactor bench store``, its gc table)
+and tests: an agent's appends with compactions that merge appends made while they ran.
+
+The compactions run the real store steps (``activities.store_activities.StoreActivities``,
+called directly, no Temporal) under the same work prefixes and record as a workflow run, so
+the store ends up holding what a real deployment leaves: superseded segments, every run's work
+objects, checkpoints, records, artifacts.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from datetime import datetime, timezone
+from typing import Any
+
+from compactor.events import Event, TextBlock, ToolResultBlock, ToolUseBlock
+from compactor.store import ObjectStore, SessionLog
+
+_WORDS = ("def return value config request cache index query table session token retry "
+          "timeout branch commit merge patch handler worker queue schedule metric").split()
+
+
+def _text(rng: random.Random, n_words: int) -> str:
+    return " ".join(rng.choice(_WORDS) for _ in range(n_words))
+
+
+def agent_round(rng: random.Random, k: int, prefix: str = "r") -> list[Event]:
+    """One append of a coding agent: a tool call and its result (sometimes a large one, which
+    compaction externalizes to the artifact store), now and then a user message first."""
+    out: list[Event] = []
+    if k % 7 == 0:
+        out.append(Event(id=f"{prefix}{k}-u", role="user",
+                         blocks=[TextBlock(text=f"Request {k}: {_text(rng, 20)}")]))
+    uid = f"toolu_{prefix}{k:05d}"
+    size = 6_000 if k % 5 == 0 else rng.randint(40, 200)
+    out.append(Event(id=f"{prefix}{k}-a", role="assistant", blocks=[
+        TextBlock(text=f"Step {k}: {_text(rng, 12)}"),
+        ToolUseBlock(id=uid, name="Bash", input={"command": f"cat src/mod_{k}.py"}),
+    ]))
+    out.append(Event(id=f"{prefix}{k}-r", role="user", blocks=[
+        ToolResultBlock(tool_use_id=uid, content=[TextBlock(text=f"# mod {k}\n" + _text(rng, size))]),
+    ]))
+    return out
+
+
+async def busy_session(store: ObjectStore, tenant: str, session: str, *, appends: int = 100,
+                       compactions: int = 20, target_tokens: int = 3_000, seed: int = 7,
+                       prefix: str = "r") -> dict[str, int]:
+    """``appends`` appends with ``compactions`` compactions spread over them; each compaction
+    sees one append land between its validation and its swap, so its commit merges it.
+
+    Returns counts: appends, events (of the agent rounds), committed, noop, merges.
+    """
+    from activities.contracts import (
+        CommitInput, ExternalizeInput, FreezeInput, LiftInput, PlanInput, PolicyRef, RecordInput,
+        SummarizeInput, ValidateInput, params_hash, work_prefix,
+    )
+    from activities.store_activities import StoreActivities
+    from compactor.records import CompactionRecord, SeqRange
+
+    rng = random.Random(seed)
+    acts = StoreActivities(store)
+    log = SessionLog(store, tenant, session)
+    log.append([Event(id="sys", kind="pinned", role="system",
+                      blocks=[TextBlock(text="You are a careful coding agent. Never push to main.")]),
+                Event(id="goal", role="user", blocks=[TextBlock(text="Fix the flaky tests in src/.")])])
+    done = {"appends": 1, "events": 0, "committed": 0, "noop": 0, "merges": 0}
+
+    def append_round(k: int) -> None:
+        batch = agent_round(rng, k, prefix)
+        log.append(batch)
+        done["appends"] += 1
+        done["events"] += len(batch)
+
+    k = 0
+    per = max(1, (appends - 1) // max(1, compactions))
+    pol = PolicyRef(target_tokens=target_tokens)
+    for c in range(compactions):
+        for _ in range(per - 1):
+            k += 1
+            append_round(k)
+        snap = await acts.freeze_snapshot(FreezeInput(tenant=tenant, session=session))
+        phash = params_hash(policy=pol.model_dump(), summarizer="structured", model="structured",
+                            prev=snap.checkpoint)
+        pre = work_prefix(tenant, session, snap.version, phash)
+        run = f"{prefix}{c:03d}-{uuid.uuid4().hex[:8]}"
+        rec = CompactionRecord(id=run, tenant=tenant, session=session, workflow_id=f"compact/{tenant}/{session}",
+                               snapshot_version=snap.version, created_at=datetime.now(timezone.utc))
+        plan = await acts.plan_compaction(PlanInput(snapshot=snap, policy=pol, plan_key=pre + "plan.json"))
+        k += 1
+        if not plan.needed:
+            append_round(k)
+            done["noop"] += 1
+            await acts.write_record(RecordInput(record=rec.model_copy(update={"status": "noop"})))
+            continue
+        ext = await acts.externalize(ExternalizeInput(snapshot=snap, policy=pol, plan_key=plan.plan_key,
+                                                      layers_key=pre + "layers.json"))
+        lift = await acts.lift_state(LiftInput(snapshot=snap, covers_end=ext.covers_end, layers_key=ext.layers_key,
+                                               state_key=pre + "state.json", prev_checkpoint=snap.checkpoint))
+        summ = await acts.summarize_structured(SummarizeInput(
+            tenant=tenant, session=session, snapshot_version=snap.version, covers_end=ext.covers_end,
+            prev_checkpoint=snap.checkpoint, prev_checkpoint_sha256=snap.checkpoint_sha256,
+            state_key=lift.state_key, budget_tokens=ext.summary_budget, model="structured",
+            mode="template", output_key=pre + "summary-structured.json"))
+        val = await acts.validate_candidate(ValidateInput(
+            snapshot=snap, policy=pol, plan_key=plan.plan_key, layers_key=ext.layers_key,
+            state_key=lift.state_key, summary_key=summ.output_key, candidate_key=pre + "candidate.json",
+            covers_end=ext.covers_end))
+        append_round(k)  # the agent goes on while the compaction runs
+        if val.violations:
+            await acts.write_record(RecordInput(record=rec.model_copy(update={"status": "failed"})))
+            continue
+        out = await acts.commit_swap(CommitInput(snapshot=snap, policy=pol, candidate_key=val.candidate_key))
+        done["committed"] += 1
+        done["merges"] += out.conflicts_merged
+        await acts.write_record(RecordInput(record=rec.model_copy(update={
+            "status": "committed", "checkpoint": out.checkpoint_id, "checkpoint_sha256": out.checkpoint_sha256,
+            "committed_version": out.committed_version, "conflicts_merged": out.conflicts_merged,
+            "covers": SeqRange(start=1, end=ext.covers_end), "tokens_after": val.view_tokens,
+        })))
+    while done["appends"] < appends:
+        k += 1
+        append_round(k)
+    return done
+
+
+def stored_bytes(store: Any, prefix: str) -> int:
+    return sum(i.size for i in store.list_info(prefix))
+
+
+async def bench_gc(store: ObjectStore, *, appends: int = 100, compactions: int = 20,
+                   tenant: str = "bench", session: str | None = None) -> dict[str, Any]:
+    """Build a busy session, then gc it (grace 0: everything unreferenced goes): stored and
+    live bytes before and after, what was removed, and how long gc took."""
+    from compactor.store.gc import GcSettings, gc_tenant
+
+    session = session or "busy-" + uuid.uuid4().hex[:6]
+    t = time.perf_counter()
+    counts = await busy_session(store, tenant, session, appends=appends, compactions=compactions)
+    build_s = time.perf_counter() - t
+    t = time.perf_counter()
+    rep = gc_tenant(store, tenant, GcSettings(grace_s=0))
+    gc_s = time.perf_counter() - t
+    tot = rep.totals()
+    removed: dict[str, int] = {}
+    for s in rep.sessions:
+        for kind, n in s.removed.items():
+            removed[kind] = removed.get(kind, 0) + n
+    if rep.artifacts_removed:
+        removed["artifact"] = rep.artifacts_removed
+    return {
+        **counts, "compactions": compactions, "build_s": round(build_s, 2), "gc_s": round(gc_s, 3),
+        "stored_before": tot["stored_bytes"], "live_before": tot["live_bytes"],
+        "stored_after": tot["after_bytes"], "removed": removed,
+        "ratio_before": round(tot["stored_bytes"] / max(1, tot["live_bytes"]), 2),
+        "ratio_after": round(tot["after_bytes"] / max(1, tot["live_bytes"]), 2),
+    }
