@@ -6,8 +6,8 @@ artifact whose sha256 occurs in any object of another session of the tenant stay
 everything under ``t/{tenant}/``. Nothing outside those prefixes is read for writing or touched,
 so other sessions and tenants stay byte-identical.
 
-Order: the head first (readers and appenders then see no session), then the rest, then the
-deletion record. An interrupted delete leaves a headless remainder; running it again finishes
+Order: the head first (readers and appenders then see no session), then the session's own
+artifacts, then the rest, then the deletion record. An interrupted delete leaves a headless remainder; running it again finishes
 (``gc`` never touches a session without a head).
 
 The deletion record is written outside what was deleted: ``t/{tenant}/deletions/...`` for a
@@ -69,9 +69,9 @@ def _count(rec: DeletionRecord, info: ObjectInfo, kind: str) -> None:
     rec.bytes[kind] = rec.bytes.get(kind, 0) + info.size
 
 
-def _remove(store: ObjectStore, infos: list[ObjectInfo], head_key: str | None) -> None:
+def _remove(store: ObjectStore, infos: list[ObjectInfo]) -> None:
     lstore = lifecycle_store(store)
-    for info in sorted(infos, key=lambda i: i.key != head_key):  # the head first
+    for info in infos:
         lstore.delete(info.key)
 
 
@@ -119,9 +119,11 @@ def delete_session(store: ObjectStore, tenant: str, session: str, *, by: str | N
         arts = [a for a in arts if a.key[len(art_prefix):] not in shared]
     for a in arts:
         _count(rec, a, "artifact")
-    if not dry_run:
-        _remove(store, infos, prefix + "head.json")
-        _remove(store, arts, None)
+    if not dry_run:  # head, artifacts, the rest: a second run finds what a first left
+        head = [i for i in infos if i.key == prefix + "head.json"]
+        _remove(store, head)
+        _remove(store, arts)
+        _remove(store, [i for i in infos if i.key != prefix + "head.json"])
     return _finish(store, rec, f"t/{tenant}/deletions/{_stamp(at)}-{session}.json", prefix)
 
 
@@ -150,6 +152,6 @@ def delete_tenant(store: ObjectStore, tenant: str, *, by: str | None = None,
         _count(rec, info, kind)
     if not dry_run:
         heads = [i for i in infos if i.key.endswith("/head.json")]
-        _remove(store, heads, None)
-        _remove(store, [i for i in infos if not i.key.endswith("/head.json")], None)
+        _remove(store, heads)
+        _remove(store, [i for i in infos if not i.key.endswith("/head.json")])
     return _finish(store, rec, f"deletions/{tenant}/{_stamp(at)}.json", prefix)
