@@ -10,6 +10,7 @@ objects, checkpoints, records, artifacts.
 from __future__ import annotations
 
 import random
+import threading
 import time
 import uuid
 from datetime import datetime, timezone
@@ -157,3 +158,55 @@ async def bench_gc(store: ObjectStore, *, appends: int = 100, compactions: int =
         "ratio_before": round(tot["stored_bytes"] / max(1, tot["live_bytes"]), 2),
         "ratio_after": round(tot["after_bytes"] / max(1, tot["live_bytes"]), 2),
     }
+
+
+# --- gc beside bench chaos ------------------------------------------------------------------
+
+
+class GcLoop:
+    """``compactor gc`` of one session over and over in a thread, through the trial's store (the
+    faulty one in s3 trials), with a short grace period: the harshest neighbour a compaction,
+    an appender and a killed worker can have. A gc that fails midway is counted and run again."""
+
+    def __init__(self, store: Any, tenant: str, session: str, grace_s: float) -> None:
+        from compactor.store.gc import GcSettings
+
+        self.args = (store, tenant, session, GcSettings(grace_s=grace_s))
+        self.runs = self.removed = self.errors = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        from compactor.store.gc import gc_session
+
+        while not self._stop.is_set():
+            try:
+                rep = gc_session(*self.args)
+                self.runs += 1
+                self.removed += sum(rep.removed.values())
+            except Exception:  # noqa: BLE001 - store faults: gc is safe to stop anywhere
+                self.errors += 1
+            self._stop.wait(0.05)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def gc_problems(store: Any, tenant: str, session: str) -> list[str]:
+    """After a last gc (grace 0, nothing running): verify finds nothing, and every checkpoint a
+    record or the head names is there to roll back to."""
+    from compactor.store import SessionLog
+    from compactor.store.gc import GcSettings, gc_session
+    from compactor.store.verify import verify_session
+
+    gc_session(store, tenant, session, GcSettings(grace_s=0))
+    log = SessionLog(store, tenant, session)
+    out = [f"verify: {f.key}: {f.message}"[:200] for f in verify_session(log).problems]
+    named = {r.checkpoint for r in log.list_records() if r.checkpoint} | {log.head().checkpoint} - {None}
+    out += [f"checkpoint {c} named but gone" for c in sorted(named)
+            if store.head(f"{log.prefix}ckpt/{c}.json") is None]
+    return out

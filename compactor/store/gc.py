@@ -38,6 +38,9 @@ Why it is safe under concurrent appends and compactions (nothing is locked):
   version was written after the prefix's newest object - and that object is older than the
   grace period; a prefix no record closes (a held compaction awaiting approval, a run whose
   worker died) only after ``work_ttl_s`` (``COMPACTOR_WORK_TTL_S``, longer than any run).
+* A checkpoint named like a run's (``c{version}-{params}``) stays while that run's work prefix
+  is not closed by a record: a ``commit_swap`` retried after its worker died adopts the
+  checkpoint the lost attempt wrote, however old.
 * The head is read again before deleting; if it moved, the plan is computed again from the
   new head. After deleting, the head is read once more: a checkpoint it names that gc has just
   removed (a rollback raced with gc) is written back from the bytes read before the delete.
@@ -62,6 +65,7 @@ from compactor.store.log import SessionLog, validate_id
 
 _SEG = re.compile(r"log/(\d{12})-(\d{12})(?:\.[0-9a-f]+)?\.jsonl$")
 _WORK = re.compile(r"work/(\d{12})-[^/]+/")
+_CKPT = re.compile(r"c(\d{12})-([0-9a-f]{12})(?:-|$)")
 _HEX = re.compile(rb"[0-9a-f]{64}")
 _FINISHED = ("committed", "noop", "failed")
 REPLAN_ATTEMPTS = 3
@@ -234,7 +238,7 @@ def _plan(log: SessionLog, infos: list[ObjectInfo], now: float, cfg: GcSettings)
                 gone = now - max(over, default=now) > cfg.grace_s
         elif kind == "checkpoint":
             cid = rel[len("ckpt/"):-len(".json")] if rel.endswith(".json") else None
-            gone = old and cid is not None and cid not in kept
+            gone = old and cid is not None and cid not in kept and not _in_flight(cid, work_newest, finished)
         elif kind == "work":
             m = _WORK.match(rel)
             if m is None:
@@ -249,6 +253,17 @@ def _plan(log: SessionLog, infos: list[ObjectInfo], now: float, cfg: GcSettings)
               or (kind == "checkpoint" and rel[len("ckpt/"):-len(".json")] in kept)):
             plan.live_bytes += info.size
     return plan
+
+
+def _in_flight(cid: str, work_newest: dict[str, float], finished: dict[int, float]) -> bool:
+    """A checkpoint of a run no record has closed yet (``c{version}-{params}...``, the id
+    ``checkpoint_id_for`` gives, beside its work prefix): a commit_swap retried after its worker
+    died adopts the checkpoint the lost attempt wrote, so it stays while the run may go on."""
+    m = _CKPT.match(cid)
+    if m is None:
+        return False
+    newest = work_newest.get(f"work/{m.group(1)}-{m.group(2)}/")
+    return newest is not None and finished.get(int(m.group(1)), -1.0) < newest
 
 
 def gc_session(store: ObjectStore, tenant: str, session: str, cfg: GcSettings | None = None, *,

@@ -270,3 +270,20 @@ def test_gc_concurrent_with_appends_and_compactions_loses_nothing(store):
     assert verify_session(log).ok
     committed = [r.checkpoint for r in log.list_records() if r.checkpoint]
     views_of_every_checkpoint(log, committed)  # every recorded checkpoint still rolls back
+
+
+def test_the_checkpoint_of_a_run_still_in_flight_stays(store):
+    log = SessionLog(store, T, S)
+    log.append([ev("a"), ev("b"), ev("c")])
+    pre = f"t/{T}/s/{S}/"
+    # a commit_swap wrote its checkpoint, then its worker died: the retry will adopt it
+    store.put(pre + "work/000000000003-0123456789ab/candidate.json", b"{}")
+    cid = "c000000000003-0123456789ab"
+    log.write_checkpoint(Checkpoint(id=cid, tenant=T, session=S, covers=SeqRange(start=1, end=2), summary="s"))
+    assert not gc_session(store, T, S, NOW).removed
+    assert store.head(pre + f"ckpt/{cid}.json") is not None
+    # the run ends (a record at its snapshot version): both go
+    time.sleep(1.1)  # S3 times are whole seconds: the record is written after the work objects
+    log.write_record(CompactionRecord(id="run-x", tenant=T, session=S, status="failed", snapshot_version=3))
+    rep = gc_session(store, T, S, NOW)
+    assert rep.removed == {"checkpoint": 1, "work": 1}
