@@ -160,6 +160,32 @@ async def bench_gc(store: ObjectStore, *, appends: int = 100, compactions: int =
     }
 
 
+def bench_gc_row(store: ObjectStore, backend: str, *, quiet: bool = False) -> dict[str, Any]:
+    """``bench_gc`` on a fresh tenant of ``store``, as one row of ``bench store``'s gc table."""
+    import asyncio
+
+    if not quiet:
+        print(f"... {backend}: gc after 100 appends and 20 compactions", flush=True)
+    row = asyncio.run(bench_gc(store, tenant="gc-" + uuid.uuid4().hex[:6]))
+    return {"backend": backend, **row}
+
+
+def gc_table(rows: list[dict[str, Any]], *, markdown: bool = False) -> str:
+    """Stored vs live bytes before and after gc, one line per backend."""
+    header = ["backend", "appends", "compactions (merges)", "stored before", "live", "stored after",
+              "before / live", "after / live", "removed", "gc s"]
+    body = [[r["backend"], str(r["appends"]), f"{r['committed']} committed, {r['noop']} noop ({r['merges']})",
+             f"{r['stored_before']:,}", f"{r['live_before']:,}", f"{r['stored_after']:,}",
+             f"{r['ratio_before']:.2f}x", f"{r['ratio_after']:.2f}x",
+             ", ".join(f"{n} {k}" for k, n in sorted(r["removed"].items())), f"{r['gc_s']:.2f}"] for r in rows]
+    if markdown:
+        lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" if i else "---" for i in range(len(header))) + "|"]
+        return "\n".join(lines + ["| " + " | ".join(b) + " |" for b in body])
+    from compactor.cli.common import table
+
+    return "gc (bytes; target after gc <= 1.3x live):\n" + table(body, header)
+
+
 # --- gc beside bench chaos ------------------------------------------------------------------
 
 
