@@ -28,7 +28,10 @@ Why it is safe under concurrent appends and compactions (nothing is locked):
 
 * An object is removed only when it is unreferenced **and** older than the grace period
   (``grace_s``, ``COMPACTOR_GC_GRACE_S``): a segment or checkpoint written a moment ago and
-  not yet in the head, an artifact spilled by an import still running, survive.
+  not yet in the head, an artifact spilled by an import still running, survive. The grace
+  period must be longer than any reader holds a head before it fetches the segments the head
+  lists (bench chaos with 1 s, on a loaded 2-core machine, failed compactions whose freshly
+  started worker imported the engine between the two reads; 5 s lost nothing).
 * A segment is removed only if it ends at or before the head's version: any segment a future
   head can list ends past the version of the head it replaces (appends add seqs), so one that
   ends at or before it can never be listed again. Its age counts from when it was superseded
@@ -95,6 +98,12 @@ class GcSettings(BaseModel):
         description="0: keep every checkpoint the head or a record names. N: the head's, the N "
         "most recently recorded and the ones those are based on.",
     )
+
+    @property
+    def slack(self) -> float:
+        """S3 keeps LastModified in whole seconds (truncated): a positive grace period gets one
+        more second so an object is never taken for older than it is."""
+        return 1.0 if self.grace_s > 0 else 0.0
 
 
 class SessionGc(BaseModel):
@@ -228,14 +237,14 @@ def _plan(log: SessionLog, infos: list[ObjectInfo], now: float, cfg: GcSettings)
 
     for rel, info in by_rel.items():
         kind = object_kind(rel)
-        old = now - info.modified > cfg.grace_s
+        old = now - info.modified > cfg.grace_s + cfg.slack
         gone = False
         if kind == "segment" and info.key not in listed:
             m = _SEG.search(rel)
             if m and old and int(m.group(2)) <= head.version:
                 first, last = int(m.group(1)), int(m.group(2))
                 over = [seg_time.get(s.key, now) for s in head.segments if s.first <= last and s.last >= first]
-                gone = now - max(over, default=now) > cfg.grace_s
+                gone = now - max(over, default=now) > cfg.grace_s + cfg.slack
         elif kind == "checkpoint":
             cid = rel[len("ckpt/"):-len(".json")] if rel.endswith(".json") else None
             gone = old and cid is not None and cid not in kept and not _in_flight(cid, work_newest, finished)
@@ -246,7 +255,7 @@ def _plan(log: SessionLog, infos: list[ObjectInfo], now: float, cfg: GcSettings)
             else:
                 newest = work_newest[m.group(0)]
                 closed = finished.get(int(m.group(1)), -1.0) >= newest
-                gone = now - newest > (cfg.grace_s if closed else max(cfg.work_ttl_s, cfg.grace_s))
+                gone = now - newest > (cfg.grace_s if closed else max(cfg.work_ttl_s, cfg.grace_s)) + cfg.slack
         if gone:
             plan.delete.append((info, kind))
         elif (kind in ("head", "record", "other") or (kind == "segment" and info.key in listed)
@@ -386,7 +395,7 @@ def gc_tenant(store: ObjectStore, tenant: str, cfg: GcSettings | None = None, *,
         rep.artifacts_stored += 1
         rep.artifacts_stored_bytes += info.size
         sha = info.key[len(art_prefix):]
-        if sha in refs or t - info.modified <= cfg.grace_s:
+        if sha in refs or t - info.modified <= cfg.grace_s + cfg.slack:
             continue
         if not dry_run:
             lstore.delete(info.key)
