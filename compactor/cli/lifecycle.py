@@ -105,7 +105,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
         if rep.stored_objects == 0:
             raise NotFound(f"no session {tenant}/{args.session} in {store.url}")
         doc: Any = {"sessions": [rep.model_dump(mode="json") | {"after_bytes": rep.after_bytes}]}
-        failed = rep.skipped is not None and "no head" not in rep.skipped
+        failed = rep.damaged
         if args.json:
             print_json(doc)
         else:
@@ -116,7 +116,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
     for t in tenants:
         scope.check(t)
     reps = [gc_tenant(store, t, cfg, dry_run=args.dry_run) for t in tenants]
-    damaged = [s for r in reps for s in r.sessions if s.skipped and "no head" not in s.skipped]
+    damaged = [s for r in reps for s in r.sessions if s.damaged]
     if args.json:
         print_json({"tenants": [r.model_dump(mode="json") | {"totals": r.totals()} for r in reps]})
         return 1 if damaged else 0

@@ -29,7 +29,7 @@ from pydantic import BaseModel, Field
 
 from compactor.errors import NotFound
 from compactor.store.base import ObjectInfo, ObjectStore
-from compactor.store.gc import object_kind, lifecycle_store, referenced_artifacts, session_ids
+from compactor.store.gc import delete_all, lifecycle_store, object_kind, referenced_artifacts, session_ids
 from compactor.store.log import validate_id
 
 
@@ -70,9 +70,7 @@ def _count(rec: DeletionRecord, info: ObjectInfo, kind: str) -> None:
 
 
 def _remove(store: ObjectStore, infos: list[ObjectInfo]) -> None:
-    lstore = lifecycle_store(store)
-    for info in infos:
-        lstore.delete(info.key)
+    delete_all(store, [i.key for i in infos])
 
 
 def _finish(store: ObjectStore, rec: DeletionRecord, key: str, prefix: str) -> DeletionRecord:

@@ -114,6 +114,7 @@ class SessionGc(BaseModel):
     version: int = 0
     dry_run: bool = False
     skipped: str | None = Field(default=None, description="Why nothing was removed (no head, damaged).")
+    damaged: bool = Field(default=False, description="Skipped because the head or a record fails its checks.")
     stored_bytes: int = Field(default=0, description="Every object of the session before gc.")
     stored_objects: int = 0
     live_bytes: int = Field(
@@ -149,6 +150,17 @@ class TenantGc(BaseModel):
         live = sum(s.live_bytes for s in self.sessions) + self.artifacts_stored_bytes - self.artifacts_removed_bytes
         return {"stored_bytes": stored, "live_bytes": live, "removed_bytes": removed,
                 "after_bytes": stored - removed}
+
+
+def delete_all(store: ObjectStore, keys: list[str]) -> None:
+    """Delete ``keys`` in order: in batches where the store has them (S3 DeleteObjects)."""
+    many = getattr(store, "delete_many", None)
+    if many is not None:
+        many(keys)
+        return
+    lstore = lifecycle_store(store)
+    for key in keys:
+        lstore.delete(key)
 
 
 def lifecycle_store(store: ObjectStore) -> LifecycleStore:
@@ -211,6 +223,8 @@ def _plan(log: SessionLog, infos: list[ObjectInfo], now: float, cfg: GcSettings)
     """Decide what to delete; raises IntegrityError if the head or a record cannot be trusted."""
     plan = _Plan()
     head = log.head()  # checked: a damaged head stops gc of this session
+    if head.etag is None:
+        raise NotFound(f"the head of {log.tenant}/{log.session} is gone", key=log.head_key)
     plan.etag, plan.version = head.etag, head.version
     pre = len(log.prefix)
     by_rel = {i.key[pre:]: i for i in infos}
@@ -298,14 +312,19 @@ def _gc_session(store: ObjectStore, tenant: str, session: str, cfg: GcSettings, 
         try:
             plan = _plan(log, infos, t, cfg)
         except IntegrityError as exc:
-            rep.skipped = f"{exc}; nothing removed"
+            rep.skipped, rep.damaged = f"{exc}; nothing removed", True
             rep.live_bytes = rep.stored_bytes
             return rep, []
-        if store.head(log.head_key) == plan.etag:
+        except NotFound:  # removed while we read it (a delete running): look again
+            plan = None
+        if plan is not None and store.head(log.head_key) == plan.etag:
             break
         rep.replans += 1
         infos = lstore.list_info(log.prefix)
-    assert plan is not None
+    if plan is None or store.head(log.head_key) is None:
+        rep.skipped = "the session changed while gc read it (a delete running?): nothing removed"
+        rep.live_bytes = rep.stored_bytes
+        return rep, []
     rep.version, rep.live_bytes = plan.version, plan.live_bytes
     rep.kept_checkpoints, rep.retired_checkpoints = plan.kept, plan.retired
     if not dry_run:
@@ -316,7 +335,7 @@ def _gc_session(store: ObjectStore, tenant: str, session: str, cfg: GcSettings, 
                     saved[info.key] = store.get(info.key)[0]
                 except NotFound:
                     continue
-            lstore.delete(info.key)
+        delete_all(store, [i.key for i, _ in plan.delete])
         rep.restored = _restore_named(log, saved)
     removed = [(i, k) for i, k in plan.delete if i.key not in rep.restored]
     rep.removed = dict(Counter(k for _, k in removed))
@@ -387,19 +406,23 @@ def gc_tenant(store: ObjectStore, tenant: str, cfg: GcSettings | None = None, *,
         srep, removed = _gc_session(store, tenant, session, cfg, dry_run, now)
         rep.sessions.append(srep)
         gone.update(removed)
-    left = [k for k in store.list(f"t/{tenant}/s/") if k not in gone]
+    # heads and records hold digests of segments and checkpoints, never artifact references
+    left = [k for k in store.list(f"t/{tenant}/s/") if k not in gone
+            and not k.endswith("/head.json") and "/records/" not in k]
     refs = referenced_artifacts(store, left)
     t = time.time() if now is None else now
     art_prefix = f"t/{tenant}/a/sha256/"
+    doomed = []
     for info in lstore.list_info(art_prefix):
         rep.artifacts_stored += 1
         rep.artifacts_stored_bytes += info.size
         sha = info.key[len(art_prefix):]
         if sha in refs or t - info.modified <= cfg.grace_s + cfg.slack:
             continue
-        if not dry_run:
-            lstore.delete(info.key)
+        doomed.append(info.key)
         rep.artifacts_removed += 1
         rep.artifacts_removed_bytes += info.size
+    if not dry_run:
+        delete_all(store, doomed)
     return rep
 

@@ -312,3 +312,21 @@ class S3Store:
             if isinstance(mapped, NotFound) and not isinstance(mapped, BucketNotFound):
                 return
             raise mapped from None
+
+    def delete_many(self, keys: list[str], *, batch: int = 1000) -> None:
+        """Remove ``keys`` with DeleteObjects, ``batch`` (S3's maximum: 1,000) per request;
+        absent keys are fine."""
+        for i in range(0, len(keys), batch):
+            chunk = [{"Key": self._key(k)} for k in keys[i : i + batch]]
+            try:
+                r = self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": chunk, "Quiet": True})
+            except Exception as exc:
+                raise self._map(exc, keys[i]) from None
+            errs = [e for e in r.get("Errors", ()) if e.get("Code") != "NoSuchKey"]
+            if errs:
+                raise StoreUnavailable(
+                    f"deleting {errs[0].get('Key')!r} in {self.url} failed ({errs[0].get('Code')}): "
+                    f"{len(errs)} of {len(chunk)} keys not deleted; check the credentials "
+                    "(s3:DeleteObject) and run the command again",
+                    key=keys[i],
+                )

@@ -190,3 +190,16 @@ def test_list_info_and_delete(store):
     assert store.list("t/a/") == ["t/a/s/1/head.json"] and store.head("t/a/s/1/log/x.jsonl") is None
     store.put("t/a/s/1/log/x.jsonl", b"again", if_none_match=True)  # a deleted key can be created again
     assert store.get("t/a/s/1/log/x.jsonl")[0] == b"again"
+
+
+def test_delete_many_in_batches(store):
+    from compactor.store.gc import delete_all
+
+    keys = [f"t/a/s/1/work/{i:04d}.json" for i in range(7)]
+    for k in keys:
+        store.put(k, b"x")
+    store.put("t/a/s/1/head.json", b"{}")
+    if isinstance(store, S3Store):
+        store.delete_many(keys[:5] + ["t/a/s/1/absent.json"], batch=2)  # 3 requests, one absent key
+    delete_all(store, keys)
+    assert store.list("t/a/") == ["t/a/s/1/head.json"]

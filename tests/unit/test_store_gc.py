@@ -287,3 +287,22 @@ def test_the_checkpoint_of_a_run_still_in_flight_stays(store):
     log.write_record(CompactionRecord(id="run-x", tenant=T, session=S, status="failed", snapshot_version=3))
     rep = gc_session(store, T, S, NOW)
     assert rep.removed == {"checkpoint": 1, "work": 1}
+
+
+def test_the_documented_s3_lifecycle_rules_are_accepted_by_an_s3_endpoint(s3_endpoint, s3_bucket):
+    import json
+    from pathlib import Path
+
+    import boto3
+
+    infra = Path(__file__).resolve().parents[2] / "infra"
+    rules = json.loads((infra / "s3" / "lifecycle.json").read_text())
+    client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
+    client.put_bucket_lifecycle_configuration(Bucket=s3_bucket, LifecycleConfiguration=rules)
+    got = client.get_bucket_lifecycle_configuration(Bucket=s3_bucket)["Rules"]
+    by_id = {r["ID"]: r for r in got}
+    assert by_id["compactor-abort-incomplete-multipart"]["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1}
+    assert by_id["compactor-expire-noncurrent-versions"]["NoncurrentVersionExpiration"]["NoncurrentDays"] == 7
+    policy = json.loads((infra / "iam" / "gc-policy.json").read_text())
+    actions = {a for s in policy["Statement"] for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    assert "s3:DeleteObject" in actions  # gc and delete are the only deleters
