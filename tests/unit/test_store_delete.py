@@ -118,6 +118,8 @@ def test_an_interrupted_delete_finishes_when_run_again(store, dies_at):
     with_artifact(store, "acme", "one", b"data " * 50)
 
     class Dies:
+        delete_many = None  # one delete at a time, through the hook below
+
         def __init__(self, inner):
             self.inner, self.url, self.n = inner, inner.url, 0
 
