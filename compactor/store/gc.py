@@ -325,6 +325,7 @@ def _gc_session(store: ObjectStore, tenant: str, session: str, cfg: GcSettings, 
         rep.skipped = "the session changed while gc read it (a delete running?): nothing removed"
         rep.live_bytes = rep.stored_bytes
         return rep, []
+    rep.stored_objects, rep.stored_bytes = len(infos), sum(i.size for i in infos)  # as planned
     rep.version, rep.live_bytes = plan.version, plan.live_bytes
     rep.kept_checkpoints, rep.retired_checkpoints = plan.kept, plan.retired
     if not dry_run:
