@@ -134,12 +134,15 @@ def cmd_gc(args: argparse.Namespace) -> int:
     return 1 if damaged else 0
 
 
+_NOUN = {"work": "work object"}
+
+
 def _session_line(rep: Any) -> str:
     name = f"{rep.tenant}/{rep.session}"
     if rep.skipped:
         return f"{name}: skipped: {rep.skipped}"
     verb = "would remove" if rep.dry_run else "removed"
-    what = ", ".join(f"{n} {k}{'s' if n != 1 else ''}" for k, n in sorted(rep.removed.items())) or "nothing"
+    what = ", ".join(f"{n} {_NOUN.get(k, k)}{'s' if n != 1 else ''}" for k, n in sorted(rep.removed.items())) or "nothing"
     ratio = f" ({rep.after_bytes / rep.live_bytes:.2f}x live)" if rep.live_bytes else ""
     line = (f"{name}: {verb} {what} ({_size(sum(rep.removed_bytes.values()))}); stored "
             f"{_size(rep.stored_bytes)} -> {_size(rep.after_bytes)}, live {_size(rep.live_bytes)}{ratio}")
