@@ -16,6 +16,7 @@ from activities.contracts import DEFAULT_MODEL
 
 if TYPE_CHECKING:
     from compactor.importers import ImportLimits
+    from compactor.store.gc import GcSettings
 
 
 class Settings(BaseSettings):
@@ -200,6 +201,36 @@ class Settings(BaseSettings):
         description="Import: largest whole-document transcript (.traj, Gemini chat JSON, "
         "OpenCode export, message lists), which is read at once rather than line by line.",
     )
+
+    # storage lifecycle (compactor gc; compactor/store/gc.py)
+    gc_grace_s: float = Field(
+        default=900.0,
+        ge=0,
+        description="gc: an unreferenced object younger than this (seconds) stays: a segment or "
+        "checkpoint just written and not yet in the head, a superseded segment a reader may "
+        "still be reading, an artifact an import is about to reference.",
+    )
+    work_ttl_s: float = Field(
+        default=172_800.0,
+        ge=0,
+        description="gc: work objects of a run that no record closes (a held compaction, a run "
+        "whose worker died) are removed after this many seconds; set it above the longest run "
+        "(approval_timeout_s included). Finished runs' work objects go after the grace period.",
+    )
+    retain_checkpoints: int = Field(
+        default=0,
+        ge=0,
+        description="gc: 0 keeps every checkpoint the head or a record names (rollback to any "
+        "of them works). N keeps the head's, the N most recently recorded and the ones those "
+        "are based on; older checkpoints are removed, their records stay.",
+    )
+
+    def gc_settings(self) -> "GcSettings":
+        """The gc bounds as compactor.store.gc takes them."""
+        from compactor.store.gc import GcSettings
+
+        return GcSettings(grace_s=self.gc_grace_s, work_ttl_s=self.work_ttl_s,
+                          retain_checkpoints=self.retain_checkpoints)
 
     @field_validator("log_format")
     @classmethod

@@ -19,7 +19,9 @@ After each trial: every appended event is in the log exactly once and in order (
 ids unique), the view renders to a valid Messages API request, the workflow closed (no stuck
 workflow), its outcome agrees with the head, the record and the search attribute (committed:
 the head's checkpoint is the run's; noop/failed: the checkpoint is unchanged), and the run
-committed at most one checkpoint.
+committed at most one checkpoint. ``gc`` runs on the trial's session in a loop meanwhile
+(``--gc-grace``, default 5 s); after the trial a last gc (grace 0) and then ``verify`` find
+nothing, and every checkpoint a record names is still there to roll back to.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from compactor.bench.lifecycle import GcLoop, gc_problems
 from compactor.bench.store import _pct
 from compactor.events import Event, TextBlock, ToolResultBlock, ToolUseBlock
 
@@ -53,6 +56,9 @@ KILL_POINTS = ("random", "in-commit", "after-commit")
 DEFAULT_FAULTS = "error=0.04,write500=0.02,drop=0.02,stall=0.02"
 LAND_WITHIN_S = 30.0
 STEADY_INTERVAL_S = 0.1
+# gc beside every trial. 1 s was too short on a loaded 2-core box: a worker that had just read
+# the head imported the engine (cold process) for over a second before fetching the segments.
+GC_GRACE_S = 5.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -71,6 +77,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--parallel", type=int, default=2, help="trials run at once (default %(default)s)")
     p.add_argument("--stuck-after", type=float, default=180.0,
                    help="seconds after which an open workflow counts as stuck (default %(default)s)")
+    p.add_argument("--gc-grace", type=float, default=GC_GRACE_S,
+                   help="each trial runs `gc` on its session in a loop with this grace period in "
+                   "seconds (default %(default)s; a negative value: no gc)")
     p.add_argument("--json", action="store_true", help="print the summary and per-trial rows as JSON")
     p.add_argument("--out", help="also write the JSON (summary + rows) to this file")
     p.set_defaults(func=run)
@@ -277,6 +286,10 @@ class TrialRow:
     two_checkpoints: bool = False
     stuck: bool = False
     landed: bool | None = None
+    gc_runs: int = 0
+    gc_removed: int = 0
+    gc_errors: int = 0
+    gc_problems: list[str] = field(default_factory=list)
 
 
 def plan_trials(n: int, seed: int, s3: bool) -> list[TrialSpec]:
@@ -443,7 +456,7 @@ class Appender:
             self._append(extra, time.monotonic() + 60)
 
 
-async def run_trial(stack: Stack, spec: TrialSpec, *, stuck_after: float) -> TrialRow:
+async def run_trial(stack: Stack, spec: TrialSpec, *, stuck_after: float, gc_grace: float = -1.0) -> TrialRow:
     from temporalio.client import WorkflowFailureError
 
     from compactor.client import CompactorClient
@@ -462,6 +475,7 @@ async def run_trial(stack: Stack, spec: TrialSpec, *, stuck_after: float) -> Tri
     w1 = stack.spawn(store_url, tq, mode, env)
     w2: subprocess.Popen | None = None
     appender: Appender | None = None
+    gc_loop: GcLoop | None = None
     lines = _lines(w1)
     try:
         if not await asyncio.wait_for(_wait_line(lines, "ready"), 180):
@@ -477,6 +491,9 @@ async def run_trial(stack: Stack, spec: TrialSpec, *, stuck_after: float) -> Tri
         run_id = handle.result_run_id
         if appender is not None:
             appender.start()
+        if gc_grace >= 0:
+            gc_loop = GcLoop(store, stack.tenant, session, gc_grace)
+            gc_loop.start()
         result = asyncio.ensure_future(handle.result())
         if spec.kill is not None:
             row.killed_at = await _kill_at(spec.kill, rng, lines, result, w1)
@@ -496,6 +513,9 @@ async def run_trial(stack: Stack, spec: TrialSpec, *, stuck_after: float) -> Tri
         if appender is not None:
             # A late result for the abandoned call: once committed, the checkpoint covers it.
             appender.stop([agent.deploy_result()] if not agent.deploy_done else None)
+        if gc_loop is not None:
+            await asyncio.to_thread(gc_loop.stop)
+            row.gc_runs, row.gc_removed, row.gc_errors = gc_loop.runs, gc_loop.removed, gc_loop.errors
         row.outcome = "stuck" if row.stuck else (out.status if out is not None else "failed")
         row.error = err or (out.record.error if out is not None and out.status != "committed" else None)
         if out is not None:
@@ -512,11 +532,15 @@ async def run_trial(stack: Stack, spec: TrialSpec, *, stuck_after: float) -> Tri
             sa = (await handle.describe()).typed_search_attributes.get(SA_STATUS)
         await asyncio.to_thread(_check, row, SessionLog(check_store, stack.tenant, session), before,
                                 expected, unconfirmed, run_id, out, sa)
+        if gc_loop is not None:
+            row.gc_problems = await asyncio.to_thread(gc_problems, check_store, stack.tenant, session)
         if spec.kind == "s3" and row.outcome != "noop":  # a noop has nothing to land
             row.landed = row.outcome == "committed" and (row.finish_s or 1e9) <= LAND_WITHIN_S
     finally:
         if appender is not None and appender._thread.is_alive():
             appender.stop()
+        if gc_loop is not None and gc_loop._thread.is_alive():
+            gc_loop.stop()
         _kill(w1)
         _kill(w2)
     return row
@@ -591,6 +615,10 @@ def summarize(rows: list[TrialRow]) -> dict[str, Any]:
         "outcome_mismatches": sum(1 for r in rows if r.mismatch),
         "two_checkpoint_runs": sum(1 for r in rows if r.two_checkpoints),
         "stuck_workflows": sum(1 for r in rows if r.stuck),
+        "gc_runs": sum(r.gc_runs for r in rows),
+        "gc_removed": sum(r.gc_removed for r in rows),
+        "gc_errors": sum(r.gc_errors for r in rows),
+        "gc_problems": sum(1 for r in rows if r.gc_problems),
         "outcomes": dict(Counter(r.outcome for r in rows)),
         "kills": dict(Counter((r.killed_at or "").split(" ")[0].split("+")[0] for r in rows if r.kill)),
         "landed": sum(1 for r in steady if r.landed),
@@ -604,7 +632,8 @@ def summarize(rows: list[TrialRow]) -> dict[str, Any]:
 
 async def run_chaos(trials: int, *, seed: int = 1, s3: bool = False, faults: str = DEFAULT_FAULTS,
                     parallel: int = 2, stuck_after: float = 180.0, temporal_address: str | None = None,
-                    s3_endpoint: str | None = None, progress: Any = None) -> dict[str, Any]:
+                    s3_endpoint: str | None = None, progress: Any = None,
+                    gc_grace: float = GC_GRACE_S) -> dict[str, Any]:
     """Run the trials on an embedded stack (or the given server/endpoint); summary + rows."""
     loop = asyncio.get_running_loop()
     loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=16 + 8 * parallel))
@@ -617,7 +646,7 @@ async def run_chaos(trials: int, *, seed: int = 1, s3: bool = False, faults: str
     async def one(spec: TrialSpec) -> None:
         async with gate:
             try:
-                row = await run_trial(stack, spec, stuck_after=stuck_after)
+                row = await run_trial(stack, spec, stuck_after=stuck_after, gc_grace=gc_grace)
             except Exception as exc:  # a harness failure is reported, not hidden
                 row = TrialRow(spec.index, spec.kind, spec.seed, spec.kill, outcome="harness-error",
                                error=f"{type(exc).__name__}: {exc}"[:300])
@@ -632,6 +661,7 @@ async def run_chaos(trials: int, *, seed: int = 1, s3: bool = False, faults: str
     rows.sort(key=lambda r: r.index)
     summary = summarize(rows)
     summary.update(seed=seed, s3=s3, faults=faults if s3 else None, parallel=parallel,
+                   gc_grace_s=gc_grace if gc_grace >= 0 else None,
                    wall_s=round(time.monotonic() - t0, 1), cpus=os.cpu_count())
     if stack.proxy is not None:
         summary["proxy"] = {"requests": stack.proxy.stats.requests, "injected": stack.proxy.stats.injected}
@@ -653,6 +683,10 @@ def report(res: dict[str, Any]) -> str:
         ("outcome mismatches", s["outcome_mismatches"]),
         ("two-checkpoint runs", s["two_checkpoint_runs"]),
         ("stuck workflows", s["stuck_workflows"]),
+        ("gc alongside (grace {} s)".format(s.get("gc_grace_s")),
+         f"{s.get('gc_runs', 0):,} runs removed {s.get('gc_removed', 0):,} objects "
+         f"({s.get('gc_errors', 0)} stopped by store faults); trials with a problem after gc: "
+         f"{s.get('gc_problems', 0)}"),
         ("landed under steady appends (100 ms, S3 faults)", landed),
         ("time to finish p50 / p95 / max", f"{s['finish_s_p50']} s / {s['finish_s_p95']} s / {s['finish_s_max']} s"),
         ("outcomes", ", ".join(f"{k} {v}" for k, v in sorted(s["outcomes"].items()))),
@@ -663,11 +697,13 @@ def report(res: dict[str, Any]) -> str:
                      + ", ".join(f"{k} {v}" for k, v in inj.items()) + ")"))
     out = ["| measure | value |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
     bad = [t for t in res["trials"] if t["lost"] or t["duplicated"] or t["invalid_view"] or t["mismatch"]
-           or t["two_checkpoints"] or t["stuck"] or t["log_problems"] or t["outcome"] == "harness-error"]
+           or t["two_checkpoints"] or t["stuck"] or t["log_problems"] or t["outcome"] == "harness-error"
+           or t.get("gc_problems")]
     for t in bad[:20]:
         out.append(f"- trial {t['index']} ({t['kind']}, kill {t['kill']}, seed {t['seed']}): "
                    f"{t['outcome']} {t['error'] or ''} lost {t['lost']} dup {t['duplicated']} "
-                   f"view {t['invalid_view'][:2]} mismatch {t['mismatch'][:2]} log {t['log_problems']}")
+                   f"view {t['invalid_view'][:2]} mismatch {t['mismatch'][:2]} log {t['log_problems']}"
+                   + (f" gc {t['gc_problems'][:2]}" if t.get("gc_problems") else ""))
     return "\n".join(out)
 
 
@@ -680,17 +716,18 @@ def run(args: argparse.Namespace) -> int:
 async def _main(args: argparse.Namespace) -> int:
     def progress(row: TrialRow, n: int) -> None:
         flag = "" if not (row.lost or row.duplicated or row.invalid_view or row.mismatch
-                          or row.two_checkpoints or row.stuck) else "  <-- PROBLEM"
+                          or row.two_checkpoints or row.stuck or row.gc_problems) else "  <-- PROBLEM"
         print(f"[{n}/{args.trials}] trial {row.index} {row.kind} kill={row.kill} -> {row.outcome}"
               f" {row.error or ''} in {row.finish_s}s ({row.killed_at or '-'}){flag}",
               file=sys.stderr, flush=True)
 
     res = await run_chaos(args.trials, seed=args.seed, s3=args.s3, faults=args.faults,
-                          parallel=args.parallel, stuck_after=args.stuck_after, progress=progress)
+                          parallel=args.parallel, stuck_after=args.stuck_after, progress=progress,
+                          gc_grace=args.gc_grace)
     if args.out:
         Path(args.out).write_text(json.dumps(res, indent=1))
     print(json.dumps(res, indent=1) if args.json else report(res))
     s = res["summary"]
     bad = s["lost"] + s["duplicated"] + s["invalid_views"] + s["outcome_mismatches"] + \
-        s["two_checkpoint_runs"] + s["stuck_workflows"]
+        s["two_checkpoint_runs"] + s["stuck_workflows"] + s["gc_problems"]
     return 1 if bad else 0

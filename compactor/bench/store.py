@@ -12,6 +12,11 @@ What is measured, per backend and session length N:
   segments), and cold again after a checkpoint covering all but the last 500 events (reads
   only the tail segments).
 
+* **gc**: a session of 100 appends and 20 compactions whose commits merge an append made
+  meanwhile (``compactor.bench.lifecycle``), then ``gc`` of its tenant with no grace period:
+  stored bytes before and after against the live bytes (head, its segments, kept checkpoints,
+  records, referenced artifacts); the target after gc is at most 1.3x.
+
 * **import memory / largest line**: peak RSS growth of ``compactor import`` (read, parse,
   count tokens, append to a local store), in a fresh process, of a transcript with one 20 MB
   line and of one with a 50 MB tool output (which goes to the artifact store), divided by the
@@ -63,6 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--corpus", help="directory of transcripts for the tokenizer (default ../shared/corpus)")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--no-import-memory", action="store_true", help="skip the import memory benchmark")
+    p.add_argument("--no-gc", action="store_true", help="skip stored vs live bytes before/after gc")
     p.add_argument("--json", action="store_true", help="print results as JSON")
     p.add_argument("--markdown", action="store_true", help="print results as Markdown tables")
     p.set_defaults(func=run)
@@ -438,6 +444,10 @@ def run(args: argparse.Namespace) -> int:
                 r = bench_backend(make, n, args.agent_events, args.seed, base)
                 r["backend"] = name if name == "local" else f"s3 ({'moto' if backends._moto else backends.s3_endpoint})"
                 out["store"].append(r)
+            if not args.no_gc:
+                from compactor.bench.lifecycle import bench_gc_row
+
+                out.setdefault("gc", []).append(bench_gc_row(make(), name, quiet=quiet))
         if not args.no_tokenizer:
             out["tokenizer"] = bench_tokenizer(args.corpus)
         if not args.no_import_memory:
@@ -457,6 +467,11 @@ def run(args: argparse.Namespace) -> int:
                 ["tokenizer input", "files", "tokens", "tokens/s per core", "chars/token"],
                 [[tok["source"], str(tok["files"]), f"{tok['tokens']:,}", f"{tok['tokens_per_s_per_core']:,.0f}", f"{tok['chars_per_token']:.2f}"]],
             ))
+        if out.get("gc"):
+            from compactor.bench.lifecycle import gc_table
+
+            print()
+            print(gc_table(out["gc"], markdown=True))
         if out.get("import_memory"):
             print()
             print(_markdown(
@@ -476,4 +491,9 @@ def run(args: argparse.Namespace) -> int:
     if out.get("import_memory"):
         print()
         print(_import_memory_text(out["import_memory"]))
+    if out.get("gc"):
+        from compactor.bench.lifecycle import gc_table
+
+        print()
+        print(gc_table(out["gc"]))
     return 0

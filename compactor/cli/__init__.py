@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "compactor.cli.policy",
     "compactor.cli.compact",
     "compactor.cli.ops",
+    "compactor.cli.lifecycle",
     "compactor.cli.codec",
     "compactor.cli.hold",
     "compactor.cli.plot",

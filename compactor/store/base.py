@@ -17,7 +17,7 @@ new version differ in content (the session head carries its version and a timest
 from __future__ import annotations
 
 import re
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from compactor.errors import InvalidId
 
@@ -64,3 +64,11 @@ def check_key(key: str) -> str:
                 f"invalid object key {key!r}: empty, '.' or '..' path components are not allowed"
             )
     return key
+
+
+class ObjectInfo(NamedTuple):
+    """One listed object: key, size in bytes, last write (epoch seconds; S3 LastModified)."""
+
+    key: str
+    size: int
+    modified: float

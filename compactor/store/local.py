@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Iterator
 
 from compactor.errors import IntegrityError, InvalidInput, NotFound, PreconditionFailed
-from compactor.store.base import check_key
+from compactor.store.base import ObjectInfo, check_key
 
 _STRIPES = 64
 _RESERVED = (".locks", ".tmp")
@@ -300,6 +300,60 @@ class LocalStore:
         keyed = sorted(n + "/" for n in names if after is None or n + "/" > after)
         return [k[:-1] for k in keyed[:limit]]
 
+    # --- lifecycle (gc, delete) -------------------------------------------------------------
+    def list_info(self, prefix: str) -> list[ObjectInfo]:
+        """Like ``list``, with each object's size and modification time (never through a link)."""
+        out = []
+        for key in self.list(prefix):
+            parts = self._key(key).split("/")
+            try:
+                with self._dir(parts[:-1]) as dfd:
+                    st = os.stat(parts[-1], dir_fd=dfd, follow_symlinks=False)
+            except (FileNotFoundError, NotADirectoryError):  # removed while listing
+                continue
+            if stat.S_ISREG(st.st_mode):
+                out.append(ObjectInfo(key, st.st_size, st.st_mtime))
+        return out
+
+    def delete(self, key: str) -> None:
+        """Remove ``key``; absent is not an error (as on S3). Under the key's lock, so a
+        conditional write of the same key sees it either present or gone. The file is unlinked
+        relative to its directory, opened without following a link."""
+        parts = self._key(key).split("/")
+        with self._locked(key):
+            try:
+                with self._dir(parts[:-1]) as dfd:
+                    os.unlink(parts[-1], dir_fd=dfd)
+            except (FileNotFoundError, NotADirectoryError):
+                return
+            except IsADirectoryError:
+                raise InvalidInput(f"cannot delete {key!r} in {self.url}: it is a directory") from None
+
+    def prune(self, prefix: str) -> None:
+        """Remove the empty directories left under ``prefix`` and its emptied parents.
+
+        ``delete`` removes files only: a writer may be creating the same directory meanwhile.
+        Called after a whole session or tenant is deleted.
+        """
+        base = prefix.strip("/")
+        if not base or base.split("/", 1)[0] in _RESERVED:
+            return
+        self._no_linked_ancestor(base)  # never walk (or remove) outside the root through a link
+        start = self._path(base)
+        if start.is_symlink() or not start.is_dir():
+            return
+        for dirpath, _dirs, _files in sorted(os.walk(start), key=lambda w: -len(w[0])):
+            try:
+                os.rmdir(dirpath)
+            except OSError:  # not empty
+                pass
+        parent = start.parent
+        while parent != self.root:
+            try:
+                os.rmdir(parent)
+            except OSError:
+                break
+            parent = parent.parent
 
     def _no_linked_ancestor(self, base: str) -> None:
         parts = [p for p in base.split("/") if p]

@@ -33,7 +33,7 @@ from compactor.errors import (
     PreconditionFailed,
     StoreUnavailable,
 )
-from compactor.store.base import check_key
+from compactor.store.base import ObjectInfo, check_key
 
 _PRECONDITION_CODES = {"PreconditionFailed", "ConditionalRequestConflict", "412"}
 
@@ -281,3 +281,52 @@ class S3Store:
         except Exception as exc:
             raise self._map(exc, prefix) from None
         return sorted(out)
+
+
+    # --- lifecycle (gc, delete) -------------------------------------------------------------
+    def list_info(self, prefix: str) -> list[ObjectInfo]:
+        """Like ``list``, with each object's size and ``LastModified`` (same requests)."""
+        full = (f"{self.prefix}/" if self.prefix else "") + prefix
+        cut = len(self.prefix) + 1 if self.prefix else 0
+        out: list[ObjectInfo] = []
+        try:
+            for page in self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=full
+            ):
+                out.extend(
+                    ObjectInfo(o["Key"][cut:], int(o.get("Size", 0)), o["LastModified"].timestamp())
+                    for o in page.get("Contents", ())
+                )
+        except Exception as exc:
+            raise self._map(exc, prefix) from None
+        return sorted(out)
+
+    def delete(self, key: str) -> None:
+        """Remove ``key`` (S3 answers 204 whether or not it existed). On a versioned bucket
+        this leaves a delete marker; lifecycle rules expire noncurrent versions."""
+        full = self._key(key)
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=full)
+        except Exception as exc:
+            mapped = self._map(exc, key)
+            if isinstance(mapped, NotFound) and not isinstance(mapped, BucketNotFound):
+                return
+            raise mapped from None
+
+    def delete_many(self, keys: list[str], *, batch: int = 1000) -> None:
+        """Remove ``keys`` with DeleteObjects, ``batch`` (S3's maximum: 1,000) per request;
+        absent keys are fine."""
+        for i in range(0, len(keys), batch):
+            chunk = [{"Key": self._key(k)} for k in keys[i : i + batch]]
+            try:
+                r = self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": chunk, "Quiet": True})
+            except Exception as exc:
+                raise self._map(exc, keys[i]) from None
+            errs = [e for e in r.get("Errors", ()) if e.get("Code") != "NoSuchKey"]
+            if errs:
+                raise StoreUnavailable(
+                    f"deleting {errs[0].get('Key')!r} in {self.url} failed ({errs[0].get('Code')}): "
+                    f"{len(errs)} of {len(chunk)} keys not deleted; check the credentials "
+                    "(s3:DeleteObject) and run the command again",
+                    key=keys[i],
+                )

@@ -1,5 +1,6 @@
 """A short `compactor bench chaos`: worker SIGKILLs (random, in and right after commit_swap),
-an agent appending late results meanwhile, and S3 faults, on the real dev server and moto."""
+an agent appending late results meanwhile, and S3 faults, on the real dev server and moto; gc
+runs on each trial's session all along."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ async def test_chaos_trials_lose_nothing_and_every_outcome_matches(temporal_addr
     assert s["appended_during_compaction"] > 0 and s["late_results"] > 0
     assert sum(s["proxy"]["injected"].values()) > 0
     bad = {k: s[k] for k in ("lost", "duplicated", "log_order_problems", "invalid_views",
-                             "outcome_mismatches", "two_checkpoint_runs", "stuck_workflows")}
+                             "outcome_mismatches", "two_checkpoint_runs", "stuck_workflows", "gc_problems")}
     assert bad == dict.fromkeys(bad, 0), [r for r in rows if r["mismatch"] or r["invalid_view"]]
     assert {r["outcome"] for r in rows} <= {"committed", "noop", "failed"}
     assert s["outcomes"].get("committed", 0) >= 3
+    # gc ran beside every trial (grace 1 s) and removed what the runs left behind
+    assert all(r["gc_runs"] > 0 for r in rows) and s["gc_removed"] > 0

@@ -18,10 +18,16 @@ def test_bench_store_json(capsys, s3_endpoint, monkeypatch):
     for r in out["store"]:
         assert r["agent_events_per_s"] > 0 and r["view_cold_ms"] > 0 and r["head_segments"] >= 1
     assert out["tokenizer"]["tokens"] > 0 and out["tokenizer"]["tokens_per_s_per_core"] > 0
+    # stored vs live bytes around gc, per backend
+    assert [r["backend"] for r in out["gc"]] == ["local", "s3"]
+    for r in out["gc"]:
+        assert r["appends"] == 100 and r["stored_before"] > r["stored_after"] >= r["live_before"] > 0
+        assert r["ratio_after"] <= 1.3
 
 
 def test_bench_store_table(capsys):
-    rc = main(["bench", "store", "--sizes", "20", "--backends", "local", "--agent-events", "10", "--no-tokenizer"])
+    rc = main(["bench", "store", "--sizes", "20", "--backends", "local", "--agent-events", "10", "--no-tokenizer",
+               "--no-gc"])
     assert rc == 0
     out = capsys.readouterr().out
     assert "agent append ev/s" in out and "local" in out

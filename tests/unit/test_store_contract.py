@@ -172,3 +172,34 @@ def test_unreachable_s3_endpoint_is_a_typed_error(monkeypatch):
         store.get("k")
     with pytest.raises(StoreUnavailable):
         store.put("k", b"x", if_none_match=True)
+
+
+def test_list_info_and_delete(store):
+    """gc's two primitives: sizes and write times by prefix; delete, idempotent."""
+    import time
+
+    t0 = time.time()
+    store.put("t/a/s/1/log/x.jsonl", b"12345")
+    store.put("t/a/s/1/head.json", b"{}")
+    store.put("t/ab/s/1/head.json", b"{}")
+    infos = store.list_info("t/a/")
+    assert [(i.key, i.size) for i in infos] == [("t/a/s/1/head.json", 2), ("t/a/s/1/log/x.jsonl", 5)]
+    assert all(abs(i.modified - t0) < 120 for i in infos)
+    store.delete("t/a/s/1/log/x.jsonl")
+    store.delete("t/a/s/1/log/x.jsonl")  # absent: not an error
+    assert store.list("t/a/") == ["t/a/s/1/head.json"] and store.head("t/a/s/1/log/x.jsonl") is None
+    store.put("t/a/s/1/log/x.jsonl", b"again", if_none_match=True)  # a deleted key can be created again
+    assert store.get("t/a/s/1/log/x.jsonl")[0] == b"again"
+
+
+def test_delete_many_in_batches(store):
+    from compactor.store.gc import delete_all
+
+    keys = [f"t/a/s/1/work/{i:04d}.json" for i in range(7)]
+    for k in keys:
+        store.put(k, b"x")
+    store.put("t/a/s/1/head.json", b"{}")
+    if isinstance(store, S3Store):
+        store.delete_many(keys[:5] + ["t/a/s/1/absent.json"], batch=2)  # 3 requests, one absent key
+    delete_all(store, keys)
+    assert store.list("t/a/") == ["t/a/s/1/head.json"]
