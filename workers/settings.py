@@ -127,8 +127,22 @@ class Settings(BaseSettings):
         default=45.0,
         ge=0,
         description="On SIGTERM, how long a worker lets in-flight activities finish before cancelling "
-        "them (keep it below the pod's terminationGracePeriodSeconds).",
+        "them. The model-call worker waits at least one model call (COMPACTOR_ANTHROPIC_TIMEOUT_S "
+        "+ connect timeout + 15 s: 145 s by default); keep both below the pod's "
+        "terminationGracePeriodSeconds.",
     )
+    sweep_every: str = Field(
+        default="10m",
+        description="`compactor setup`: interval of each tenant's sweep schedule (30s, 10m, 1h), "
+        "or `off` for none.",
+    )
+    sweep_tenants: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="`compactor setup`: tenants that get a sweep schedule (comma-separated; `*` = "
+        "every tenant in the store). Empty = COMPACTOR_TENANTS, else every tenant in the store.",
+    )
+    sweep_window: int = Field(default=200_000, gt=0, description="`compactor setup`: window of the swept sessions' model.")
+    sweep_max_output: int = Field(default=32_000, gt=0, description="`compactor setup`: max output of the swept sessions' model.")
     payload_bucket: str | None = Field(
         default=None,
         description="S3 bucket for Temporal external payload storage; default: the store's "
@@ -198,6 +212,13 @@ class Settings(BaseSettings):
             return list(parse_tenants(value))
         except InvalidId as exc:  # -> a ValidationError naming COMPACTOR_TENANTS
             raise ValueError(str(exc)) from None
+
+    @field_validator("sweep_tenants", mode="before")
+    @classmethod
+    def _split_sweep_tenants(cls, value: Any) -> list[str]:
+        if isinstance(value, str):
+            return [t.strip() for t in value.split(",") if t.strip()]
+        return list(value or [])
 
     @model_validator(mode="after")
     def _tenant_in_tenants(self) -> "Settings":

@@ -7,7 +7,7 @@ import importlib
 import os
 import sys
 
-from compactor.cli.common import check_tenant_arg
+from compactor.cli.common import JSON_OUTPUT, check_tenant_arg, report_error
 from compactor.errors import CompactorError
 
 # Modules that add subcommands; each defines register(subparsers). Order = help order.
@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "compactor.cli.policy",
     "compactor.cli.compact",
     "compactor.cli.ops",
+    "compactor.cli.setup",
     "compactor.cli.codec",
     "compactor.cli.hold",
     "compactor.cli.plot",
@@ -25,8 +26,19 @@ COMMAND_MODULES = [
 ]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's usage errors, plus the JSON error document when ``--json`` was given."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        if JSON_OUTPUT["on"]:
+            from compactor.cli.common import print_json
+
+            print_json({"error": {"code": "usage", "message": f"{self.prog}: {message}", "exit_code": 2}})
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="compactor",
         description="Durable, distributed context compaction for LLM-agent sessions. "
         "Session commands take SESSION [--tenant T]; every command takes --json; exit 0 ok, "
@@ -60,15 +72,17 @@ def version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    JSON_OUTPUT["on"] = "--json" in (sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    JSON_OUTPUT["on"] = bool(getattr(args, "json", False))
     try:
         check_tenant_arg(args)  # COMPACTOR_TENANTS binds the CLI: refuse before any I/O
         rc = args.func(args)
     except CompactorError as exc:
-        print(f"compactor: error: {exc}", file=sys.stderr)
+        report_error(str(exc), code=exc.code, exit_code=exc.exit_code)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
