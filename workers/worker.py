@@ -136,23 +136,58 @@ async def connect(
         raise ValueError("no Temporal address: set TEMPORAL_ADDRESS or run `compactor dev`")
     loop = asyncio.get_running_loop()
     deadline = loop.time() + connect_timeout
-    while True:
-        try:
-            return await Client.connect(
-                target,
-                namespace=settings.temporal_namespace,
-                data_converter=build_data_converter(settings, s3_client),
-                tls=_tls(settings),
-                api_key=settings.temporal_api_key.get_secret_value() if settings.temporal_api_key else None,
-                plugins=telemetry_plugins(settings),
-                **({"runtime": runtime} if runtime is not None else {}),
-            )
-        except RuntimeError as exc:
-            # A server that is still starting (dev server, rolling restart) answers
-            # "Unavailable / not healthy yet": wait for it rather than fail the command.
-            if "Unavailable" not in str(exc) or loop.time() > deadline:
-                raise unreachable(target, exc) from None
-            await asyncio.sleep(0.2)
+    fresh = runtime is None and _no_default_runtime()
+    if fresh:
+        runtime = _new_runtime()
+    failure: Exception | None = None
+    try:
+        while True:
+            try:
+                client = await Client.connect(
+                    target,
+                    namespace=settings.temporal_namespace,
+                    data_converter=build_data_converter(settings, s3_client),
+                    tls=_tls(settings),
+                    api_key=settings.temporal_api_key.get_secret_value() if settings.temporal_api_key else None,
+                    plugins=telemetry_plugins(settings),
+                    **({"runtime": runtime} if runtime is not None else {}),
+                )
+                break
+            except RuntimeError as exc:
+                # A server that is still starting (dev server, rolling restart) answers
+                # "Unavailable / not healthy yet": wait for it rather than fail the command.
+                if "Unavailable" not in str(exc) or loop.time() > deadline:
+                    failure = unreachable(target, exc)  # raised below, holding no SDK frame
+                    break
+                await asyncio.sleep(0.2)
+        if failure is not None:
+            raise failure
+    except BaseException:
+        if fresh:
+            # Drop the runtime this attempt created, now: its Rust threads, left to the
+            # interpreter's finalization, can abort the process at exit (temporalio/sdk-python#300).
+            runtime = None
+            import gc
+
+            gc.collect()
+        raise
+    if fresh:
+        from temporalio.runtime import Runtime
+
+        Runtime.set_default(runtime, error_if_already_set=False)  # later clients share it
+    return client
+
+
+def _no_default_runtime() -> bool:
+    from temporalio.runtime import _runtime_ref
+
+    return getattr(_runtime_ref, "_default_runtime", True) is None and not getattr(_runtime_ref, "_prevent_default", False)
+
+
+def _new_runtime() -> Any:
+    from temporalio.runtime import Runtime, TelemetryConfig
+
+    return Runtime(telemetry=TelemetryConfig())  # what Runtime.default() would create
 
 
 _CONNECT_CAUSES = (
