@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install clean
+.PHONY: demo test install clean image lock tools
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -12,13 +12,33 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP)
+install: $(STAMP) tools
+
+# kubectl (kustomize) renders infra/k8s in the tests: Debian's kubernetes-client where apt exists.
+tools:
+	@command -v kubectl >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client >/dev/null) \
+	  || echo "note: kubectl not installed (no apt): the kustomize render tests will skip"; }
+
+# The production worker image (infra/Dockerfile): worker only, non-root, from the lock file.
+IMAGE ?= compactor:$(shell $(PY) -c "import tomllib;print(tomllib.load(open('pyproject.toml','rb'))['project']['version'])")
+PYTHON_IMAGE ?= python:3.11.11-slim
+image:
+	docker build -f infra/Dockerfile --build-arg PYTHON_IMAGE=$(PYTHON_IMAGE) -t $(IMAGE) .
+	@docker image inspect --format 'built $(IMAGE) {{.Id}}' $(IMAGE)
+
+# Re-pin infra/requirements.lock after a dependency change in pyproject.toml (hashes included).
+lock:
+	$(PY) -m venv .venv-lock
+	.venv-lock/bin/pip install -q pip-tools
+	.venv-lock/bin/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras \
+	  --no-emit-index-url --no-emit-find-links --output-file=infra/requirements.lock pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/compactor demo
 
-test: $(STAMP)
+test: $(STAMP) tools
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) .compactor
+	rm -rf $(VENV) .venv-lock .compactor

@@ -296,7 +296,15 @@ async def _worker(settings: Any, quiet: bool = False) -> None:
     client = await connect(settings, s3_client=_store_s3_client(store), runtime=tel.runtime)
     await require_search_attributes(client, settings.temporal_namespace)  # else: `compactor setup`
     workers = build_workers(client, settings, store)
-    async with tel.serving(client, store) as serving:
+    import contextlib
+
+    from workers.backlog import BacklogGauge
+
+    async with contextlib.AsyncExitStack() as stack:
+        serving = await stack.enter_async_context(tel.serving(client, store))
+        if tel.provider is not None:  # the autoscaler's metric (infra/k8s): queue backlog
+            await stack.enter_async_context(BacklogGauge(
+                client, settings.temporal_namespace, [settings.task_queue, settings.llm_task_queue]))
         await _serve_until_signal(workers, quiet=quiet, on_stop=serving.drain)
 
 

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -77,6 +78,10 @@ async def test_readiness_follows_the_store_and_drains_on_sigterm_without_cancell
         ready = f"http://127.0.0.1:{port}/readyz"
         try:
             _wait(lambda: _get(ready)[0] == 200, 60, "/readyz 200")
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=8) as r:
+                metrics = r.read().decode()
+            for q in (task_queue, task_queue + "-llm"):  # the autoscaler's metric, at zero from the start
+                assert f'compactor_task_queue_backlog{{task_queue="{q}",type="activity"}} 0' in metrics, metrics[-2000:]
             # The store directory disappears (a volume unmounted, a path mistyped in a rollout).
             shutil.rmtree(root)
             code, body = _wait(lambda: (r := _get(ready))[0] == 503 and r, 15, "/readyz 503 without the store")
@@ -138,3 +143,31 @@ def test_the_conditional_write_probe_passes_on_a_real_s3_inside_the_tenant_prefi
     for _ in range(2):  # a restart finds the key of the previous start: still accepted
         check_conditional_writes(store, settings)
     assert store.list("") == [f"t/acme/{PROBE_KEY}"]
+
+
+async def test_the_backlog_gauge_counts_tasks_waiting_for_a_worker(temporal_address, task_queue):
+    from activities.contracts import WORKFLOW_NAME, CompactSessionInput
+    from workers.backlog import BacklogGauge
+    from workers.settings import Settings
+    from workers.worker import connect
+
+    client = await connect(Settings(), temporal_address)
+    gauge = BacklogGauge(client, "default", [task_queue])
+    await gauge.poll_once()
+    assert gauge.values[(task_queue, "workflow")] == 0
+    for i in range(3):  # no worker polls this queue: the tasks wait
+        await client.start_workflow(WORKFLOW_NAME, CompactSessionInput(tenant="t", session=f"s{i}"),
+                                    id=f"backlog-{task_queue}-{i}", task_queue=task_queue)
+
+    async def counted() -> int:
+        await gauge.poll_once()
+        return gauge.values[(task_queue, "workflow")]
+
+    deadline = time.monotonic() + 30
+    while (n := await counted()) < 3 and time.monotonic() < deadline:
+        await asyncio.sleep(0.5)
+    assert n == 3
+    obs = {(o.attributes["task_queue"], o.attributes["type"]): o.value for o in gauge.observe()}
+    assert obs[(task_queue, "workflow")] == 3 and obs[(task_queue, "activity")] == 0
+    for i in range(3):
+        await client.get_workflow_handle(f"backlog-{task_queue}-{i}").terminate("test done")
