@@ -89,6 +89,12 @@ class Settings(BaseSettings):
         ),
         description="Path of the mTLS client private key (PEM).",
     )
+    temporal_tls_ca: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("TEMPORAL_TLS_SERVER_CA_CERT_PATH", "COMPACTOR_TEMPORAL_TLS_CA"),
+        description="Path of the CA certificate (PEM) that signed the Temporal frontend's "
+        "certificate, when it is a private CA; unset = the system's roots.",
+    )
     temporal_tls: bool = Field(
         default=False,
         validation_alias=AliasChoices("TEMPORAL_TLS", "COMPACTOR_TEMPORAL_TLS"),
@@ -245,7 +251,7 @@ class Settings(BaseSettings):
 
     @property
     def tls_enabled(self) -> bool:
-        return bool(self.temporal_tls_cert or self.temporal_tls or self.temporal_api_key)
+        return bool(self.temporal_tls_cert or self.temporal_tls or self.temporal_api_key or self.temporal_tls_ca)
 
 
 def s3_bucket_of(store_url: str) -> str | None:

@@ -111,11 +111,15 @@ def telemetry_plugins(settings: Settings) -> list[Any]:
 
 
 def _tls(settings: Settings) -> TLSConfig | bool:
+    ca = Path(settings.temporal_tls_ca).read_bytes() if settings.temporal_tls_ca else None
     if settings.temporal_tls_cert and settings.temporal_tls_key:
         return TLSConfig(
             client_cert=Path(settings.temporal_tls_cert).read_bytes(),
             client_private_key=Path(settings.temporal_tls_key).read_bytes(),
+            server_root_ca_cert=ca,
         )
+    if ca is not None:
+        return TLSConfig(server_root_ca_cert=ca)
     return settings.tls_enabled
 
 
