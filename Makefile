@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install clean image lock tools
+.PHONY: demo test install clean image lock tools checkov
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -27,6 +27,13 @@ image:
 	docker build -f infra/Dockerfile --build-arg PYTHON_IMAGE=$(PYTHON_IMAGE) -t $(IMAGE) .
 	@docker image inspect --format 'built $(IMAGE) {{.Id}}' $(IMAGE)
 
+# checkov over the rendered overlays (not in `make test`: checkov is ~290 MB and ~100 packages).
+checkov: tools
+	$(PY) -m venv .venv-checkov
+	.venv-checkov/bin/pip install -q checkov
+	mkdir -p .checkov && for o in local production; do kubectl kustomize infra/k8s/overlays/$$o > .checkov/$$o.yaml; done
+	.venv-checkov/bin/checkov -d .checkov --framework kubernetes --compact --quiet --skip-download
+
 # Re-pin infra/requirements.lock after a dependency change in pyproject.toml (hashes included).
 lock:
 	$(PY) -m venv .venv-lock
@@ -41,4 +48,4 @@ test: $(STAMP) tools
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) .venv-lock .compactor
+	rm -rf $(VENV) .venv-lock .venv-checkov .checkov .compactor
