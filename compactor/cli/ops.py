@@ -109,7 +109,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 # --- helpers -------------------------------------------------------------------------------------
 
 
-def run_and_exit(coro: Any) -> int:
+def run_and_exit(coro: Any, *, cli: bool = True) -> int:
     """Run a command that holds a Temporal client, then leave the process at once.
 
     The SDK's core runtime threads can call into Python while the interpreter finalizes and
@@ -121,7 +121,8 @@ def run_and_exit(coro: Any) -> int:
     from compactor.errors import CompactorError
     from workers.telemetry import flush_tracing, quiet_exporters_for_cli
 
-    quiet_exporters_for_cli()  # a collector that is down is not this command's business
+    if cli:  # a worker (cli=False) keeps its one exporter-error line per interval
+        quiet_exporters_for_cli()  # a collector that is down is not this command's business
     try:
         rc = int(asyncio.run(coro) or 0)
     except CompactorError as exc:
@@ -131,6 +132,10 @@ def run_and_exit(coro: Any) -> int:
         rc = 130
     except Exception as exc:  # RPC errors (unknown workflow id, server down): say what failed
         rc = 2 if _is_not_found(exc) else 1
+        if not cli:  # a worker that crashed: its operator needs where, not only what
+            import traceback
+
+            traceback.print_exc()
         report_error(f"{type(exc).__name__}: {exc}", code="not_found" if rc == 2 else "failed", exit_code=rc)
     try:
         flush_tracing()
@@ -278,11 +283,14 @@ def cmd_worker(args: argparse.Namespace) -> int:
         print(f"worker: {settings.temporal_address} namespace {settings.temporal_namespace}, "
               f"queues {settings.task_queue} / {settings.llm_task_queue}, store {settings.store}", flush=True)
     # run_and_exit: one line (no traceback) for a refused start, and no abort at exit
-    return run_and_exit(_worker(settings, quiet=args.json))
+    return run_and_exit(_worker(settings, quiet=args.json), cli=False)
 
 
 async def _worker(settings: Any, quiet: bool = False) -> None:
+    import contextlib
+
     from compactor.store import open_store
+    from workers.backlog import BacklogGauge
     from workers.telemetry import WorkerTelemetry
     from workers.setup import require_search_attributes
     from workers.worker import _store_s3_client, build_workers, check_conditional_writes, connect
@@ -296,10 +304,6 @@ async def _worker(settings: Any, quiet: bool = False) -> None:
     client = await connect(settings, s3_client=_store_s3_client(store), runtime=tel.runtime)
     await require_search_attributes(client, settings.temporal_namespace)  # else: `compactor setup`
     workers = build_workers(client, settings, store)
-    import contextlib
-
-    from workers.backlog import BacklogGauge
-
     async with contextlib.AsyncExitStack() as stack:
         serving = await stack.enter_async_context(tel.serving(client, store))
         if tel.provider is not None:  # the autoscaler's metric (infra/k8s): queue backlog
