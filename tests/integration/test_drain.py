@@ -171,3 +171,24 @@ async def test_the_backlog_gauge_counts_tasks_waiting_for_a_worker(temporal_addr
     assert obs[(task_queue, "workflow")] == 3 and obs[(task_queue, "activity")] == 0
     for i in range(3):
         await client.get_workflow_handle(f"backlog-{task_queue}-{i}").terminate("test done")
+
+
+def test_store_readiness_is_rechecked_on_s3_inside_the_tenant_prefix(s3_endpoint, s3_bucket, monkeypatch):
+    import boto3
+
+    from compactor.errors import BucketNotFound
+    from workers.settings import Settings
+    from workers.telemetry import probe_store
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+    store = open_store(f"s3://{s3_bucket}/p")
+    settings = Settings(tenants="acme")
+    SessionLog(store, "acme", "s1").append(coding_session(rounds=1))
+    probe_store(store, settings)
+    store.head("t/acme/s/s1/head.json")  # the store has now seen the bucket once
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
+    for o in s3.list_objects_v2(Bucket=s3_bucket).get("Contents", []):
+        s3.delete_object(Bucket=s3_bucket, Key=o["Key"])
+    s3.delete_bucket(Bucket=s3_bucket)
+    with pytest.raises(BucketNotFound):  # not remembered from the first probe
+        probe_store(store, settings)
