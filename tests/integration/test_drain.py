@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -27,19 +26,11 @@ from activities.contracts import CompactSessionOutput
 from compactor.client import CompactorClient
 from compactor.store import SessionLog, open_store
 from compactor.testing import FakeAnthropic, Fault
-from tests.integration.durable_support import coding_session, new_ids, running_worker
+from tests.integration.durable_support import coding_session, new_ids, process_env, running_worker, wait_for
 from workers.devstack import free_port
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _env(**kw: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("COMPACTOR_", "OTEL_", "TEMPORAL_", "ANTHROPIC_"))}
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env.update(kw)
-    return env
 
 
 def _get(url: str) -> tuple[int, dict]:
@@ -52,16 +43,6 @@ def _get(url: str) -> tuple[int, dict]:
         return 0, {}
 
 
-def _wait(pred, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = pred()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 async def test_readiness_follows_the_store_and_drains_on_sigterm_without_cancelling_a_model_call(
         temporal_address, tmp_path, task_queue):
     root = tmp_path / "store"
@@ -69,7 +50,7 @@ async def test_readiness_follows_the_store_and_drains_on_sigterm_without_cancell
     url = f"file://{root}"
     port = free_port()
     with FakeAnthropic() as fake:
-        env = _env(TEMPORAL_ADDRESS=temporal_address, COMPACTOR_STORE=url, COMPACTOR_TASK_QUEUE=task_queue,
+        env = process_env(TEMPORAL_ADDRESS=temporal_address, COMPACTOR_STORE=url, COMPACTOR_TASK_QUEUE=task_queue,
                    COMPACTOR_LLM_TASK_QUEUE=task_queue + "-llm", COMPACTOR_METRICS_PORT=str(port),
                    COMPACTOR_METRICS_HOST="127.0.0.1", COMPACTOR_GRACEFUL_SHUTDOWN_S="1",
                    COMPACTOR_LLM_RATE_LIMIT="100", ANTHROPIC_API_KEY="sk-test", ANTHROPIC_BASE_URL=fake.base_url)
@@ -77,17 +58,17 @@ async def test_readiness_follows_the_store_and_drains_on_sigterm_without_cancell
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         ready = f"http://127.0.0.1:{port}/readyz"
         try:
-            _wait(lambda: _get(ready)[0] == 200, 60, "/readyz 200")
+            wait_for(lambda: _get(ready)[0] == 200, 60, "/readyz 200")
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=8) as r:
                 metrics = r.read().decode()
             for q in (task_queue, task_queue + "-llm"):  # the autoscaler's metric, at zero from the start
                 assert f'compactor_task_queue_backlog{{task_queue="{q}",type="activity"}} 0' in metrics, metrics[-2000:]
             # The store directory disappears (a volume unmounted, a path mistyped in a rollout).
             shutil.rmtree(root)
-            code, body = _wait(lambda: (r := _get(ready))[0] == 503 and r, 15, "/readyz 503 without the store")
+            code, body = wait_for(lambda: (r := _get(ready))[0] == 503 and r, 15, "/readyz 503 without the store")
             assert "does not exist" in body["store"] and body["temporal"] == "ok"
             root.mkdir()
-            _wait(lambda: _get(ready)[0] == 200, 15, "/readyz 200 with the store back")
+            wait_for(lambda: _get(ready)[0] == 200, 15, "/readyz 200 with the store back")
 
             store = open_store(url)
             tenant, session = new_ids()
@@ -100,10 +81,10 @@ async def test_readiness_follows_the_store_and_drains_on_sigterm_without_cancell
                                  llm_task_queue=task_queue + "-llm", summarizer="anthropic", model="claude-test")
             fake.push(Fault.delay(6))  # the summary takes 6 s: longer than the 1 s grace setting
             handle = await cc.start_compaction(session, target_tokens=3_000)
-            _wait(lambda: fake.calls(), 60, "the model call to start")
+            wait_for(lambda: fake.calls(), 60, "the model call to start")
             worker.send_signal(signal.SIGTERM)
             t0 = time.monotonic()
-            code, body = _wait(lambda: (r := _get(ready))[0] == 503 and r, 5, "/readyz 503 while draining")
+            code, body = wait_for(lambda: (r := _get(ready))[0] == 503 and r, 5, "/readyz 503 while draining")
             assert body == {"worker": "shutting down"}
             assert worker.poll() is None  # still finishing the model call
             assert worker.wait(60) == 0
@@ -124,7 +105,7 @@ def test_a_worker_refuses_an_s3_endpoint_that_ignores_conditional_writes(s3_endp
     from compactor.testing.s3_fault_proxy import S3FaultProxy
 
     with S3FaultProxy(s3_endpoint, drop_headers=("If-None-Match", "If-Match")) as proxy:
-        env = _env(TEMPORAL_ADDRESS="127.0.0.1:1", COMPACTOR_STORE=f"s3://{s3_bucket}/p",
+        env = process_env(TEMPORAL_ADDRESS="127.0.0.1:1", COMPACTOR_STORE=f"s3://{s3_bucket}/p",
                    AWS_ENDPOINT_URL=proxy.url)
         p = subprocess.run([sys.executable, "-m", "compactor", "worker"], env=env, cwd=ROOT,
                            capture_output=True, text=True, timeout=120)

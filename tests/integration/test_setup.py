@@ -5,7 +5,6 @@ twice (the second changes nothing); then a worker, `compact` and `ensure_budget`
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ import pytest
 from compactor.client import CompactorClient
 from compactor.errors import SetupRequired
 from compactor.store import SessionLog, open_store
-from tests.integration.durable_support import coding_session, new_ids
+from tests.integration.durable_support import coding_session, new_ids, process_env
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,13 +29,6 @@ def stock_temporal():
     proc = start_temporal(search_attributes=False)
     yield proc.address
     proc.stop()
-
-
-def _env(**kw: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPACTOR_", "OTEL_", "TEMPORAL_"))}
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env.update(kw)
-    return env
 
 
 def _cli(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
@@ -59,7 +51,7 @@ async def test_setup_on_a_stock_server_then_worker_compact_and_ensure_budget(sto
     other = tenant + "b"
     SessionLog(store, tenant, session).append(coding_session(rounds=30))
     SessionLog(store, other, "s-other").append(coding_session(rounds=2))
-    env = _env(TEMPORAL_ADDRESS=stock_temporal, COMPACTOR_STORE=url, COMPACTOR_TASK_QUEUE=task_queue,
+    env = process_env(TEMPORAL_ADDRESS=stock_temporal, COMPACTOR_STORE=url, COMPACTOR_TASK_QUEUE=task_queue,
                COMPACTOR_LLM_TASK_QUEUE=task_queue + "-llm", COMPACTOR_SWEEP_EVERY="1h")
 
     # Before setup: each entry point names the command, in one line, exit 2.
@@ -127,7 +119,7 @@ async def test_setup_on_a_stock_server_then_worker_compact_and_ensure_budget(sto
 
 
 def test_setup_names_a_missing_namespace(stock_temporal, tmp_path):
-    env = _env(TEMPORAL_ADDRESS=stock_temporal, COMPACTOR_STORE=f"file://{tmp_path}/store")
+    env = process_env(TEMPORAL_ADDRESS=stock_temporal, COMPACTOR_STORE=f"file://{tmp_path}/store")
     p = _cli("setup", "--namespace", "no-such-ns", env=env)
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert "no-such-ns" in p.stderr and "does not exist" in p.stderr
@@ -139,7 +131,7 @@ def test_a_connection_failure_is_one_line_naming_the_address(tmp_path):
     from workers.devstack import free_port
 
     address = f"127.0.0.1:{free_port()}"  # nothing listens there
-    env = _env(COMPACTOR_STORE=f"file://{tmp_path}/store")
+    env = process_env(COMPACTOR_STORE=f"file://{tmp_path}/store")
     t0 = time.monotonic()
     for cmd in (["setup", "--address", address], ["worker", "--address", address]):
         p = _cli(*cmd, env=env, timeout=90)
