@@ -99,6 +99,8 @@ def record(
     st = state or BreakerState(tenant=tenant, session=session)
     if run_id is not None and any(o.run_id == run_id for o in st.history):
         return st  # this run was counted already (a retried write that had landed)
+    if not ok and operator_decision(error):
+        return st  # an operator said no: nothing is wrong with the session's compaction
     hist = [*st.history, Outcome(ok=ok, at=at, trigger=trigger, run_id=run_id, error=error)][-MAX_HISTORY:]
     if ok:
         was_open = st.open
@@ -124,6 +126,16 @@ def record(
             "history": hist,
         }
     )
+
+
+#: ``ErrorType.NOT_APPROVED`` (activities/contracts.py): a held run rejected or not approved in time.
+OPERATOR_DECISIONS = ("NotApproved",)
+
+
+def operator_decision(error: str | None) -> bool:
+    """A run that ended because an operator rejected (or never approved) its swap: not a failure
+    of compaction, so it neither opens the breaker nor breaks a streak."""
+    return bool(error) and error.split(":", 1)[0].strip() in OPERATOR_DECISIONS
 
 
 def clear(state: BreakerState | None, *, tenant: str, session: str, by: str,

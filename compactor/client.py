@@ -368,6 +368,20 @@ class CompactorClient:
             raise InvalidInput(f"invalid compaction request: {field}: {err.get('msg')}") from None
         # Before the workflow exists: a bad request must not leave a failed run in history.
         check_compaction_request(inp)
+        try:
+            return await self._start(inp, tenant, session, trigger)
+        except Exception as exc:
+            from workers.setup import setup_required_from
+
+            # A namespace without our search attributes: name the command, not the RPC error.
+            missing = setup_required_from(exc, self.temporal.namespace)
+            if missing is not None:
+                raise missing from None
+            raise
+
+    async def _start(self, inp: Any, tenant: str, session: str, trigger: str) -> WorkflowHandle:
+        from activities.contracts import CompactSessionOutput
+
         return await self.temporal.start_workflow(
             WORKFLOW_NAME,
             inp,

@@ -100,3 +100,16 @@ class StoreUnavailable(CompactorError):
     """The object store could not be reached (network, endpoint, credentials)."""
 
     code = "store_unavailable"
+
+
+class SetupRequired(InvalidInput):
+    """The Temporal namespace lacks what compactor needs (search attributes): the message names
+    the command to run (``compactor setup``). Exit 2: nothing ran, an operator must act."""
+
+    code = "setup_required"
+
+
+class TemporalUnavailable(CompactorError):
+    """The Temporal frontend could not be reached; the message names the address."""
+
+    code = "temporal_unavailable"

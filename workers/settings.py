@@ -90,6 +90,12 @@ class Settings(BaseSettings):
         ),
         description="Path of the mTLS client private key (PEM).",
     )
+    temporal_tls_ca: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("TEMPORAL_TLS_SERVER_CA_CERT_PATH", "COMPACTOR_TEMPORAL_TLS_CA"),
+        description="Path of the CA certificate (PEM) that signed the Temporal frontend's "
+        "certificate, when it is a private CA; unset = the system's roots.",
+    )
     temporal_tls: bool = Field(
         default=False,
         validation_alias=AliasChoices("TEMPORAL_TLS", "COMPACTOR_TEMPORAL_TLS"),
@@ -128,7 +134,9 @@ class Settings(BaseSettings):
         default=45.0,
         ge=0,
         description="On SIGTERM, how long a worker lets in-flight activities finish before cancelling "
-        "them (keep it below the pod's terminationGracePeriodSeconds).",
+        "them. The model-call worker waits at least one model call (COMPACTOR_ANTHROPIC_TIMEOUT_S "
+        "+ connect timeout + 15 s: 145 s by default); keep both below the pod's "
+        "terminationGracePeriodSeconds.",
     )
     log_format: str = Field(
         default="auto",
@@ -143,6 +151,18 @@ class Settings(BaseSettings):
         "set, those tenants; otherwise the first this-many tenants a worker sees keep their name "
         "and the rest are counted as `other` (bounded cardinality).",
     )
+    sweep_every: str = Field(
+        default="10m",
+        description="`compactor setup`: interval of each tenant's sweep schedule (30s, 10m, 1h), "
+        "or `off` for none.",
+    )
+    sweep_tenants: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="`compactor setup`: tenants that get a sweep schedule (comma-separated; `*` = "
+        "every tenant in the store). Empty = COMPACTOR_TENANTS, else every tenant in the store.",
+    )
+    sweep_window: int = Field(default=200_000, gt=0, description="`compactor setup`: window of the swept sessions' model.")
+    sweep_max_output: int = Field(default=32_000, gt=0, description="`compactor setup`: max output of the swept sessions' model.")
     payload_bucket: str | None = Field(
         default=None,
         description="S3 bucket for Temporal external payload storage; default: the store's "
@@ -259,6 +279,13 @@ class Settings(BaseSettings):
         except InvalidInput as exc:  # -> a ValidationError naming COMPACTOR_TENANTS (blank too)
             raise ValueError(str(exc)) from None
 
+    @field_validator("sweep_tenants", mode="before")
+    @classmethod
+    def _split_sweep_tenants(cls, value: Any) -> list[str]:
+        if isinstance(value, str):
+            return [t.strip() for t in value.split(",") if t.strip()]
+        return list(value or [])
+
     @model_validator(mode="after")
     def _tenant_in_tenants(self) -> "Settings":
         if not self.tenants:
@@ -284,7 +311,7 @@ class Settings(BaseSettings):
 
     @property
     def tls_enabled(self) -> bool:
-        return bool(self.temporal_tls_cert or self.temporal_tls or self.temporal_api_key)
+        return bool(self.temporal_tls_cert or self.temporal_tls or self.temporal_api_key or self.temporal_tls_ca)
 
 
 def s3_bucket_of(store_url: str) -> str | None:

@@ -250,6 +250,10 @@ class _Serving:
             self._census = asyncio.create_task(self._breaker_census(), name="compactor-breaker-census")
         return self
 
+    def drain(self) -> None:
+        """SIGTERM received: /readyz answers 503 from now on, while in-flight work finishes."""
+        self.stopping = True
+
     async def _count_breakers(self) -> None:
         from activities.breaker import count_open_breakers
         from activities.metrics import set_open_breakers
@@ -286,7 +290,7 @@ class _Serving:
             return "ok" if ok else "not serving"
 
         async def store() -> str:
-            await asyncio.to_thread(self.store.head, "t/.readyz")
+            await asyncio.to_thread(probe_store, self.store, self.tel.settings)
             return "ok"
 
         async def bounded(check: Callable[[], Any]) -> str:
@@ -295,11 +299,40 @@ class _Serving:
             except Exception as exc:  # noqa: BLE001 - any failure is "not ready", said in the body
                 return f"{type(exc).__name__}: {exc}"[:200]
 
+        if self.stopping:  # draining: no check can make it ready again
+            return {"worker": "shutting down"}
         t, st = await asyncio.gather(bounded(temporal), bounded(store))
         checks: dict[str, Any] = {"temporal": t, "store": st}
         if self.stopping:
             checks["worker"] = "shutting down"
         return checks
+
+
+def probe_store(store: Any, settings: Settings) -> None:
+    """One uncached round trip to the store inside the worker's tenant prefix; raises if not usable.
+
+    A local store whose directory is gone is not ready (a HEAD of a missing key would still
+    answer "absent"); on S3 a one-key listing under ``t/{tenant}/`` (what a tenant-restricted
+    worker may list) meets a deleted bucket, revoked credentials or an unreachable endpoint on
+    every call: nothing is remembered between probes.
+    """
+    import os
+    from pathlib import Path
+
+    from compactor.errors import StoreUnavailable
+
+    root = getattr(store, "root", None)
+    if root is not None:
+        if not Path(root).is_dir():
+            raise StoreUnavailable(f"store directory {root} does not exist")
+        if not os.access(root, os.W_OK | os.X_OK):
+            raise StoreUnavailable(f"store directory {root} is not writable")
+    prefix = f"t/{settings.tenants[0]}/" if settings.tenants else "t/"
+    lister = getattr(store, "list_children", None)
+    if lister is not None:
+        lister(prefix, limit=1)
+    else:
+        store.head(prefix + ".readyz")
 
 
 def _ready_sync(loop: asyncio.AbstractEventLoop, serving: _Serving) -> dict[str, Any]:
@@ -319,7 +352,16 @@ class OpsServer:
 
     def __init__(self, host: str, port: int, ready: Callable[[], dict[str, Any]], *, metrics: bool = True) -> None:
         handler = _handler(ready, metrics)
-        self._httpd = ThreadingHTTPServer((host, port), handler)
+        try:
+            self._httpd = ThreadingHTTPServer((host, port), handler)
+        except OSError as exc:
+            from compactor.errors import InvalidInput
+
+            # A second worker on the node, or a leftover process: say which port, no traceback.
+            raise InvalidInput(
+                f"cannot serve metrics/health on {host}:{port}: {exc.strerror or exc}; stop what "
+                "listens there or set another COMPACTOR_METRICS_PORT (0 = any free port)"
+            ) from None
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="compactor-ops-http", daemon=True)
 

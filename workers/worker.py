@@ -111,11 +111,15 @@ def telemetry_plugins(settings: Settings) -> list[Any]:
 
 
 def _tls(settings: Settings) -> TLSConfig | bool:
+    ca = Path(settings.temporal_tls_ca).read_bytes() if settings.temporal_tls_ca else None
     if settings.temporal_tls_cert and settings.temporal_tls_key:
         return TLSConfig(
             client_cert=Path(settings.temporal_tls_cert).read_bytes(),
             client_private_key=Path(settings.temporal_tls_key).read_bytes(),
+            server_root_ca_cert=ca,
         )
+    if ca is not None:
+        return TLSConfig(server_root_ca_cert=ca)
     return settings.tls_enabled
 
 
@@ -136,23 +140,83 @@ async def connect(
         raise ValueError("no Temporal address: set TEMPORAL_ADDRESS or run `compactor dev`")
     loop = asyncio.get_running_loop()
     deadline = loop.time() + connect_timeout
-    while True:
-        try:
-            return await Client.connect(
-                target,
-                namespace=settings.temporal_namespace,
-                data_converter=build_data_converter(settings, s3_client),
-                tls=_tls(settings),
-                api_key=settings.temporal_api_key.get_secret_value() if settings.temporal_api_key else None,
-                plugins=telemetry_plugins(settings),
-                **({"runtime": runtime} if runtime is not None else {}),
-            )
-        except RuntimeError as exc:
-            # A server that is still starting (dev server, rolling restart) answers
-            # "Unavailable / not healthy yet": wait for it rather than fail the command.
-            if "Unavailable" not in str(exc) or loop.time() > deadline:
-                raise
-            await asyncio.sleep(0.2)
+    fresh = runtime is None and _no_default_runtime()
+    if fresh:
+        runtime = _new_runtime()
+    failure: Exception | None = None
+    try:
+        while True:
+            try:
+                client = await Client.connect(
+                    target,
+                    namespace=settings.temporal_namespace,
+                    data_converter=build_data_converter(settings, s3_client),
+                    tls=_tls(settings),
+                    api_key=settings.temporal_api_key.get_secret_value() if settings.temporal_api_key else None,
+                    plugins=telemetry_plugins(settings),
+                    **({"runtime": runtime} if runtime is not None else {}),
+                )
+                break
+            except RuntimeError as exc:
+                # A server that is still starting (dev server, rolling restart) answers
+                # "Unavailable / not healthy yet": wait for it rather than fail the command.
+                if "Unavailable" not in str(exc) or loop.time() > deadline:
+                    failure = unreachable(target, exc)  # raised below, holding no SDK frame
+                    break
+                await asyncio.sleep(0.2)
+        if failure is not None:
+            raise failure
+    except BaseException:
+        if fresh:
+            # Drop the runtime this attempt created, now: its Rust threads, left to the
+            # interpreter's finalization, can abort the process at exit (temporalio/sdk-python#300).
+            runtime = None
+            import gc
+
+            gc.collect()
+        raise
+    if fresh:
+        from temporalio.runtime import Runtime
+
+        Runtime.set_default(runtime, error_if_already_set=False)  # later clients share it
+    return client
+
+
+def _no_default_runtime() -> bool:
+    from temporalio.runtime import _runtime_ref
+
+    return getattr(_runtime_ref, "_default_runtime", True) is None and not getattr(_runtime_ref, "_prevent_default", False)
+
+
+def _new_runtime() -> Any:
+    from temporalio.runtime import Runtime, TelemetryConfig
+
+    return Runtime(telemetry=TelemetryConfig())  # what Runtime.default() would create
+
+
+_CONNECT_CAUSES = (
+    ("connection refused", "connection refused (is the Temporal frontend running there?)"),
+    ("dns error", "unknown host"),
+    ("failed to lookup address", "unknown host"),
+    ("name or service not known", "unknown host"),
+    ("invalid peer certificate", "TLS: the server's certificate was not accepted"),
+    ("tls", "TLS handshake failed (check TEMPORAL_TLS* settings)"),
+    ("timed out", "timed out"),
+    ("deadline", "timed out"),
+    ("unauthenticated", "not authenticated (check TEMPORAL_API_KEY or the client certificate)"),
+    ("permission", "permission denied"),
+    ("unavailable", "server unavailable"),
+    ("invalid uri", "not a host:port address"),
+)
+
+
+def unreachable(target: str, exc: BaseException) -> Exception:
+    """One line naming the address and the cause, instead of the SDK's raw transport error."""
+    from compactor.errors import TemporalUnavailable
+
+    text = str(exc).lower()
+    cause = next((say for needle, say in _CONNECT_CAUSES if needle in text), "could not connect")
+    return TemporalUnavailable(f"cannot reach Temporal at {target}: {cause}", address=target)
 
 
 # --- workers -------------------------------------------------------------------------------------------
@@ -239,7 +303,7 @@ def build_workers(
                     max_concurrent_activities=settings.llm_concurrency,
                     max_task_queue_activities_per_second=settings.llm_rate_limit,
                     interceptors=interceptors,
-                    **_operations_options(settings),
+                    **_operations_options(settings, model_calls=True),
                 )
             )
     return workers
@@ -276,11 +340,31 @@ def _runner_options(settings: Settings) -> dict[str, Any]:
     return {"workflow_runner": UnsandboxedWorkflowRunner()}
 
 
-def _operations_options(settings: Settings) -> dict[str, Any]:
-    """Graceful shutdown: SIGTERM lets in-flight activities finish, within a bound."""
+def _operations_options(settings: Settings, *, model_calls: bool = False) -> dict[str, Any]:
+    """Graceful shutdown: SIGTERM lets in-flight activities finish, within a bound.
+
+    The LLM worker's bound is at least one model call (client timeout + connect + a margin): a
+    shorter one would cancel long summaries on every rolling deploy, to be re-run elsewhere.
+    """
     from datetime import timedelta
 
-    return {"graceful_shutdown_timeout": timedelta(seconds=settings.graceful_shutdown_s)}
+    grace = settings.graceful_shutdown_s
+    if model_calls:
+        grace = max(grace, model_call_grace_s(settings))
+    return {"graceful_shutdown_timeout": timedelta(seconds=grace)}
+
+
+MODEL_CALL_MARGIN_S = 15.0
+
+
+def model_call_grace_s(settings: Settings) -> float:
+    """Longest one model call may take (the anthropic client's timeouts) plus a margin."""
+    try:
+        from activities.llm import AnthropicSettings
+    except ModuleNotFoundError:  # no anthropic SDK: no model calls to wait for
+        return 0.0
+    a = AnthropicSettings.from_settings(settings)
+    return a.timeout_s + a.connect_timeout_s + MODEL_CALL_MARGIN_S
 
 
 def _span_interceptors() -> list[Any]:
@@ -295,6 +379,44 @@ def _activity_name(fn: Any) -> str:
 
     defn = _Definition.from_callable(fn)
     return defn.name if defn and defn.name else getattr(fn, "__name__", "")
+
+
+PROBE_KEY = ".compactor-probe/conditional-write"
+
+
+def check_conditional_writes(store: Any, settings: Settings) -> None:
+    """Refuse (one line, exit 2) an S3 endpoint that ignores ``If-None-Match``/``If-Match``.
+
+    The session log's only concurrency control is the server evaluating those conditions; an
+    endpoint that stores the object anyway (older MinIO, some gateways) would let two writers
+    both "win" and lose appends. Probed on one scratch key inside the worker's tenant prefix,
+    written create-only twice (one of the two must be refused: the key may exist from an earlier
+    start) and replaced with an etag that cannot match (must be refused). A local store
+    implements the conditions itself and is not probed.
+    """
+    from compactor.errors import InvalidInput, PreconditionFailed
+
+    if not getattr(store, "url", "").startswith("s3://"):
+        return
+    key = (f"t/{settings.tenants[0]}/" if settings.tenants else "t/") + PROBE_KEY
+    refused = 0
+    for _ in range(2):
+        try:
+            store.put(key, b"probe\n", if_none_match=True)
+        except PreconditionFailed:
+            refused += 1
+    try:
+        store.put(key, b"probe\n", if_match='"00000000000000000000000000000000"')
+        mismatch_refused = False
+    except PreconditionFailed:
+        mismatch_refused = True
+    if not refused or not mismatch_refused:
+        which = "If-None-Match" if not refused else "If-Match"
+        raise InvalidInput(
+            f"store {store.url} does not honour conditional writes ({which} was ignored on "
+            f"{key}); compactor needs S3 conditional PUTs (AWS S3, MinIO >= 2024-11, or an "
+            "endpoint that evaluates If-None-Match/If-Match)"
+        )
 
 
 def _store_s3_client(store: Any) -> Any | None:

@@ -7,7 +7,7 @@ import importlib
 import os
 import sys
 
-from compactor.cli.common import check_tenant_arg, cli_scope
+from compactor.cli.common import JSON_OUTPUT, check_tenant_arg, cli_scope, report_error
 from compactor.errors import CompactorError
 
 # Modules that add subcommands; each defines register(subparsers). Order = help order.
@@ -18,6 +18,7 @@ COMMAND_MODULES = [
     "compactor.cli.compact",
     "compactor.cli.ops",
     "compactor.cli.lifecycle",
+    "compactor.cli.setup",
     "compactor.cli.codec",
     "compactor.cli.hold",
     "compactor.cli.plot",
@@ -31,8 +32,19 @@ COMMAND_MODULES = [
 _WARN_THEMSELVES = ("config", "worker", "dev")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's usage errors, plus the JSON error document when ``--json`` was given."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        if JSON_OUTPUT["on"]:
+            from compactor.cli.common import print_json
+
+            print_json({"error": {"code": "usage", "message": f"{self.prog}: {message}", "exit_code": 2}})
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="compactor",
         description="Durable, distributed context compaction for LLM-agent sessions. "
         "Session commands take SESSION [--tenant T]; every command takes --json; exit 0 ok, "
@@ -67,6 +79,7 @@ def version() -> str:
 def main(argv: list[str] | None = None) -> int:
     from compactor.cli.terminal import sanitized_output
 
+    JSON_OUTPUT["on"] = "--json" in (sys.argv[1:] if argv is None else argv)
     # Every human-readable byte passes the terminal sanitizer; --json output is left as is.
     with sanitized_output(stdout=False):
         parser = build_parser()
@@ -79,6 +92,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    JSON_OUTPUT["on"] = bool(getattr(args, "json", False))
     try:
         if args.command not in _WARN_THEMSELVES:
             from compactor.cli.config import warn_unknown_variables
@@ -88,7 +102,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         check_tenant_arg(args)  # COMPACTOR_TENANTS binds the CLI: refuse before any I/O
         rc = args.func(args)
     except CompactorError as exc:
-        print(f"compactor: error: {exc}", file=sys.stderr)
+        report_error(str(exc), code=exc.code, exit_code=exc.exit_code)
         return exc.exit_code
     except OSError as exc:
         if isinstance(exc, BrokenPipeError):
@@ -97,9 +111,9 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         if exc.filename is not None:
             name = str(exc.filename)
             shown = name if len(name) <= 80 else f"{name[:60]}...({len(name)} characters)"
-            print(f"compactor: error: {shown}: {exc.strerror or exc}", file=sys.stderr)
+            report_error(f"{shown}: {exc.strerror or exc}", code="os_error", exit_code=2)
             return 2
-        print(f"compactor: error: {exc.strerror or exc}", file=sys.stderr)
+        report_error(f"{exc.strerror or exc}", code="os_error", exit_code=1)
         return 1
     except KeyboardInterrupt:
         return 130

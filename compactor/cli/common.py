@@ -224,3 +224,15 @@ def truncation_note(result: ImportResult) -> str | None:
     biggest = max(t.bytes for t in result.truncated)
     return (f"{len(result.truncated)} tool output(s) over the inline limit: " + ", ".join(parts)
             + f"; largest {biggest:,} bytes (COMPACTOR_MAX_INLINE_TOOL_OUTPUT)")
+
+
+#: Set by ``main`` when the command was given ``--json``: errors then also go to stdout as JSON.
+JSON_OUTPUT = {"on": False}
+
+
+def report_error(message: str, *, code: str, exit_code: int) -> None:
+    """One ``compactor: error:`` line on stderr; with ``--json`` also ``{"error": {...}}`` on
+    stdout (a script reading stdout gets a document, not nothing). The exit code is the caller's."""
+    print(f"compactor: error: {message}", file=sys.stderr)
+    if JSON_OUTPUT["on"]:
+        print_json({"error": {"code": code, "message": message, "exit_code": exit_code}})

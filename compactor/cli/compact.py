@@ -59,6 +59,9 @@ def check_args(args: argparse.Namespace) -> None:
     from compactor.cli.common import session_arg
     from compactor.errors import InvalidInput, PolicyError
 
+    if args.inline and getattr(args, "hold", False):
+        raise InvalidInput("--hold holds a durable compaction before its swap; --inline has no swap to "
+                           "hold: drop one of them")
     path = Path(args.file)
     args.stored = not path.exists()
     if path.is_dir():

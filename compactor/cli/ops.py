@@ -21,6 +21,7 @@ from compactor.cli.common import (
     add_temporal_args,
     open_log,
     print_json,
+    report_error,
     table,
 )
 from compactor.errors import InvalidInput, NotFound
@@ -114,7 +115,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 # --- helpers -------------------------------------------------------------------------------------
 
 
-def run_and_exit(coro: Any) -> int:
+def run_and_exit(coro: Any, *, cli: bool = True) -> int:
     """Run a command that holds a Temporal client, then leave the process at once.
 
     The SDK's core runtime threads can call into Python while the interpreter finalizes and
@@ -126,17 +127,22 @@ def run_and_exit(coro: Any) -> int:
     from compactor.errors import CompactorError
     from workers.telemetry import flush_tracing, quiet_exporters_for_cli
 
-    quiet_exporters_for_cli()  # a collector that is down is not this command's business
+    if cli:  # a worker (cli=False) keeps its one exporter-error line per interval
+        quiet_exporters_for_cli()  # a collector that is down is not this command's business
     try:
         rc = int(asyncio.run(coro) or 0)
     except CompactorError as exc:
-        print(f"compactor: error: {exc}", file=sys.stderr)
+        report_error(str(exc), code=exc.code, exit_code=exc.exit_code)
         rc = exc.exit_code
     except KeyboardInterrupt:
         rc = 130
     except Exception as exc:  # RPC errors (unknown workflow id, server down): say what failed
         rc = 2 if _is_not_found(exc) else 1
-        print(f"compactor: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        if not cli:  # a worker that crashed: its operator needs where, not only what
+            import traceback
+
+            traceback.print_exc()
+        report_error(f"{type(exc).__name__}: {exc}", code="not_found" if rc == 2 else "failed", exit_code=rc)
     try:
         flush_tracing()
     except Exception as exc:  # noqa: BLE001 - telemetry must never change the exit status
@@ -245,15 +251,18 @@ async def _dev(args: argparse.Namespace) -> int:
             if metrics:
                 print(f"metrics    {metrics}   (/healthz /readyz)")
             print("worker running; Ctrl-C to stop", flush=True)
-        async with tel.serving(client, store), _monitor(settings, client, store):
-            await _serve_until_signal(workers, quiet=args.json, grace_s=settings.graceful_shutdown_s)
+        async with tel.serving(client, store) as serving, _monitor(settings, client, store):
+            await _serve_until_signal(workers, quiet=args.json, on_stop=serving.drain,
+                                      grace_s=settings.graceful_shutdown_s)
     finally:
         await asyncio.to_thread(server.stop)
     return 0
 
 
-async def _serve_until_signal(workers: list[Any], quiet: bool = False, grace_s: float | None = None) -> None:
-    """Run workers until SIGINT/SIGTERM, then shut them down gracefully (logging the drain)."""
+async def _serve_until_signal(workers: list[Any], quiet: bool = False, on_stop: Any = None,
+                              grace_s: float | None = None) -> None:
+    """Run workers until SIGINT/SIGTERM, then shut them down gracefully (``on_stop`` first:
+    readiness turns 503 while in-flight activities drain; the drain is logged)."""
     import contextlib
     import signal
 
@@ -271,6 +280,8 @@ async def _serve_until_signal(workers: list[Any], quiet: bool = False, grace_s: 
             await stack.enter_async_context(w)
         log_worker_started([w.task_queue for w in workers])
         await stop.wait()
+        if on_stop is not None:
+            on_stop()
         if not quiet:
             print("stopping ...", flush=True)
         if grace_s is not None:
@@ -301,23 +312,35 @@ def cmd_worker(args: argparse.Namespace) -> int:
     else:
         print(f"worker: {settings.temporal_address} namespace {settings.temporal_namespace}, "
               f"queues {settings.task_queue} / {settings.llm_task_queue}, store {settings.store}", flush=True)
-    asyncio.run(_worker(settings, quiet=args.json))
-    return 0
+    # run_and_exit: one line (no traceback) for a refused start, and no abort at exit
+    return run_and_exit(_worker(settings, quiet=args.json), cli=False)
 
 
 async def _worker(settings: Any, quiet: bool = False) -> None:
+    import contextlib
+
     from compactor.store import open_store
+    from workers.backlog import BacklogGauge
     from workers.telemetry import WorkerTelemetry
-    from workers.worker import _store_s3_client, build_workers, connect
+    from workers.setup import require_search_attributes
+    from workers.worker import _store_s3_client, build_workers, check_conditional_writes, connect
 
     from compactor.cli.config import warn_unknown_variables
 
     warn_unknown_variables()  # a mistyped COMPACTOR_* variable is said, not silently ignored
     store = open_store(settings.store)
+    await asyncio.to_thread(check_conditional_writes, store, settings)  # refuse an S3 that ignores them
     tel = WorkerTelemetry.create(settings)
     client = await connect(settings, s3_client=_store_s3_client(store), runtime=tel.runtime)
-    async with tel.serving(client, store), _monitor(settings, client, store):
-        await _serve_until_signal(build_workers(client, settings, store), quiet=quiet,
+    await require_search_attributes(client, settings.temporal_namespace)  # else: `compactor setup`
+    workers = build_workers(client, settings, store)
+    async with contextlib.AsyncExitStack() as stack:
+        serving = await stack.enter_async_context(tel.serving(client, store))
+        await stack.enter_async_context(_monitor(settings, client, store))
+        if tel.provider is not None:  # the autoscaler's metric (infra/k8s): queue backlog
+            await stack.enter_async_context(BacklogGauge(
+                client, settings.temporal_namespace, [settings.task_queue, settings.llm_task_queue]))
+        await _serve_until_signal(workers, quiet=quiet, on_stop=serving.drain,
                                   grace_s=settings.graceful_shutdown_s)
 
 
@@ -701,15 +724,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 async def _sweep(args: argparse.Namespace) -> int:
-    from temporalio.client import (
-        Schedule,
-        ScheduleActionStartWorkflow,
-        ScheduleIntervalSpec,
-        ScheduleSpec,
-    )
-    from temporalio.service import RPCError
-
     from activities.contracts import SWEEP_WORKFLOW_NAME, PolicyRef, SweepInput, SweepOutput
+    from workers.setup import schedule_id_for
 
     settings = _settings(args)
     inp = SweepInput(
@@ -721,7 +737,7 @@ async def _sweep(args: argparse.Namespace) -> int:
 
     check_sweep_request(inp)  # before a schedule or workflow exists
     client = await _client(settings)
-    sched_id = f"compactor-sweep-{settings.tenant}"
+    sched_id = schedule_id_for(settings.tenant)
     if args.delete:
         try:
             await client.get_schedule_handle(sched_id).delete()
@@ -749,27 +765,12 @@ async def _sweep(args: argparse.Namespace) -> int:
             lines += [f"    {sk.session}: {sk.error}" for sk in out.skipped]
         _say(args, {"workflow_id": wf_id, **out.model_dump(mode="json")}, "\n".join(lines))
         return 0
-    schedule = Schedule(
-        action=ScheduleActionStartWorkflow(SWEEP_WORKFLOW_NAME, inp, id=f"sweep/{settings.tenant}",
-                                           task_queue=settings.task_queue),
-        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=_interval(args.every))]),
-    )
-    from temporalio.service import RPCStatusCode
+    from workers.setup import ensure_sweep_schedule
 
-    try:
-        await client.create_schedule(sched_id, schedule)
-        _say(args, {"schedule": sched_id, "action": "created", "every": args.every, "tenant": settings.tenant},
-             f"created schedule {sched_id}: sweep tenant {settings.tenant} every {args.every}")
-    except Exception as exc:
-        exists = (isinstance(exc, RPCError) and exc.status == RPCStatusCode.ALREADY_EXISTS) or (
-            "already" in str(exc).lower())
-        if not exists:
-            raise
-        # Replace it (delete + create keeps the spec exactly as given).
-        await client.get_schedule_handle(sched_id).delete()
-        await client.create_schedule(sched_id, schedule)
-        _say(args, {"schedule": sched_id, "action": "replaced", "every": args.every, "tenant": settings.tenant},
-             f"replaced schedule {sched_id}: sweep tenant {settings.tenant} every {args.every}")
+    res = await ensure_sweep_schedule(client, inp, every=_interval(args.every), every_text=args.every,
+                                      task_queue=settings.task_queue)
+    _say(args, {"schedule": sched_id, "action": res.action, "every": args.every, "tenant": settings.tenant},
+         f"{res.action} schedule {sched_id}: sweep tenant {settings.tenant} every {args.every}")
     return 0
 
 

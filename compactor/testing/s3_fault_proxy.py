@@ -80,8 +80,10 @@ class S3FaultProxy:
     """
 
     def __init__(self, upstream: str, rates: FaultRates | None = None, *, seed: int | None = None,
-                 port: int = 0) -> None:
+                 port: int = 0, drop_headers: tuple[str, ...] = ()) -> None:
         u = urllib.parse.urlsplit(upstream)
+        # e.g. ("If-None-Match", "If-Match"): an endpoint that ignores conditional writes
+        self.drop_headers = {h.lower() for h in drop_headers}
         self.upstream = (u.hostname or "127.0.0.1", u.port or 80)
         self.rates = rates or FaultRates()
         self.stats = FaultStats()
@@ -215,7 +217,7 @@ class S3FaultProxy:
                 if kind == "stall":
                     time.sleep(stall)
                 headers = [(k, v) for k, v in self.headers.items() if k.lower() not in _HOP
-                           and k.lower() != "content-length"]
+                           and k.lower() != "content-length" and k.lower() not in proxy.drop_headers]
                 try:
                     status, rheaders, data = proxy._forward(self.command, self.path, headers, body)
                 except OSError:

@@ -112,3 +112,31 @@ async def save_history(client: Any, workflow_id: str, name: str) -> None:
     history = await handle.fetch_history()
     HISTORIES.mkdir(parents=True, exist_ok=True)
     (HISTORIES / f"{name}.json").write_text(json.dumps(json.loads(history.to_json()), indent=1))
+
+
+# --- `compactor` subprocesses (worker, setup, compact) --------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def process_env(**kw: str) -> dict[str, str]:
+    """This environment without any compactor, Temporal, model or OTel setting, plus ``kw``: a
+    subprocess sees exactly the configuration its test gives it."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("COMPACTOR_", "OTEL_", "TEMPORAL_", "ANTHROPIC_"))}
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(kw)
+    return env
+
+
+def wait_for(pred: Any, timeout: float, what: str) -> Any:
+    """Poll ``pred`` every 0.1 s until it returns something truthy (returned), else fail."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = pred()
+        if got:
+            return got
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -301,6 +301,9 @@ async def test_held_swap_rejected_or_timed_out_leaves_session_untouched(temporal
         assert info.value.cause.type == ErrorType.NOT_APPROVED
     assert log.head().etag == before.etag and log.list_checkpoints() == []
     assert [r.status for r in log.list_records()] == ["failed", "failed"]
+    # an operator's "no" is not a failing compaction: the circuit breaker counts neither
+    state = await cc.breaker(session)
+    assert state.consecutive_failures == 0 and not state.open
 
 
 async def test_unknown_session_fails_with_not_found_and_writes_nothing(temporal_address, store, task_queue):

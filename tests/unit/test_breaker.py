@@ -71,3 +71,13 @@ def test_recording_the_same_run_twice_counts_it_once():
             st = breaker.record(st, tenant="t", session="s", ok=False, at=T0, trigger="threshold",
                                 run_id=run, error="boom")
     assert st.consecutive_failures == 2 and not st.open and len(st.history) == 2
+
+
+def test_operator_rejections_do_not_count():
+    st = _fail(None, 2)
+    for reason in ("NotApproved: swap not approved: rejected by an operator; the session is unchanged",
+                   "NotApproved: swap not approved: no approval within 3600s; the session is unchanged"):
+        st = breaker.record(st, tenant="t", session="s", ok=False, at=T0, trigger="manual", error=reason)
+    assert st.consecutive_failures == 2 and not st.open
+    st = breaker.record(st, tenant="t", session="s", ok=False, at=T0, error="SummarizerFailed: 400")
+    assert st.open  # a real failure still counts
