@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 
 from compactor.errors import NotFound
 from compactor.store.base import ObjectInfo, ObjectStore
+from compactor.store.breakers import sync_open_index
 from compactor.store.gc import delete_all, lifecycle_store, object_kind, referenced_artifacts, session_ids
 from compactor.store.log import validate_id
 
@@ -122,6 +123,7 @@ def delete_session(store: ObjectStore, tenant: str, session: str, *, by: str | N
         _remove(store, head)
         _remove(store, arts)
         _remove(store, [i for i in infos if i.key != prefix + "head.json"])
+        sync_open_index(store, tenant, session, is_open=False)  # its breaker no longer counts
     return _finish(store, rec, f"t/{tenant}/deletions/{_stamp(at)}-{session}.json", prefix)
 
 

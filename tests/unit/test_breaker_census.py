@@ -3,14 +3,10 @@ breaker state through opens, closes, operator clears and a retry after a lost wr
 
 from __future__ import annotations
 
-from activities.breaker import (
-    BreakerActivities,
-    BreakerRecordInput,
-    clear_breaker,
-    count_open_breakers,
-    open_index_key,
-)
+from activities.breaker import BreakerActivities, BreakerRecordInput, clear_breaker
 from compactor.store import open_store
+from compactor.store.breakers import count_open_breakers, open_index_key
+from compactor.store.erase import delete_session
 
 
 async def _fail(acts: BreakerActivities, tenant: str, session: str, run: str) -> None:
@@ -43,3 +39,17 @@ async def test_a_retry_after_a_lost_index_write_repairs_it(tmp_path):
     assert count_open_breakers(store) == {"acme": 0}
     await _fail(acts, "acme", "s1", "r2")  # Temporal retries the same run's record_breaker
     assert count_open_breakers(store) == {"acme": 1}
+
+
+async def test_deleting_a_session_with_an_open_breaker_drops_it_from_the_count(tmp_path):
+    from compactor.events import Event, TextBlock
+    from compactor.store import SessionLog
+
+    store = open_store(f"file://{tmp_path}/store")
+    acts = BreakerActivities(store)
+    SessionLog(store, "acme", "s1").append([Event(id="u", role="user", blocks=[TextBlock(text="hi")])])
+    for i in range(3):
+        await _fail(acts, "acme", "s1", f"r{i}")
+    assert count_open_breakers(store) == {"acme": 1}
+    delete_session(store, "acme", "s1", by="test")
+    assert count_open_breakers(store) == {"acme": 0}
