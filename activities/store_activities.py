@@ -387,9 +387,8 @@ class StoreActivities:
         meta = self._meta()
 
         def work() -> ExternalizeOutput:
-            from compactor.engine.compact import MIN_SUMMARY_TOKENS, Plan, apply_layers
-            from compactor.tokens import count_event, count_text
-            from compactor.engine.view import SUMMARY_PREFIX
+            from compactor.engine.compact import Plan, apply_layers
+            from compactor.tokens import count_event
 
             t = time.perf_counter()
             snap = inp.snapshot
@@ -409,11 +408,10 @@ class StoreActivities:
             end = 0 if ckpt.covers.empty else ckpt.covers.end
             covered_tokens = sum(count_event(e) for e in evs if e.kind != "pinned" and snap.prev_covers_end < e.seq <= end)
             # Room an LLM summary may take: what the structured one had, up to the target.
-            room = p.target_tokens - (res.tokens_after - res.summary_tokens) - 4
-            budget = min(room, policy.summary_max_tokens)
-            if policy.summary_must_shrink and covered_tokens:
-                budget = min(budget, covered_tokens - count_text(SUMMARY_PREFIX) - 8)
-            budget = max(budget, res.summary_tokens, MIN_SUMMARY_TOKENS)
+            from compactor.engine.model_summary import summary_budget
+
+            budget = summary_budget(policy, target_tokens=p.target_tokens, tokens_after=res.tokens_after,
+                                    summary_tokens=res.summary_tokens, covered_tokens=covered_tokens)
             doc = {
                 "checkpoint": ckpt.model_dump(mode="json"),
                 "layers": res.layers,

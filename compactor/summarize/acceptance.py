@@ -1,0 +1,243 @@
+"""What a model-written summary says of the lifted state, measured on meaning. Pure.
+
+* ``terms``: an item's distinctive terms: paths, identifiers, numbers of two digits or more,
+  words of five letters or more that are not common English, and words of any other script
+  (a trailing particle letter dropped, so Korean ``영상들`` matches ``영상``).
+* ``named``: an item counts as named when the summary carries enough of its terms (one of one
+  or two, two of up to six, three of more), so a paraphrase or a partial quote counts, in
+  any language, while decorations of the structured rendering (``#12``, ``exit 0``) do not.
+* ``carried``: the share of the lifted state an answer names *by itself*, averaged over the
+  state's sections so a session with 80 commands does not drown its goal. An answer below
+  ``MIN_CARRIED`` is empty or a placeholder: completing it would show the structured summary
+  under the model's name, so it is refused instead.
+* ``done_claims``: lines of the answer that report an action as done when the log has no
+  result for it (an unknown outcome, or a command that never ran at all, e.g. one an
+  instruction planted in a tool output asked the model to claim).
+
+The threshold (``MIN_CARRIED``) comes from ``compactor bench model-path`` on the corpus:
+docs/bench-model-path.md gives the measured carried share of every faithful stand-in answer and
+of every adversarial one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from compactor.lifting.lift import LiftedState
+from compactor.summarize.structured import LATEST, _build
+
+MIN_CARRIED = 0.15
+"""Below this share (before completion) an answer is refused as empty or a placeholder."""
+
+ALSO_HEADING = "## Also in the lifted state (named here because the summary above does not)"
+"""Where completion appends; everything before it is the model's own text."""
+
+_TERM_RE = re.compile(r"[^\W_][\w./:@+#-]*", re.U)
+_DECOR_RE = re.compile(r"#\d+|\[tool_use [^\]]+\]|\(from the user, #\d+\)|→|\blast #\d+")
+_STOP = frozenset("""
+about above after again against agent agents already also another answer asked asking based
+because before being below between both build called cannot change changed changes check
+checked could create created current doing done during each either every exist exists failed
+first found given going having here however into itself later latest least less makes making
+might minor more most much must need needed needs never newer next none nothing number only
+other others output over please point previous probably quite rather really request requests
+result results right running same seems should show shown since some something still such
+summary than that their them then there these they thing things this those though three
+through today under until update updated used user using very want wants wasn were what when
+where whether which while whole will with within without work worked working works would write
+written wrong your yours added adding error errors exit status still open resolved
+""".split())
+_HEDGE_RE = re.compile(
+    r"\b(unknown|unconfirmed|not confirmed|unverified|not verified|verify|no result|no recorded|"
+    r"pending|may not|might not|did not|didn't|not yet|never|failed|fails|if it)\b", re.I)
+_DONE_RE = re.compile(
+    r"\b(done|succeeded|succeeds|successful(ly)?|passed|passes|passing|completed?|finished|"
+    r"worked|works|fixed|deployed|merged|applied|ran fine|exit(ed)?( code)? 0)\b|✓|✅", re.I)
+_SPAN_RE = re.compile(r"`([^`\n]{3,200})`")
+_COMMAND_HEADS = frozenset("""
+make npm npx yarn pnpm node python python3 pytest pip pip3 uv poetry cargo go git docker kubectl
+helm terraform bash sh zsh curl wget deploy ./deploy.sh rm mv cp chmod sudo apt apt-get brew
+gradle mvn dotnet ruby bundle rake rails php composer java javac gcc clang cmake ninja anchor
+solana forge hardhat vercel netlify fly heroku aws gcloud az psql mysql redis-cli
+""".split())
+
+
+def _strong(raw: str) -> bool:
+    """Paths, identifiers and mixed tokens: distinctive wherever they occur."""
+    inner = raw.strip("./:-+@#")
+    return (
+        any(c in inner for c in "/._")
+        or (any(c.isdigit() for c in inner) and any(c.isalpha() for c in inner))
+        or any(c.isupper() for c in inner[1:])
+    )
+
+
+def terms(text: str) -> frozenset[str]:
+    """The distinctive terms of ``text`` (lower case)."""
+    out: set[str] = set()
+    for raw in _TERM_RE.findall(_DECOR_RE.sub(" ", text)):
+        raw = raw.rstrip(".:-+@#")
+        t = raw.lower()
+        if not t:
+            continue
+        if _strong(raw):
+            if len(t) >= 3:
+                out.add(t)
+        elif t.isdigit():
+            if len(t) >= 2:
+                out.add(t)
+        elif t.isascii():
+            if len(t) >= 5 and t not in _STOP:
+                out.add(t)
+        elif len(t) >= 2:
+            out.add(t[: max(2, len(t) - 1)])
+    return frozenset(out)
+
+
+def haystack(text: str) -> str:
+    """``text`` as ``named`` searches it: lower case, whitespace collapsed."""
+    return " ".join(text.split()).lower()
+
+
+def _found(term: str, hay: str) -> bool:
+    if term in hay:
+        return True
+    if "/" in term:  # a path counts when its file name is there (``src/app.py`` -> ``app.py``)
+        base = term.rstrip("/").rsplit("/", 1)[-1]
+        return len(base) >= 4 and base in hay
+    return False
+
+
+def needed(n: int) -> int:
+    """How many of an item's ``n`` terms a summary must carry for the item to count as named."""
+    return 1 if n <= 2 else 2 if n <= 6 else 3
+
+
+def named(item_terms: Iterable[str], hay: str) -> bool:
+    ts = list(item_terms)
+    if not ts:
+        return False
+    return sum(1 for t in ts if _found(t, hay)) >= needed(len(ts))
+
+
+def model_part(text: str) -> str:
+    """The model's own text of a (possibly completed) summary."""
+    return text.split(ALSO_HEADING, 1)[0]
+
+
+@dataclass
+class Carried:
+    """How much of the lifted state an answer names by itself."""
+
+    share: float = 0.0
+    named: int = 0
+    items: int = 0
+    by_section: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        return (f"it names {self.named} of {self.items} items of the lifted state by itself "
+                f"({self.share:.0%} averaged over {len(self.by_section)} sections; at least "
+                f"{MIN_CARRIED:.0%} needed)")
+
+
+def carried(text: str, state: LiftedState) -> Carried:
+    """The share of ``state`` that ``text`` names, averaged over the sections with content."""
+    hay = haystack(text)
+    counts: dict[str, list[int]] = {}
+    goal_seq = state.goal.seq if state.goal is not None else None
+    latest_is_goal = bool(state.requests) and state.requests[-1].seq == goal_seq
+    for ln in _build(state).lines:
+        if ln.section == LATEST and latest_is_goal:
+            continue
+        ts = terms(ln.text)
+        if not ts:
+            continue
+        c = counts.setdefault(ln.section, [0, 0])
+        c[1] += 1
+        c[0] += named(ts, hay)
+    if not counts:
+        return Carried(share=1.0)
+    share = sum(n / t for n, t in counts.values()) / len(counts)
+    return Carried(share=share, named=sum(n for n, _ in counts.values()),
+                   items=sum(t for _, t in counts.values()),
+                   by_section={s: (n, t) for s, (n, t) in counts.items()})
+
+
+def is_placeholder(text: str, state: LiftedState) -> Carried | None:
+    """The measure, when the answer carries too little of the state to be used; else None."""
+    c = carried(model_part(text), state)
+    return c if c.share < MIN_CARRIED else None
+
+
+# --- claims of done ------------------------------------------------------------------------
+
+
+def _sections_of(text: str) -> list[tuple[str, str]]:
+    """(heading, line) for every non-empty line of ``text``."""
+    out: list[tuple[str, str]] = []
+    heading = ""
+    for line in text.splitlines():
+        s = line.strip()
+        if not s:
+            continue
+        if s.startswith("#"):
+            heading = s.lstrip("#").strip()
+            continue
+        out.append((heading, s))
+    return out
+
+
+def _looks_like_command(span: str, heads: set[str]) -> bool:
+    first = span.split()[0].lower() if span.split() else ""
+    return len(span.split()) >= 2 and (first in _COMMAND_HEADS or first in heads)
+
+
+def done_claims(text: str, state: LiftedState) -> list[tuple[int, str]]:
+    """(line number, what) for every line of the model's text that reports as done an action
+    with no recorded result: an unknown-outcome action named outside the unknown section, or a
+    command in backticks the session never ran (nothing in ``state.commands`` matches it)."""
+    own = model_part(text)
+    ran = [haystack(c.command) for c in state.commands] + [haystack(t.command) for t in state.tests]
+    heads = {c.split()[0] for c in ran if c.split()}
+    unknown_keys: list[tuple[str, list[str]]] = []
+    for u in state.unknown_actions:
+        keys = [u.tool_use_id.lower()]
+        if u.command and len(u.command.strip()) >= 6:
+            keys.append(haystack(u.command))
+        if u.kind in ("write", "edit", "create", "delete") or not u.command:
+            keys.extend(p.lower() for p in u.paths if len(p) >= 4)
+        unknown_keys.append((u.tool_use_id, keys))
+    out: list[tuple[int, str]] = []
+    for n, (heading, line) in enumerate(_sections_of(own), 1):
+        if heading.lower().startswith("outcome unknown") or not _DONE_RE.search(line) or _HEDGE_RE.search(line):
+            continue
+        low = haystack(line)
+        hit = next((uid for uid, keys in unknown_keys if any(k and k in low for k in keys)), None)
+        if hit is not None:
+            out.append((n, hit))
+            continue
+        for span in _SPAN_RE.findall(line):
+            cmd = haystack(span)
+            if not _looks_like_command(span, heads):
+                continue
+            if not any(cmd in r or r in cmd for r in ran if r):
+                out.append((n, span))
+                break
+    return out
+
+
+__all__ = [
+    "ALSO_HEADING",
+    "Carried",
+    "MIN_CARRIED",
+    "carried",
+    "done_claims",
+    "haystack",
+    "is_placeholder",
+    "model_part",
+    "named",
+    "needed",
+    "terms",
+]
