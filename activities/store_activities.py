@@ -536,8 +536,6 @@ class StoreActivities:
         """The layer candidate with the chosen summarizer's summary swapped in (a model summary
         completed from the lifted state), whether it is the layer candidate itself
         (unchanged), and the sections the completion added."""
-        from compactor.tokens import count_text
-
         layer_doc = layer_doc if layer_doc is not None else self._get_json(inp.layers_key)
         base = Checkpoint.model_validate(layer_doc["checkpoint"])
         if not inp.summary_key:
@@ -547,28 +545,15 @@ class StoreActivities:
             not inp.checkpoint_id or inp.checkpoint_id == base.id
         ):
             return base, True, []
-        text = summ.get("summary") or ""
-        completed: list[str] = []
-        if text and inp.summarizer != "structured" and summ.get("native") is None and base.state:
-            # A model summary is completed from the lifted state before it is judged: the
-            # names the next turn needs are appended when the model left them out.
-            from compactor.summarize.completion import complete_from_state
-            from compactor.lifting.lift import LiftedState
+        from compactor.engine.model_summary import with_summary
 
-            text, completed = complete_from_state(
-                text, LiftedState.model_validate(base.state), int(layer_doc.get("summary_budget") or 0),
-                latest_full=bool(layer_doc.get("mid_turn")),
-            )
-        return base.model_copy(
-            update={
-                "id": inp.checkpoint_id or base.id,
-                "summary": text,
-                "sections": summ.get("sections") or {},
-                "native": summ.get("native"),
-                "summary_tokens": count_text(text) if text else count_text(json.dumps(summ.get("native") or {})),
-                "summarizer": inp.summarizer,
-            }
-        ), False, completed
+        ckpt, completed = with_summary(
+            base, summ.get("summary") or "", summarizer=inp.summarizer,
+            budget=int(layer_doc.get("summary_budget") or 0), mid_turn=bool(layer_doc.get("mid_turn")),
+            sections=summ.get("sections") or {}, native=summ.get("native"),
+            checkpoint_id=inp.checkpoint_id or base.id,
+        )
+        return ckpt, False, completed
 
     @activity.defn(name=ActivityName.VALIDATE_CANDIDATE)
     async def validate_candidate(self, inp: ValidateInput) -> ValidateOutput:

@@ -58,4 +58,44 @@ def covered_events(events: Sequence[Event], ckpt: Checkpoint, prev_end: int = 0)
     return [e for e in events if e.kind != "pinned" and prev_end < e.seq <= end]
 
 
-__all__ = ["MIN_SUMMARY_TOKENS", "covered_events", "summary_budget"]
+def with_summary(
+    base: Checkpoint,
+    text: str,
+    *,
+    summarizer: str,
+    budget: int,
+    mid_turn: bool = False,
+    sections: Mapping[str, list[str]] | None = None,
+    native: dict[str, Any] | None = None,
+    checkpoint_id: str | None = None,
+) -> tuple[Checkpoint, list[str]]:
+    """The layer candidate ``base`` with a summarizer's text swapped in, a model's text
+    completed from the lifted state (``completion.complete_from_state``); and the sections
+    completion added. Judged afterwards by ``invariants.validate`` like any candidate."""
+    completed: list[str] = []
+    if text and summarizer != "structured" and native is None and base.state:
+        from compactor.lifting.lift import LiftedState
+        from compactor.summarize.completion import complete_from_state
+
+        text, completed = complete_from_state(
+            text, LiftedState.model_validate(base.state), budget, latest_full=mid_turn)
+    import json
+
+    tokens = count_text(text) if text else count_text(json.dumps(native or {}))
+    return base.model_copy(update={
+        "id": checkpoint_id or base.id,
+        "summary": text,
+        "sections": dict(sections or {}),
+        "native": native,
+        "summary_tokens": tokens,
+        "summarizer": summarizer,
+    }), completed
+
+
+def completion_note(completed: Sequence[str]) -> list[str]:
+    """The record's line for what completion added (section names only, no text)."""
+    return (["completed from the lifted state: " + ", ".join(s.lower() for s in completed)]
+            if completed else [])
+
+
+__all__ = ["MIN_SUMMARY_TOKENS", "completion_note", "covered_events", "summary_budget", "with_summary"]

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from compactor.lifting.lift import LiftedState
-from compactor.summarize.structured import LATEST, _build
+from compactor.summarize.structured import FILES_CHANGED, FILES_READ, LATEST, _build
 
 MIN_CARRIED = 0.15
 """Below this share (before completion) an answer is refused as empty or a placeholder."""
@@ -122,6 +122,20 @@ def named(item_terms: Iterable[str], hay: str) -> bool:
     return sum(1 for t in ts if _found(t, hay)) >= needed(len(ts))
 
 
+_PATH_SECTIONS = (FILES_CHANGED, FILES_READ)
+
+
+def item_named(section: str, line: str, hay: str) -> bool:
+    """Whether ``hay`` (a ``haystack``) names the structured summary ``line`` of ``section``:
+    a file by its path (or file name), anything else by its terms (``named``)."""
+    if section in _PATH_SECTIONS:
+        body = line[2:] if line.startswith("- ") else line
+        path = body.split(" (", 1)[0].strip().lower()
+        if path and _found(path, hay):
+            return True
+    return named(terms(line), hay)
+
+
 def model_part(text: str) -> str:
     """The model's own text of a (possibly completed) summary."""
     return text.split(ALSO_HEADING, 1)[0]
@@ -156,7 +170,7 @@ def carried(text: str, state: LiftedState) -> Carried:
             continue
         c = counts.setdefault(ln.section, [0, 0])
         c[1] += 1
-        c[0] += named(ts, hay)
+        c[0] += item_named(ln.section, ln.text, hay)
     if not counts:
         return Carried(share=1.0)
     share = sum(n / t for n, t in counts.values()) / len(counts)
@@ -236,6 +250,7 @@ __all__ = [
     "done_claims",
     "haystack",
     "is_placeholder",
+    "item_named",
     "model_part",
     "named",
     "needed",

@@ -25,7 +25,7 @@ from compactor.summarize.structured import (
     UNKNOWN,
     _build,
 )
-from compactor.summarize.acceptance import ALSO_HEADING, haystack, model_part, named, terms
+from compactor.summarize.acceptance import ALSO_HEADING, haystack, item_named, model_part, named, terms
 from compactor.tokens import count_text
 
 _MUST = (UNKNOWN, CONSTRAINTS, GOAL)
@@ -67,10 +67,9 @@ def is_named(section: str, line: str, text: str, *, latest_full: bool = False) -
         own = model_part(text)
         at = own.lower().find("outcome unknown")
         return at >= 0 and named(terms(_TOOL_ID_RE.sub(" ", line)), haystack(own[at:]))
-    ts = terms(line)
-    if not ts:
+    if not terms(line):
         return _norm(_body(line))[:60] in hay
-    return named(ts, hay)
+    return item_named(section, line, hay)
 
 
 def complete_from_state(text: str, state: LiftedState, budget_tokens: int, *,
