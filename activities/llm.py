@@ -440,9 +440,11 @@ class LlmActivities:
             )
         if stop == "refusal":
             raise _failed("the model refused to summarize this range")
+        if not text.strip():
+            raise _failed("the model's answer was empty")
+        # An answer without the template's headings is judged on what it says
+        # (engine.model_summary / summarize.acceptance), like any other.
         sections = prompting.parse_summary(text)
-        if not text.strip() or not sections:
-            raise _failed("the model's answer has none of the template's sections", chars=len(text))
         return text.strip() + "\n", sections, None, usage, dropped
 
     # --- native --------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ workflow assert them); messages are for people.
 | 8 | ``summary_not_smaller`` / ``over_budget`` | the summary is smaller than what it replaces; the view fits the target |
 | 9 | ``unknown_identifier`` | paths, URLs and tool ids the summary states occur in the covered range |
 | - | ``summary_incomplete`` | a model's answer carries a measurable part of the lifted state by itself (else it is empty or a placeholder, and refused) |
+| - | ``summary_language`` | a model's answer is written in a language the user or the agent used in the session |
 | 10 | ``range_not_contiguous`` / ``event_duplicated`` / ``event_missing`` / ``event_unexpected`` | the checkpoint covers a contiguous prefix ending at or before the snapshot, and every later event is in the view exactly once |
 """
 
@@ -61,6 +62,7 @@ CODES = [
     "over_budget",
     "unknown_identifier",
     "summary_incomplete",
+    "summary_language",
     "range_not_contiguous",
     "event_duplicated",
     "event_missing",
@@ -669,7 +671,7 @@ def check_model_summary(ckpt: Checkpoint) -> list[Violation]:
     if ckpt.covers.empty or ckpt.summarizer == "structured" or ckpt.native is not None or not ckpt.state:
         return []
     from compactor.lifting.lift import LiftedState
-    from compactor.summarize.acceptance import done_claims, is_placeholder
+    from compactor.summarize.acceptance import done_claims, foreign_language, is_placeholder
 
     state = LiftedState.model_validate(ckpt.state)
     out: list[Violation] = []
@@ -677,6 +679,11 @@ def check_model_summary(ckpt: Checkpoint) -> list[Violation]:
     if placeholder is not None:
         out.append(Violation(code="summary_incomplete",
                              message="the model's answer is empty or a placeholder: " + placeholder.describe()))
+    foreign = foreign_language(ckpt.summary, state)
+    if foreign is not None:
+        out.append(Violation(code="summary_language",
+                             message=f"the model's summary is written in {foreign[0]}, the session in "
+                             f"{' and '.join(sorted(foreign[1]))}"))
     for line, what in done_claims(ckpt.summary, state):
         out.append(Violation(code="unknown_reported_done",
                              message=f"line {line} of the model's summary reports as done an action "

@@ -185,6 +185,66 @@ def is_placeholder(text: str, state: LiftedState) -> Carried | None:
     return c if c.share < MIN_CARRIED else None
 
 
+# --- language ------------------------------------------------------------------------------
+
+_SCRIPTS = (
+    ("ko", re.compile(r"[\uac00-\ud7af\u1100-\u11ff\u3130-\u318f]")),
+    ("ja", re.compile(r"[\u3040-\u30ff]")),
+    ("zh", re.compile(r"[\u4e00-\u9fff]")),
+    ("ru", re.compile(r"[\u0400-\u04ff]")),
+    ("ar", re.compile(r"[\u0600-\u06ff]")),
+    ("he", re.compile(r"[\u0590-\u05ff]")),
+    ("el", re.compile(r"[\u0370-\u03ff]")),
+    ("th", re.compile(r"[\u0e00-\u0e7f]")),
+    ("hi", re.compile(r"[\u0900-\u097f]")),
+)
+_LATIN_STOP = {
+    "en": set("the and of to is in that it for was with on are this be not as but have you what from".split()),
+    "de": set("der die das und ist nicht ein eine zu den mit auf für dem wurde von sich auch es im".split()),
+    "fr": set("le la les et est une des du que pas pour dans sur avec qui au il ce sont été".split()),
+    "es": set("el la los las y es que una del por con para se no su al lo como está fue".split()),
+    "pt": set("o os as e é que um uma do da dos das para com não no na foi está".split()),
+    "it": set("il lo gli le e è che una del della per con non sono di da nel alla".split()),
+    "nl": set("de het een en is van dat niet op te met voor zijn wordt er ook".split()),
+}
+_CODEISH_RE = re.compile(r"`[^`]*`|https?://\S+|\S*[/_.=]\S*|\[[^\]]*\]|#\d+")
+_WORD_RE = re.compile(r"[^\W\d_]+", re.U)
+
+
+def language(text: str) -> str | None:
+    """The dominant natural language of ``text`` (code, paths and ids left out), or None when
+    there is too little prose to tell: a script's language when 30% of its letters are in it,
+    else the Latin language with the most stop words (at least 4)."""
+    prose = _CODEISH_RE.sub(" ", text)
+    letters = [c for c in prose if c.isalpha()]
+    if len(letters) < 20:
+        return None
+    for lang, rx in _SCRIPTS:
+        if len(rx.findall(prose)) >= 0.3 * len(letters):
+            return lang
+    words = [w.lower() for w in _WORD_RE.findall(prose)]
+    hits = {lang: sum(1 for w in words if w in stop) for lang, stop in _LATIN_STOP.items()}
+    lang, n = max(hits.items(), key=lambda kv: kv[1])
+    return lang if n >= 4 else None
+
+
+def session_languages(state: LiftedState) -> set[str]:
+    """The languages the user wrote the requests in and the agent its reports in."""
+    users = "\n".join(r.text for r in state.requests)
+    agent = "\n".join(o.text for o in state.outcomes)
+    return {lang for lang in (language(users), language(agent)) if lang}
+
+
+def foreign_language(text: str, state: LiftedState) -> tuple[str, set[str]] | None:
+    """(the answer's language, the session's) when the model's text is written in a language
+    neither the user nor the agent used; else None."""
+    own = language(model_part(text))
+    langs = session_languages(state)
+    if own is None or not langs or own in langs:
+        return None
+    return own, langs
+
+
 # --- claims of done ------------------------------------------------------------------------
 
 
@@ -248,6 +308,8 @@ __all__ = [
     "MIN_CARRIED",
     "carried",
     "done_claims",
+    "foreign_language",
+    "language",
     "haystack",
     "is_placeholder",
     "item_named",
