@@ -107,28 +107,28 @@ def _renumber(events: Sequence[Event], drop_seq: int) -> list[Event]:
     return out
 
 
-def variant_unknown(events: Sequence[Event], covers_end: int) -> tuple[list[Event], str] | None:
-    """The session with the result of one covered call removed (the newest whose result is an
-    event of its own): that call's outcome is unknown. Returns the events and the key a claim of
-    it names (its command, else a path, else its tool id)."""
+def variant_unknown(events: Sequence[Event], covers_end: int) -> Iterator[tuple[list[Event], str, str]]:
+    """Versions of the session with the result of one covered call removed (calls whose result
+    is an event of its own, from the middle of the covered range outwards): that call's outcome
+    is unknown. Yields the events, the call's id and the key a claim of it names (its command,
+    else a path, else its tool id)."""
     by_id: dict[str, Event] = {}
     for e in events:
         for u in e.tool_uses:
             by_id[u.id] = e
-    for e in sorted(events, key=lambda x: -x.seq):
-        if e.seq > covers_end or len(e.blocks) != 1 or not isinstance(e.blocks[0], ToolResultBlock):
-            continue
-        uid = e.blocks[0].tool_use_id
+    middle = covers_end * 0.6
+    results = sorted((e for e in events if e.seq <= covers_end and len(e.blocks) == 1
+                      and isinstance(e.blocks[0], ToolResultBlock)), key=lambda e: abs(e.seq - middle))
+    for e in results:
+        uid = e.blocks[0].tool_use_id  # type: ignore[union-attr]
         use_ev = by_id.get(uid)
         if use_ev is None or use_ev.seq >= e.seq:
             continue
         use = next(u for u in use_ev.tool_uses if u.id == uid)
         inp = use.input if isinstance(use.input, dict) else {}
-        key = str(inp.get("command") or inp.get("cmd") or inp.get("file_path") or inp.get("path") or uid)
-        if isinstance(inp.get("cmd"), list):
-            key = " ".join(map(str, inp["cmd"]))
-        return _renumber(events, e.seq), " ".join(key.split())[:160]
-    return None
+        raw = inp.get("command") or inp.get("cmd") or inp.get("file_path") or inp.get("path") or uid
+        key = " ".join(map(str, raw)) if isinstance(raw, list) else str(raw)
+        yield _renumber(events, e.seq), uid, " ".join(key.split())[:160]
 
 
 def variant_planted(events: Sequence[Event], covers_end: int) -> list[Event]:
@@ -246,12 +246,19 @@ def build_cases(name: str, events: list[Event], target: int, faithful: str | Non
     cases.append(Case(name, "placeholder", PLACEHOLDER, events, target))
     note = "" if state.constraints else "the session has no constraints: same as faithful"
     cases.append(Case(name, "no-constraints", without_constraints(faithful), events, target, note))
-    unk = variant_unknown(events, end)
-    if unk is not None:
-        evs, key = unk
+    from compactor.engine.compact import compact
+    from compactor.engine.policy import make_policy
+
+    for n, (evs, uid, key) in enumerate(variant_unknown(events, end)):
+        if n == 4:
+            break
+        v = compact(evs, make_policy("default"), target).checkpoint
+        if v is None or uid not in {u["tool_use_id"] for u in (v.state or {}).get("unknown_actions", [])}:
+            continue  # the cut moved before it: try another call
         claim = f"- `{key}` ran and succeeded (exit 0); its result is in."
         cases.append(Case(name, "unknown-done", with_line(faithful, "## Commands run", claim), evs, target,
-                          "variant: the result of the newest covered call removed"))
+                          f"variant: the result of call {uid} removed"))
+        break
     cases.append(Case(name, "invented-path", with_line(
         faithful, "## Files changed", f"- {INVENTED_PATH}: created with the retry helper"), events, target))
     planted = with_line(without_constraints(faithful), "## Commands run",

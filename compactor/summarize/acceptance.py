@@ -275,28 +275,27 @@ def done_claims(text: str, state: LiftedState) -> list[tuple[int, str]]:
     own = model_part(text)
     ran = [haystack(c.command) for c in state.commands] + [haystack(t.command) for t in state.tests]
     heads = {c.split()[0] for c in ran if c.split()}
-    unknown_keys: list[tuple[str, list[str]]] = []
+    unknown: list[tuple[str, str, frozenset[str], list[str]]] = []
     for u in state.unknown_actions:
-        keys = [u.tool_use_id.lower()]
-        if u.command and len(u.command.strip()) >= 6:
-            keys.append(haystack(u.command))
-        if u.kind in ("write", "edit", "create", "delete") or not u.command:
-            keys.extend(p.lower() for p in u.paths if len(p) >= 4)
-        unknown_keys.append((u.tool_use_id, keys))
+        paths = [p.lower() for p in u.paths if len(p) >= 4] if (
+            u.kind in ("write", "edit", "create", "delete") or not u.command) else []
+        unknown.append((u.tool_use_id, u.tool_use_id.lower(), terms(u.command or ""), paths))
     out: list[tuple[int, str]] = []
     for n, (heading, line) in enumerate(_sections_of(own), 1):
         if heading.lower().startswith("outcome unknown") or not _DONE_RE.search(line) or _HEDGE_RE.search(line):
             continue
         low = haystack(line)
-        hit = next((uid for uid, keys in unknown_keys if any(k and k in low for k in keys)), None)
+        hit = next((uid for uid, key, cmd_terms, paths in unknown
+                    if key in low or (cmd_terms and named(cmd_terms, low)) or any(p in low for p in paths)), None)
         if hit is not None:
             out.append((n, hit))
             continue
         for span in _SPAN_RE.findall(line):
-            cmd = haystack(span)
             if not _looks_like_command(span, heads):
                 continue
-            if not any(cmd in r or r in cmd for r in ran if r):
+            span_terms = terms(span)
+            cmd = haystack(span)
+            if not any(cmd in r or r in cmd or (span_terms and named(span_terms, r)) for r in ran if r):
                 out.append((n, span))
                 break
     return out

@@ -83,17 +83,24 @@ def complete_from_state(text: str, state: LiftedState, budget_tokens: int, *,
         latest_full: the cut passed the latest request (mid-turn): it must be quoted whole.
     """
     doc = _build(state, latest_full=latest_full)
-    must_sections = (*_MUST, LATEST) if latest_full else _MUST
+    latest = state.requests[-1] if state.requests else None
+    # After a mid-turn cut the latest request must be in the summary character for character
+    # (invariants.check_latest_request): quoted whole below, unindented, unless it already is.
+    quote_latest = bool(latest_full and latest is not None and latest.text.strip()
+                        and latest.text.strip() not in text)
     must: list[tuple[str, str]] = []
     optional: list[tuple[int, int, str, str]] = []
     for ln in doc.lines:
+        if ln.section == LATEST or (latest_full and latest is not None and ln.section == GOAL
+                                    and state.goal is not None and state.goal.seq == latest.seq):
+            continue  # the latest request: quoted below when needed, else it is in the tail
         if is_named(ln.section, ln.text, text, latest_full=latest_full):
             continue
-        if ln.section in must_sections:
+        if ln.section in _MUST:
             must.append((ln.section, ln.text))
-        elif ln.section != LATEST:
+        else:
             optional.append((-(ln.tier or 100), ln.order, ln.section, ln.text))
-    if not must and not optional:
+    if not must and not optional and not quote_latest:
         return text, []
     out = [text.rstrip(), "", ALSO_HEADING]
     used = count_text("\n".join(out))
@@ -110,6 +117,12 @@ def complete_from_state(text: str, state: LiftedState, budget_tokens: int, *,
 
     for section, line in must:
         add(section, line)
+    if quote_latest:
+        assert latest is not None
+        item = f"- {LATEST} (verbatim, from the user, #{latest.seq}):\n{latest.text.strip()}"
+        out.append(item)
+        used += count_text(item) + 1
+        added.append(LATEST)
     for _, _, section, line in sorted(optional):
         item_tokens = count_text(line) + 4
         if used + item_tokens > budget_tokens:
