@@ -55,6 +55,7 @@ _HEDGE_RE = re.compile(
 _DONE_RE = re.compile(
     r"\b(done|succeeded|succeeds|successful(ly)?|passed|passes|passing|completed?|finished|"
     r"worked|works|fixed|deployed|merged|applied|ran fine|exit(ed)?( code)? 0)\b|✓|✅", re.I)
+_PLACEHOLDER_RE = re.compile(r"<[^<>\s]{1,30}>|\.\.\.|…")
 _SPAN_RE = re.compile(r"`([^`\n]{3,200})`")
 _COMMAND_HEADS = frozenset("""
 make npm npx yarn pnpm node python python3 pytest pip pip3 uv poetry cargo go git docker kubectl
@@ -293,9 +294,13 @@ def done_claims(text: str, state: LiftedState) -> list[tuple[int, str]]:
         for span in _SPAN_RE.findall(line):
             if not _looks_like_command(span, heads):
                 continue
-            span_terms = terms(span)
-            cmd = haystack(span)
-            if not any(cmd in r or r in cmd or (span_terms and named(span_terms, r)) for r in ran if r):
+            # A pattern (`nl -ba <file> | sed -n '<range>'`) counts by what it keeps: its head.
+            plain = _PLACEHOLDER_RE.sub(" ", span)
+            head = haystack(" ".join(plain.split()[:2]))
+            span_terms = terms(plain)
+            cmd = haystack(plain)
+            if not any(cmd in r or r in cmd or (plain != span and head in r)
+                       or (span_terms and named(span_terms, r)) for r in ran if r):
                 out.append((n, span))
                 break
     return out
