@@ -327,6 +327,7 @@ class Runner:
         self._client: Any = None
         self._loop = asyncio.new_event_loop()
         self._n = 0
+        self._bases: dict[tuple[int, int], tuple[list[Event], Any]] = {}
 
     # inline ---------------------------------------------------------------------------------
     def inline(self, case: Case, record_dir: Path | None) -> tuple[Outcome, Any]:
@@ -338,7 +339,10 @@ class Runner:
         policy = make_policy(self.policy)
         self.fake.answer = case.answer
         self.fake.record_dir = str(record_dir) if record_dir else None
-        base = compact(case.events, policy, case.target)
+        key = (id(case.events), case.target)
+        if key not in self._bases:  # the structured compaction depends on the events only
+            self._bases = {key: (case.events, compact(case.events, policy, case.target))}
+        base = self._bases[key][1]
         res = summarize_inline(case.events, base, policy, self._llm())
         state = LiftedState.model_validate(base.checkpoint.state) if base.checkpoint else None
         out = judge("inline", case.answer, res.record, res.view, state)

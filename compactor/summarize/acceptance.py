@@ -212,13 +212,14 @@ _CODEISH_RE = re.compile(r"`[^`]*`|https?://\S+|\S*[/_.=]\S*|\[[^\]]*\]|#\d+")
 _WORD_RE = re.compile(r"[^\W\d_]+", re.U)
 
 
-def language(text: str) -> str | None:
+def language(text: str, min_hits: int = 4) -> str | None:
     """The dominant natural language of ``text`` (code, paths and ids left out), or None when
     there is too little prose to tell: a script's language when 30% of its letters are in it,
-    else the Latin language with the most stop words (at least 4)."""
+    else the Latin language with the most stop words (at least ``min_hits``: 4 for an answer,
+    2 for the session's own short requests)."""
     prose = _CODEISH_RE.sub(" ", text)
     letters = [c for c in prose if c.isalpha()]
-    if len(letters) < 20:
+    if len(letters) < 12:
         return None
     for lang, rx in _SCRIPTS:
         if len(rx.findall(prose)) >= 0.3 * len(letters):
@@ -226,14 +227,15 @@ def language(text: str) -> str | None:
     words = [w.lower() for w in _WORD_RE.findall(prose)]
     hits = {lang: sum(1 for w in words if w in stop) for lang, stop in _LATIN_STOP.items()}
     lang, n = max(hits.items(), key=lambda kv: kv[1])
-    return lang if n >= 4 else None
+    return lang if n >= min_hits else None
 
 
 def session_languages(state: LiftedState) -> set[str]:
     """The languages the user wrote the requests in and the agent its reports in."""
-    users = "\n".join(r.text for r in state.requests)
-    agent = "\n".join(o.text for o in state.outcomes)
-    return {lang for lang in (language(users), language(agent)) if lang}
+    users = "\n".join([*(r.text for r in state.requests), *(c.text for c in state.constraints)])
+    agent = "\n".join([*(o.text for o in state.outcomes), *(d.text for d in state.decisions),
+                       *(r.text for r in state.reasons)])
+    return {lang for lang in (language(users, 2), language(agent, 2)) if lang}
 
 
 def foreign_language(text: str, state: LiftedState) -> tuple[str, set[str]] | None:
