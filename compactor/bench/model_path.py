@@ -31,6 +31,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import re
 import sys
@@ -318,8 +319,10 @@ def structured_text(state: Any) -> str:
 class Runner:
     """Both paths over one stand-in server: ``inline`` and ``durable``."""
 
-    def __init__(self, fake: Any, workdir: Path, *, durable: bool = True, policy: str = "default") -> None:
+    def __init__(self, fake: Any, workdir: Path, *, durable: bool = True, policy: str = "default",
+                 temporal_address: str | None = None) -> None:
         self.fake = fake
+        self.temporal_address = temporal_address
         self.workdir = workdir
         self.durable = durable
         self.policy = policy
@@ -395,7 +398,7 @@ class Runner:
         store_dir = self.workdir / "store"
         store_dir.mkdir(parents=True, exist_ok=True)
         self._settings = Settings(store=f"file://{store_dir}", tenant="bench", summarizer="anthropic",
-                                  anthropic_api_key="sk-stand-in", temporal_address=None,
+                                  anthropic_api_key="sk-stand-in", temporal_address=self.temporal_address,
                                   task_queue="bench-model-path", llm_task_queue="bench-model-path-llm")
         self._store = open_store(self._settings.store)
         self._stack = _stack(self._settings, self._store, local_worker=True, with_llm=True)
@@ -436,18 +439,33 @@ def transcripts(corpus: str) -> list[Path]:
 
 def run_bench(corpus: str, answers: str, *, paths: Sequence[str] = ("inline", "durable"),
               record: str | None = None, only: Sequence[str] = (), kinds: Sequence[str] = KINDS,
-              policy: str = "default", progress: Any = None) -> dict[str, Any]:
-    """Record, replay and judge; a JSON-safe result."""
+              policy: str = "default", progress: Any = None,
+              temporal_address: str | None = None) -> dict[str, Any]:
+    """Record, replay and judge; a JSON-safe result. Without ``temporal_address`` the durable
+    path starts an embedded Temporal dev server for the run."""
+    rows: list[dict[str, Any]] = []
+    missing: list[str] = []
+    quiet = logging.getLogger("temporalio")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # each refusal is a workflow warning; the bench reports them
+    with contextlib.ExitStack() as undo:
+        undo.callback(quiet.setLevel, level)
+        return _run_bench(corpus, answers, paths, record, only, kinds, policy, progress, temporal_address,
+                          rows, missing)
+
+
+def _run_bench(corpus: str, answers: str, paths: Sequence[str], record: str | None, only: Sequence[str],
+               kinds: Sequence[str], policy: str, progress: Any, temporal_address: str | None,
+               rows: list[dict[str, Any]], missing: list[str]) -> dict[str, Any]:
     from compactor.cli.common import import_into
     from compactor.engine.compact import prepare
     from compactor.engine.measure import view_tokens
     from compactor.testing.anthropic_server import FakeAnthropic
 
-    rows: list[dict[str, Any]] = []
-    missing: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-model-path-") as tmp, FakeAnthropic() as fake, \
             _env(ANTHROPIC_BASE_URL=fake.base_url, ANTHROPIC_API_KEY="sk-stand-in"):
-        runner = Runner(fake, Path(tmp), durable="durable" in paths, policy=policy)
+        runner = Runner(fake, Path(tmp), durable="durable" in paths, policy=policy,
+                        temporal_address=temporal_address)
         try:
             for path in transcripts(corpus):
                 stem = stem_of(path)

@@ -1,0 +1,44 @@
+"""The stand-in model answers in tests/fixtures/model-path replayed through the product
+(issue 14 item 3): every CI run exercises the validator on model-written text. Needs the
+transcripts (../shared/corpus), so it is skipped without them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from compactor.bench.model_path import EXPECTED, KINDS, RATIOS, run_bench
+from tests.conftest import corpus_files
+
+pytestmark = [pytest.mark.integration, pytest.mark.corpus]
+
+ANSWERS = Path(__file__).resolve().parents[1] / "fixtures" / "model-path"
+
+
+def _check(result: dict, paths: tuple[str, ...]) -> None:
+    assert result["rows"] and not result["missing_answers"]
+    for row in result["rows"]:
+        for p in paths:
+            out = row[p]
+            assert out["truthful"], (row["name"], row["kind"], p, out)
+            assert out["outcome"] in EXPECTED[row["kind"]] or (
+                row["kind"] == "no-constraints" and row["note"] and out["outcome"] in EXPECTED["faithful"]
+            ), (row["name"], row["kind"], p, out)
+
+
+def test_every_stand_in_answer_is_handled_inline(corpus_dir):
+    stems = {p.name.split(".")[0] for p in corpus_files()}
+    result = run_bench(str(corpus_dir), str(ANSWERS), paths=("inline",))
+    _check(result, ("inline",))
+    faithful = [r for r in result["rows"] if r["kind"] == "faithful"]
+    assert len(faithful) == len(stems) * len(RATIOS)  # every transcript at 10% and 5%
+    assert {r["kind"] for r in result["rows"]} >= set(KINDS) - {"unknown-done"}
+
+
+def test_the_durable_path_handles_them_the_same(corpus_dir, temporal_address):
+    result = run_bench(str(corpus_dir), str(ANSWERS), paths=("inline", "durable"),
+                       only=("apanloco-random", "Soul"), temporal_address=temporal_address)
+    _check(result, ("inline", "durable"))
+    for row in result["rows"]:
+        assert row["inline"]["outcome"] == row["durable"]["outcome"], row
