@@ -36,7 +36,7 @@ import os
 import re
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -93,10 +93,9 @@ class Outcome:
     carried: float | None = None
     tokens_after: int = 0
     error: str = ""
-    request: dict[str, Any] | None = field(default=None, repr=False)
 
     def row(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "request"}
+        return dict(self.__dict__)
 
 
 def _renumber(events: Sequence[Event], drop_seq: int) -> list[Event]:

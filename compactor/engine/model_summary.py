@@ -19,18 +19,14 @@ Acceptance on meaning (issue 14):
 
 from __future__ import annotations
 
+import json
 from typing import Any, Mapping, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from compactor.engine.compact import MIN_SUMMARY_TOKENS
 from compactor.engine.policy import Policy
 from compactor.events import Event
 from compactor.records import Checkpoint
 from compactor.tokens import count_text
-
-MIN_SUMMARY_TOKENS = 200
-"""As ``engine.compact.MIN_SUMMARY_TOKENS`` (kept equal; a test checks it)."""
-
 
 def summary_budget(
     policy: Policy,
@@ -79,8 +75,6 @@ def with_summary(
 
         text, completed = complete_from_state(
             text, LiftedState.model_validate(base.state), budget, latest_full=mid_turn)
-    import json
-
     tokens = count_text(text) if text else count_text(json.dumps(native or {}))
     return base.model_copy(update={
         "id": checkpoint_id or base.id,
