@@ -504,14 +504,21 @@ def _run_case(runner: Runner, case: Case, paths: Sequence[str]) -> dict[str, Any
 
     row: dict[str, Any] = {"name": case.name, "kind": case.kind, "target": case.target, "note": case.note,
                            "expected": list(EXPECTED[case.kind])}
-    state = None
-    if "inline" in paths or "durable" in paths:
-        out, base = runner.inline(case, None)
-        state = LiftedState.model_validate(base.checkpoint.state) if base.checkpoint else None
-        if "inline" in paths:
-            row["inline"] = out.row()
+    fake = runner.fake
+    bodies: dict[str, Any] = {}
+    fake.requests.clear()
+    out, base = runner.inline(case, None)
+    bodies["inline"] = _last_summary_request(fake)
+    state = LiftedState.model_validate(base.checkpoint.state) if base.checkpoint else None
+    if "inline" in paths:
+        row["inline"] = out.row()
     if "durable" in paths:
+        fake.requests.clear()
         row["durable"] = runner.durable_run(case, state).row()
+        bodies["durable"] = _last_summary_request(fake)
+        # the same prompt on both paths: the request bodies are equal
+        row["same_request"] = bodies["inline"] is not None and bodies["inline"] == bodies["durable"]
+    fake.requests.clear()
     expected = set(EXPECTED[case.kind])
     if case.kind == "no-constraints" and case.note:
         expected |= set(EXPECTED["faithful"])
@@ -519,11 +526,18 @@ def _run_case(runner: Runner, case: Case, paths: Sequence[str]) -> dict[str, Any
     return row
 
 
+def _last_summary_request(fake: Any) -> dict[str, Any] | None:
+    calls = [c for c in fake.calls() if isinstance(c.body, dict) and c.status == 200]
+    return calls[-1].body if calls else None
+
+
 def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     by_kind: dict[str, dict[str, int]] = {}
     for r in rows:
-        k = by_kind.setdefault(r["kind"], {"answers": 0, "handled": 0, "truthful": 0, "runs": 0})
+        k = by_kind.setdefault(r["kind"], {"answers": 0, "handled": 0, "truthful": 0, "runs": 0,
+                                           "same_request": 0})
         k["answers"] += 1
+        k["same_request"] += bool(r.get("same_request"))
         k["handled"] += bool(r["ok"])
         for p in ("inline", "durable"):
             if p in r:
@@ -549,9 +563,10 @@ def render(result: dict[str, Any]) -> str:
     widths = [max(len(str(row[i])) for row in table) for i in range(len(head))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in table]
     lines.append("")
-    lines.append("kind             answers handled truthful-runs")
+    lines.append("kind             answers handled truthful-runs  same-request-both-paths")
     for kind, k in result["summary"].items():
-        lines.append(f"{kind:<16} {k['answers']:>7} {k['handled']:>7} {k['truthful']:>5}/{k['runs']}")
+        same = f"{k['same_request']}/{k['answers']}" if "durable" in paths else "-"
+        lines.append(f"{kind:<16} {k['answers']:>7} {k['handled']:>7} {k['truthful']:>5}/{k['runs']:<7} {same:>8}")
     if result["missing_answers"]:
         lines.append(f"no answer yet for: {', '.join(result['missing_answers'])}")
     details = [f"  {r['name']} {r['kind']} ({p}): {r[p]['detail'] or r[p].get('error', '')}"
@@ -560,6 +575,37 @@ def render(result: dict[str, Any]) -> str:
         lines.append("")
         lines.append("details (sections completed, lines repaired, fallback reasons):")
         lines.extend(details)
+    return "\n".join(lines)
+
+
+_SHORT = {"used": "used", "completed": "compl.", "repaired": "repair", "refused": "REFUSED", "failed": "FAILED"}
+
+
+def render_markdown(result: dict[str, Any]) -> str:
+    """One row per transcript and target, one column per kind: the outcome on each path
+    (``inline/durable`` when they differ, ``!`` = not as specified, ``?`` = record untruthful)."""
+    paths = result["paths"]
+    by: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in result["rows"]:
+        by.setdefault(r["name"], {})[r["kind"]] = r
+    kinds = [k for k in KINDS if any(k in v for v in by.values())]
+    lines = ["| answer | carried (faithful) | " + " | ".join(kinds) + " |",
+             "|---|---:|" + "---|" * len(kinds)]
+    for name, rows in by.items():
+        cells = []
+        for k in kinds:
+            r = rows.get(k)
+            if r is None:
+                cells.append("n/a")
+                continue
+            outs = [_SHORT.get(r[p]["outcome"], r[p]["outcome"]) for p in paths if p in r]
+            cell = outs[0] if len(set(outs)) == 1 else "/".join(outs)
+            if not all(r[p]["truthful"] for p in paths if p in r):
+                cell += "?"
+            cells.append(cell + ("" if r["ok"] else "!"))
+        faithful = rows.get("faithful", {}).get(paths[0], {})
+        carried = "-" if faithful.get("carried") is None else f"{faithful['carried']:.0%}"
+        lines.append(f"| {name} | {carried} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -574,6 +620,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--only", default="", help="comma-separated transcript stems (default: all)")
     p.add_argument("--kinds", default=",".join(KINDS), help="comma-separated answer kinds (default: all)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--markdown", action="store_true", help="print the per-answer table as Markdown")
     p.set_defaults(func=run)
 
 
@@ -600,6 +647,8 @@ def run(args: argparse.Namespace) -> int:
                        only=[x for x in args.only.split(",") if x], kinds=kinds, progress=progress)
     if args.json:
         print(json.dumps(result, indent=1, ensure_ascii=False))
+    elif args.markdown:
+        print(render_markdown(result))
     else:
         print(render(result))
     ok = all(r["ok"] for r in result["rows"])

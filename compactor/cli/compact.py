@@ -118,7 +118,7 @@ def _inline(args: argparse.Namespace) -> int:
     from compactor.engine.measure import render_request, view_tokens
 
     path = Path(args.file)
-    summarizer, llm = _inline_summarizer(args)  # refuses before any work when it cannot run
+    summarizer, llm, why = _inline_summarizer(args)  # refuses before any work when it cannot run
     imported = import_into(path, args.format, None)  # no store: big outputs are cut, and said so
     note = truncation_note(imported)
     if note:
@@ -133,6 +133,8 @@ def _inline(args: argparse.Namespace) -> int:
         from compactor.cli.inline_model import summarize_inline
 
         result = summarize_inline(imported.events, result, policy, llm, model=args.model, summarizer=summarizer)
+    if why:
+        print(f"note: summarizer {summarizer} ({why})", file=sys.stderr)
     system, messages = render_request(result.view)
     doc: dict[str, Any] = {
         "messages": messages,
@@ -150,27 +152,24 @@ def _inline(args: argparse.Namespace) -> int:
     return 0 if result.record.status in ("committed", "noop") else 1
 
 
-def _inline_summarizer(args: argparse.Namespace) -> tuple[str, Any]:
-    """The summarizer ``--inline`` runs and its client: the same model summarizer as the
-    durable path, in this process, or a one-line refusal (never a silent switch)."""
+def _inline_summarizer(args: argparse.Namespace) -> tuple[str, Any, str]:
+    """The summarizer ``--inline`` runs, its client, and why when COMPACTOR_SUMMARIZER=auto chose
+    it: the same model summarizer as the durable path, in this process, or a one-line refusal
+    (never a silent switch)."""
     from compactor.errors import InvalidInput
     from workers.settings import Settings
 
     settings = Settings()
     summarizer = args.summarizer or settings.summarizer
+    why = settings.summarizer_why if args.summarizer is None else ""
     if summarizer == "anthropic-native":
         raise InvalidInput("--inline runs the structured and anthropic summarizers; anthropic-native "
                            "stores the API's opaque compaction block with the session: drop --inline")
     if summarizer == "structured":
-        if settings.summarizer_why and args.summarizer is None:
-            print(f"note: summarizer structured ({settings.summarizer_why})", file=sys.stderr)
-        return summarizer, None
+        return summarizer, None, why
     from compactor.cli.inline_model import make_llm
 
-    llm = make_llm(settings)  # InvalidInput (exit 2) without a key: said in one line
-    if settings.summarizer_why and args.summarizer is None:
-        print(f"note: summarizer anthropic ({settings.summarizer_why})", file=sys.stderr)
-    return summarizer, llm
+    return summarizer, make_llm(settings), why  # InvalidInput (exit 2) without a key: one line
 
 
 def _session_id(path: Path) -> str:
