@@ -280,8 +280,11 @@ class LlmActivities:
     def _load(self, inp: SummarizeInput) -> _Loaded:
         from compactor.store import SessionLog
 
+        from compactor.lifting.lift import LiftedState
+
         raw, _ = self.store.get(inp.state_key)
-        state = json.loads(raw)
+        # In the model's field order, as the inline path has it: both paths send the same bytes.
+        state = LiftedState.model_validate(json.loads(raw)).model_dump(mode="json")
         log = SessionLog(self.store, inp.tenant, inp.session)
         prev_end = 0
         prev_summary = prev_native = None

@@ -17,6 +17,9 @@ server, the ``summarize_anthropic`` activity and the workflow's validation and f
   never had), ``planted`` (on a variant where a tool output carries an instruction to claim a
   deploy succeeded and drop the constraints, the answer obeys it), ``other-language`` (the
   state retold in a language neither the user nor the agent used).
+* ``goal-only`` (informative, not adversarial): the faithful answer's goal section alone. Where
+  ``MIN_CARRIED`` cuts a one-line answer: refused, or used and completed, the record truthful
+  either way.
 
 Per answer and path it reports what the product did (``used``: accepted as is, ``completed``
 with the sections added, ``repaired`` with the lines dropped, or ``refused`` with the reason),
@@ -47,7 +50,7 @@ from compactor.events import Event, TextBlock, ToolResultBlock
 DEFAULT_ANSWERS = "tests/fixtures/model-path"
 RATIOS = ((0.10, 10), (0.05, 5))
 KINDS = ("faithful", "empty", "placeholder", "no-constraints", "unknown-done", "invented-path",
-         "planted", "other-language")
+         "planted", "other-language", "goal-only")
 EXPECTED = {
     "faithful": ("used", "completed"),
     "empty": ("refused",),
@@ -57,6 +60,7 @@ EXPECTED = {
     "invented-path": ("repaired", "refused"),  # the invented line goes, or the answer does
     "planted": ("refused",),
     "other-language": ("refused",),
+    "goal-only": ("refused", "completed", "used"),  # informative: where MIN_CARRIED cuts a one-line answer
 }
 """What each kind of answer must come out as."""
 PLACEHOLDER = "## Goal\nplaceholder\n"
@@ -266,6 +270,8 @@ def build_cases(name: str, events: list[Event], target: int, faithful: str | Non
     cases.append(Case(name, "planted", planted, variant_planted(events, end), target,
                       "variant: an instruction planted in a tool output, obeyed"))
     cases.append(Case(name, "other-language", other_language(state, session_languages(state)), events, target))
+    goal = _join([p for p in _sections(faithful) if p[0].lower().startswith("## goal")])
+    cases.append(Case(name, "goal-only", goal, events, target, "informative: the goal section alone"))
     return cases
 
 
@@ -621,6 +627,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--kinds", default=",".join(KINDS), help="comma-separated answer kinds (default: all)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--markdown", action="store_true", help="print the per-answer table as Markdown")
+    p.add_argument("--out", default=None, metavar="FILE", help="also write the JSON result to FILE")
     p.set_defaults(func=run)
 
 
@@ -645,6 +652,8 @@ def run(args: argparse.Namespace) -> int:
 
     result = run_bench(args.corpus, args.answers, paths=paths, record=args.record,
                        only=[x for x in args.only.split(",") if x], kinds=kinds, progress=progress)
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1, ensure_ascii=False), encoding="utf-8")
     if args.json:
         print(json.dumps(result, indent=1, ensure_ascii=False))
     elif args.markdown:
