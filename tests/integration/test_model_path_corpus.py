@@ -27,18 +27,23 @@ def _check(result: dict, paths: tuple[str, ...]) -> None:
             ), (row["name"], row["kind"], p, out)
 
 
-def test_every_stand_in_answer_is_handled_inline(corpus_dir):
+def test_every_stand_in_answer_is_used_inline(corpus_dir):
+    """The real model-written text of every transcript at 10% and 5% through the validator;
+    with it, the answers derived from it that must be refused or completed."""
     stems = {p.name.split(".")[0] for p in corpus_files()}
-    result = run_bench(str(corpus_dir), str(ANSWERS), paths=("inline",))
+    kinds = ("faithful", "placeholder", "no-constraints", "invented-path")
+    result = run_bench(str(corpus_dir), str(ANSWERS), paths=("inline",), kinds=kinds)
     _check(result, ("inline",))
     faithful = [r for r in result["rows"] if r["kind"] == "faithful"]
     assert len(faithful) == len(stems) * len(RATIOS)  # every transcript at 10% and 5%
-    assert {r["kind"] for r in result["rows"]} >= set(KINDS) - {"unknown-done"}
+    assert {r["kind"] for r in result["rows"]} == set(kinds)
 
 
-def test_the_durable_path_handles_them_the_same(corpus_dir, temporal_address):
+def test_every_adversarial_answer_is_handled_on_both_paths(corpus_dir, temporal_address):
     result = run_bench(str(corpus_dir), str(ANSWERS), paths=("inline", "durable"),
                        only=("apanloco-random", "Soul"), temporal_address=temporal_address)
     _check(result, ("inline", "durable"))
+    assert {r["kind"] for r in result["rows"]} == set(KINDS)
     for row in result["rows"]:
         assert row["inline"]["outcome"] == row["durable"]["outcome"], row
+        assert row["same_request"], row  # one prompt, both paths
