@@ -218,10 +218,15 @@ class Settings(BaseSettings):
             )
         return self
 
+    @field_validator("summarizer")
+    @classmethod
+    def _known_summarizer(cls, value: str) -> str:
+        if value not in SUMMARIZERS:
+            raise ValueError(f"{value!r} is not one of {', '.join(SUMMARIZERS)}")
+        return value
+
     @model_validator(mode="after")
     def _resolve_auto_summarizer(self) -> "Settings":
-        if self.summarizer not in SUMMARIZERS:
-            raise ValueError(f"COMPACTOR_SUMMARIZER {self.summarizer!r} is not one of {', '.join(SUMMARIZERS)}")
         if self.summarizer == "auto":
             key = self.anthropic_api_key.get_secret_value() if self.anthropic_api_key is not None else ""
             self.summarizer = "anthropic" if key else "structured"

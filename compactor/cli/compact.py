@@ -156,10 +156,10 @@ def _inline_summarizer(args: argparse.Namespace) -> tuple[str, Any, str]:
     """The summarizer ``--inline`` runs, its client, and why when COMPACTOR_SUMMARIZER=auto chose
     it: the same model summarizer as the durable path, in this process, or a one-line refusal
     (never a silent switch)."""
+    from compactor.cli.common import settings as load_settings
     from compactor.errors import InvalidInput
-    from workers.settings import Settings
 
-    settings = Settings()
+    settings = load_settings()  # a bad COMPACTOR_* value: one line, exit 2
     summarizer = args.summarizer or settings.summarizer
     why = settings.summarizer_why if args.summarizer is None else ""
     if summarizer == "anthropic-native":

@@ -73,9 +73,7 @@ def summarize_inline(
     if hard:
         return _fallback(result, "validation: " + "; ".join(hard))
     repairs = [f"unknown_identifier: {repaired} summary item(s) dropped"] if repaired else []
-    error = rec.error
-    if vio:
-        error = f"view is {n:,} tokens, over the target {rec.target_tokens:,}"
+    error = f"view is {n:,} tokens, over the target {rec.target_tokens:,}" if vio else None
     new = rec.model_copy(update={
         "summarizer": summarizer,
         "checkpoint": cand.id,
