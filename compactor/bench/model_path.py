@@ -524,12 +524,30 @@ def _run_case(runner: Runner, case: Case, paths: Sequence[str]) -> dict[str, Any
         bodies["durable"] = _last_summary_request(fake)
         # the same prompt on both paths: the request bodies are equal
         row["same_request"] = bodies["inline"] is not None and bodies["inline"] == bodies["durable"]
+        if not row["same_request"]:
+            row["request_diff"] = request_diff(bodies["inline"], bodies["durable"])
     fake.requests.clear()
     expected = set(EXPECTED[case.kind])
     if case.kind == "no-constraints" and case.note:
         expected |= set(EXPECTED["faithful"])
     row["ok"] = all(row[p]["outcome"] in expected and row[p]["truthful"] for p in paths if p in row)
     return row
+
+
+def request_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str:
+    """Where two request bodies first differ (keys, block index, character offset; no text)."""
+    if a is None or b is None:
+        return "a path sent no summary request"
+    keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    if keys != ["messages"]:
+        return "differs in " + ", ".join(keys)
+    ca, cb = a["messages"][0]["content"], b["messages"][0]["content"]
+    for i, (x, y) in enumerate(zip(ca, cb)):
+        if x != y:
+            tx, ty = x.get("text", ""), y.get("text", "")
+            at = next((j for j in range(min(len(tx), len(ty))) if tx[j] != ty[j]), min(len(tx), len(ty)))
+            return f"user block {i}: from character {at} (lengths {len(tx)} and {len(ty)})"
+    return f"user blocks: {len(ca)} and {len(cb)}"
 
 
 def _last_summary_request(fake: Any) -> dict[str, Any] | None:
