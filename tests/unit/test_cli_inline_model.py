@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from compactor.bench.model_path import PLACEHOLDER
+from compactor.bench.model_answers import PLACEHOLDER
 from compactor.cli import main
 from compactor.summarize import prompting
 from compactor.testing import FakeAnthropic

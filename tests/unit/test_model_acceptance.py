@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from compactor.bench.model_path import (
+from compactor.bench.model_answers import (
     INVENTED_PATH,
     PLACEHOLDER,
     PLANTED_COMMAND,
