@@ -244,7 +244,7 @@ class LlmActivities:
                 if native:
                     result = await self._native(inp, model, loaded, progress)
                 else:
-                    result = await self._template(inp, model, loaded, progress)
+                    result = await self._template(inp.covers_end, inp.budget_tokens, model, loaded, progress)
                 summary, sections, native_block, usage, dropped = result
                 progress["phase"] = "write"
                 payload = json.dumps(
@@ -290,8 +290,11 @@ class LlmActivities:
     def _load(self, inp: SummarizeInput) -> _Loaded:
         from compactor.store import SessionLog
 
+        from compactor.lifting.lift import LiftedState
+
         raw, _ = self.store.get(inp.state_key)
-        state = json.loads(raw)
+        # In the model's field order, as the inline path has it: both paths send the same bytes.
+        state = LiftedState.model_validate(json.loads(raw)).model_dump(mode="json")
         log = SessionLog(self.store, inp.tenant, inp.session)
         prev_end = 0
         prev_summary = prev_native = None
@@ -371,15 +374,49 @@ class LlmActivities:
         )
 
     # --- template ----------------------------------------------------------------------------------
+    async def template_summary(
+        self,
+        state: dict[str, Any],
+        events: Sequence[Event],
+        *,
+        covers_end: int,
+        budget_tokens: int,
+        first_seq: int = 1,
+        model: str | None = None,
+        previous_summary: str | None = None,
+    ) -> tuple[str, dict[str, list[str]], dict[str, int]]:
+        """The template summary in this process (``compact --inline --summarizer anthropic``):
+        the same request, call, shrinking and answer checks as the activity.
+
+        Returns (text, sections, usage and ``dropped_rounds``). Raises ``ApplicationError``
+        (the activity's classification) when the call or the answer fails.
+        """
+        if self.client is None:
+            raise _failed(f"anthropic summarizer unavailable: {self.unavailable}")
+        loaded = _Loaded(state=state, events=list(events), first_seq=first_seq,
+                         previous_summary=previous_summary)
+        progress: dict[str, Any] = {"phase": "call", "dropped_rounds": 0, "chars": 0}
+        try:
+            text, sections, _, usage, dropped = await self._template(
+                covers_end, budget_tokens, model or self.settings.model, loaded, progress)
+        except ApplicationError:
+            raise
+        except Exception as e:
+            mapped = to_application_error(e)
+            if mapped is None:
+                raise
+            raise mapped from None
+        return text, sections, {**usage.model_dump(), "dropped_rounds": dropped}
+
     async def _template(
-        self, inp: SummarizeInput, model: str, loaded: _Loaded, progress: dict[str, Any]
+        self, covers_end: int, budget_tokens: int, model: str, loaded: _Loaded, progress: dict[str, Any]
     ) -> tuple[str, dict[str, list[str]], None, _Usage, int]:
         usage = _Usage()
-        covers = (loaded.first_seq, inp.covers_end)
+        covers = (loaded.first_seq, covers_end)
 
         def build(events: Sequence[Event], dropped: int) -> prompting.SummaryPrompt:
             return prompting.build_prompt(
-                loaded.state, events, budget_tokens=inp.budget_tokens, covers=covers,
+                loaded.state, events, budget_tokens=budget_tokens, covers=covers,
                 previous_summary=loaded.previous_summary, dropped_rounds=dropped,
             )
 
@@ -387,7 +424,7 @@ class LlmActivities:
             return await self._count(model, p.params(), p.local_tokens(), beta=False)
 
         async def call(p: prompting.SummaryPrompt) -> tuple[str, str | None]:
-            max_tokens = self._max_tokens(inp.budget_tokens)
+            max_tokens = self._max_tokens(budget_tokens)
             assert self.client is not None
             if not self.settings.stream:
                 msg = await self.client.messages.create(model=model, max_tokens=max_tokens, **p.params())
@@ -411,14 +448,16 @@ class LlmActivities:
         (text, stop), dropped = await self._shrinking(loaded, progress, build, call, count)
         if stop == "max_tokens":
             raise _failed(
-                f"the summary did not fit in max_tokens={self._max_tokens(inp.budget_tokens)} "
-                f"(budget {inp.budget_tokens}); a cut-off summary is never used"
+                f"the summary did not fit in max_tokens={self._max_tokens(budget_tokens)} "
+                f"(budget {budget_tokens}); a cut-off summary is never used"
             )
         if stop == "refusal":
             raise _failed("the model refused to summarize this range")
+        if not text.strip():
+            raise _failed("the model's answer was empty")
+        # An answer without the template's headings is judged on what it says
+        # (engine.model_summary / summarize.acceptance), like any other.
         sections = prompting.parse_summary(text)
-        if not text.strip() or not sections:
-            raise _failed("the model's answer has none of the template's sections", chars=len(text))
         return text.strip() + "\n", sections, None, usage, dropped
 
     # --- native --------------------------------------------------------------------------------------

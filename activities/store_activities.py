@@ -387,9 +387,8 @@ class StoreActivities:
         meta = self._meta()
 
         def work() -> ExternalizeOutput:
-            from compactor.engine.compact import MIN_SUMMARY_TOKENS, Plan, apply_layers
-            from compactor.tokens import count_event, count_text
-            from compactor.engine.view import SUMMARY_PREFIX
+            from compactor.engine.compact import Plan, apply_layers
+            from compactor.tokens import count_event
 
             t = time.perf_counter()
             snap = inp.snapshot
@@ -409,11 +408,10 @@ class StoreActivities:
             end = 0 if ckpt.covers.empty else ckpt.covers.end
             covered_tokens = sum(count_event(e) for e in evs if e.kind != "pinned" and snap.prev_covers_end < e.seq <= end)
             # Room an LLM summary may take: what the structured one had, up to the target.
-            room = p.target_tokens - (res.tokens_after - res.summary_tokens) - 4
-            budget = min(room, policy.summary_max_tokens)
-            if policy.summary_must_shrink and covered_tokens:
-                budget = min(budget, covered_tokens - count_text(SUMMARY_PREFIX) - 8)
-            budget = max(budget, res.summary_tokens, MIN_SUMMARY_TOKENS)
+            from compactor.engine.model_summary import summary_budget
+
+            budget = summary_budget(policy, target_tokens=p.target_tokens, tokens_after=res.tokens_after,
+                                    summary_tokens=res.summary_tokens, covered_tokens=covered_tokens)
             doc = {
                 "checkpoint": ckpt.model_dump(mode="json"),
                 "layers": res.layers,
@@ -538,8 +536,6 @@ class StoreActivities:
         """The layer candidate with the chosen summarizer's summary swapped in (a model summary
         completed from the lifted state), whether it is the layer candidate itself
         (unchanged), and the sections the completion added."""
-        from compactor.tokens import count_text
-
         layer_doc = layer_doc if layer_doc is not None else self._get_json(inp.layers_key)
         base = Checkpoint.model_validate(layer_doc["checkpoint"])
         if not inp.summary_key:
@@ -549,28 +545,15 @@ class StoreActivities:
             not inp.checkpoint_id or inp.checkpoint_id == base.id
         ):
             return base, True, []
-        text = summ.get("summary") or ""
-        completed: list[str] = []
-        if text and inp.summarizer != "structured" and summ.get("native") is None and base.state:
-            # A model summary is completed from the lifted state before it is judged: the
-            # names the next turn needs are appended when the model left them out.
-            from compactor.summarize.completion import complete_from_state
-            from compactor.lifting.lift import LiftedState
+        from compactor.engine.model_summary import with_summary
 
-            text, completed = complete_from_state(
-                text, LiftedState.model_validate(base.state), int(layer_doc.get("summary_budget") or 0),
-                latest_full=bool(layer_doc.get("mid_turn")),
-            )
-        return base.model_copy(
-            update={
-                "id": inp.checkpoint_id or base.id,
-                "summary": text,
-                "sections": summ.get("sections") or {},
-                "native": summ.get("native"),
-                "summary_tokens": count_text(text) if text else count_text(json.dumps(summ.get("native") or {})),
-                "summarizer": inp.summarizer,
-            }
-        ), False, completed
+        ckpt, completed = with_summary(
+            base, summ.get("summary") or "", summarizer=inp.summarizer,
+            budget=int(layer_doc.get("summary_budget") or 0), mid_turn=bool(layer_doc.get("mid_turn")),
+            sections=summ.get("sections") or {}, native=summ.get("native"),
+            checkpoint_id=inp.checkpoint_id or base.id,
+        )
+        return ckpt, False, completed
 
     @activity.defn(name=ActivityName.VALIDATE_CANDIDATE)
     async def validate_candidate(self, inp: ValidateInput) -> ValidateOutput:

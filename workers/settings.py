@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic import AliasChoices, Field, PrivateAttr, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from activities.contracts import DEFAULT_MODEL
@@ -19,10 +19,14 @@ if TYPE_CHECKING:
     from compactor.store.gc import GcSettings
 
 
+SUMMARIZERS = ("auto", "structured", "anthropic", "anthropic-native")
+
+
 class Settings(BaseSettings):
     """Everything a compactor worker or CLI process is configured with."""
 
     model_config = SettingsConfigDict(env_prefix="COMPACTOR_", extra="ignore", populate_by_name=True)
+    _summarizer_why: str = PrivateAttr(default="")
 
     store: str = Field(
         default="file://./.compactor",
@@ -57,8 +61,11 @@ class Settings(BaseSettings):
     )
     model: str = Field(default=DEFAULT_MODEL, description="Model of the LLM summarizers.")
     summarizer: str = Field(
-        default="structured",
-        description="Default summarizer: structured (offline), anthropic, anthropic-native.",
+        default="auto",
+        description="Default summarizer: auto (anthropic when an Anthropic API key is configured, "
+        "else structured), structured (offline), anthropic, anthropic-native. auto is the default "
+        "because the model path is the best compaction measured (README, Benchmarks) and needs a "
+        "key; without one nothing changes. Resolved when the settings load.",
     )
     policy: str = Field(default="default", description="Default policy preset.")
     anthropic_api_key: SecretStr | None = Field(
@@ -297,6 +304,27 @@ class Settings(BaseSettings):
                 f"COMPACTOR_TENANT {self.tenant!r} is not in COMPACTOR_TENANTS ({', '.join(self.tenants)})"
             )
         return self
+
+    @field_validator("summarizer")
+    @classmethod
+    def _known_summarizer(cls, value: str) -> str:
+        if value not in SUMMARIZERS:
+            raise ValueError(f"{value!r} is not one of {', '.join(SUMMARIZERS)}")
+        return value
+
+    @model_validator(mode="after")
+    def _resolve_auto_summarizer(self) -> "Settings":
+        if self.summarizer == "auto":
+            key = self.anthropic_api_key.get_secret_value() if self.anthropic_api_key is not None else ""
+            self.summarizer = "anthropic" if key else "structured"
+            self._summarizer_why = ("auto: ANTHROPIC_API_KEY is set" if key
+                                    else "auto: no ANTHROPIC_API_KEY, the structured summarizer needs none")
+        return self
+
+    @property
+    def summarizer_why(self) -> str:
+        """Why ``summarizer`` is what it is, when COMPACTOR_SUMMARIZER=auto chose it ("" otherwise)."""
+        return self._summarizer_why
 
     def import_limits(self) -> "ImportLimits":
         """The import bounds as the importers take them."""

@@ -25,7 +25,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
     add_store_args(p)
     p.add_argument("--session", default=None, help="session id (default: the file's name)")
     p.add_argument("--summarizer", default=None, choices=["structured", "anthropic", "anthropic-native"],
-                   help="summarizer (default: COMPACTOR_SUMMARIZER or structured)")
+                   help="summarizer (default: COMPACTOR_SUMMARIZER, else auto: anthropic when "
+                        "ANTHROPIC_API_KEY is set, structured otherwise)")
     p.add_argument("--model", default=None,
                    help=f"model of the LLM summarizers (default: COMPACTOR_MODEL or {DEFAULT_MODEL})")
     p.add_argument("--task-queue", default=None, help="task queue (default: COMPACTOR_TASK_QUEUE or compactor)")

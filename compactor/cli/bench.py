@@ -12,11 +12,12 @@ BENCH_MODULES = [
     "compactor.bench.probes",
     "compactor.bench.load",
     "compactor.bench.chaos",
+    "compactor.bench.model_path",
 ]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="benchmarks (store, fidelity, perf, probes, load, sweep, chaos)")
+    p = sub.add_parser("bench", help="benchmarks (store, fidelity, perf, probes, load, sweep, chaos, model-path)")
     bench_sub = p.add_subparsers(dest="bench", metavar="BENCH")
     for name in BENCH_MODULES:
         try:

@@ -121,6 +121,7 @@ def _inline(args: argparse.Namespace) -> int:
     from compactor.engine.measure import render_request, view_tokens
 
     path = Path(args.file)
+    summarizer, llm, why = _inline_summarizer(args)  # refuses before any work when it cannot run
     imported = import_into(path, args.format, None)  # no store: big outputs are cut, and said so
     note = truncation_note(imported)
     if note:
@@ -131,6 +132,12 @@ def _inline(args: argparse.Namespace) -> int:
         target = default_target(view_tokens(imported.events))
     now = args.now_at or datetime.now(timezone.utc)
     result = compact(imported.events, policy, target, now=now, session=args.session_id)
+    if llm is not None:
+        from compactor.cli.inline_model import summarize_inline
+
+        result = summarize_inline(imported.events, result, policy, llm, model=args.model, summarizer=summarizer)
+    if why:
+        print(f"note: summarizer {summarizer} ({why})", file=sys.stderr)
     system, messages = render_request(result.view)
     doc: dict[str, Any] = {
         "messages": messages,
@@ -146,6 +153,26 @@ def _inline(args: argparse.Namespace) -> int:
     else:
         print(render_report(path, imported.format, result.record, args.out))
     return 0 if result.record.status in ("committed", "noop") else 1
+
+
+def _inline_summarizer(args: argparse.Namespace) -> tuple[str, Any, str]:
+    """The summarizer ``--inline`` runs, its client, and why when COMPACTOR_SUMMARIZER=auto chose
+    it: the same model summarizer as the durable path, in this process, or a one-line refusal
+    (never a silent switch)."""
+    from compactor.cli.common import settings as load_settings
+    from compactor.errors import InvalidInput
+
+    settings = load_settings()  # a bad COMPACTOR_* value: one line, exit 2
+    summarizer = args.summarizer or settings.summarizer
+    why = settings.summarizer_why if args.summarizer is None else ""
+    if summarizer == "anthropic-native":
+        raise InvalidInput("--inline runs the structured and anthropic summarizers; anthropic-native "
+                           "stores the API's opaque compaction block with the session: drop --inline")
+    if summarizer == "structured":
+        return summarizer, None, why
+    from compactor.cli.inline_model import make_llm
+
+    return summarizer, make_llm(settings), why  # InvalidInput (exit 2) without a key: one line
 
 
 def _session_id(path: Path) -> str:

@@ -11,10 +11,12 @@ workflow assert them); messages are for people.
 | 3 | ``pinned_missing`` | every pinned event is in the view, verbatim |
 | 4 | ``latest_request_missing`` | the latest genuine user request is in the view, verbatim |
 | 5 | ``constraint_dropped`` | every constraint (lifted, or a rule sentence of a covered request) is in the summary |
-| 6 | ``unknown_reported_done`` | actions of unknown outcome stay unknown unless a result arrived; none is listed as done |
+| 6 | ``unknown_reported_done`` | actions of unknown outcome stay unknown unless a result arrived; none is listed as done (a model's text included: no line reports as done an action with no recorded result) |
 | 7 | ``artifact_unresolved`` | every artifact ref the compaction introduced resolves and its sha256 matches |
 | 8 | ``summary_not_smaller`` / ``over_budget`` | the summary is smaller than what it replaces; the view fits the target |
 | 9 | ``unknown_identifier`` | paths, URLs and tool ids the summary states occur in the covered range |
+| - | ``summary_incomplete`` | a model's answer carries a measurable part of the lifted state by itself (else it is empty or a placeholder, and refused) |
+| - | ``summary_language`` | a model's answer is written in a language the user or the agent used in the session |
 | 10 | ``range_not_contiguous`` / ``event_duplicated`` / ``event_missing`` / ``event_unexpected`` | the checkpoint covers a contiguous prefix ending at or before the snapshot, and every later event is in the view exactly once |
 """
 
@@ -60,6 +62,7 @@ CODES = [
     "over_budget",
     "unknown_identifier",
     "summary_incomplete",
+    "summary_language",
     "range_not_contiguous",
     "event_duplicated",
     "event_missing",
@@ -656,20 +659,33 @@ def check_identifiers(
     return out
 
 
-# --- model summaries carry what the state says the next turn needs ------------------------------
+# --- model summaries: refused when empty, rejected when they report the unrecorded as done ---------
 
 
 def check_model_summary(ckpt: Checkpoint) -> list[Violation]:
-    """A model-written summary names something of each section the lifted state has content
-    for (goal, requests, files changed, open errors, unknown outcomes); the structured one is
-    rendered from the state itself and a native block is opaque."""
+    """A model-written summary (its own text, before completion's appendix) must carry a
+    measurable part of the lifted state (``acceptance.is_placeholder``: otherwise it is empty
+    or a placeholder, ``summary_incomplete``), and must not report as done an action with no
+    recorded result (``unknown_reported_done``). Sections it leaves out are completed, never
+    a violation. Messages carry counts and line numbers only, never summary text."""
     if ckpt.covers.empty or ckpt.summarizer == "structured" or ckpt.native is not None or not ckpt.state:
         return []
-    from compactor.summarize.completion import missing_sections
     from compactor.lifting.lift import LiftedState
+    from compactor.summarize.acceptance import done_claims, foreign_language, is_placeholder
 
-    missing = missing_sections(ckpt.summary, LiftedState.model_validate(ckpt.state))
-    if not missing:
-        return []
-    return [Violation(code="summary_incomplete",
-                      message="the model summary names nothing of: " + ", ".join(m.lower() for m in missing))]
+    state = LiftedState.model_validate(ckpt.state)
+    out: list[Violation] = []
+    placeholder = is_placeholder(ckpt.summary, state)
+    if placeholder is not None:
+        out.append(Violation(code="summary_incomplete",
+                             message="the model's answer is empty or a placeholder: " + placeholder.describe()))
+    foreign = foreign_language(ckpt.summary, state)
+    if foreign is not None:
+        out.append(Violation(code="summary_language",
+                             message=f"the model's summary is written in {foreign[0]}, the session in "
+                             f"{' and '.join(sorted(foreign[1]))}"))
+    for line, what in done_claims(ckpt.summary, state):
+        out.append(Violation(code="unknown_reported_done",
+                             message=f"line {line} of the model's summary reports as done an action "
+                             "with no recorded result", detail=what))
+    return out

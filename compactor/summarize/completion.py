@@ -2,11 +2,13 @@
 
 A model summary is prose the validator cannot fully check; the lifted state is what the
 structured summarizer would have said. Before a model summary is validated, every item of the
-state it does not name is appended under one heading (``ALSO_HEADING``), most needed first:
-the unknown outcomes, the constraints, the goal and (after a mid-turn cut) the latest request
-always; then open errors, files changed, requests, failed commands and the rest while the
-summary budget lasts. A one-word answer ("## Goal / stub") is thereby completed into a usable
-summary, or, when even that cannot fit, rejected by ``missing_sections``.
+state it does not name (``is_named``: on meaning, see ``acceptance``) is appended under one
+heading (``ALSO_HEADING``), most needed first: the unknown outcomes, the constraints, the goal
+and (after a mid-turn cut) the latest request always; then open errors, files changed,
+requests, failed commands and the rest while the summary budget lasts. Sections the model
+left out are completed, never a reason to reject. An answer that names almost nothing by
+itself ("## Goal / placeholder") is not completed into the structured summary under the
+model's name: ``acceptance.is_placeholder`` refuses it before.
 
 Pure and deterministic: the same text and state give the same completed text.
 """
@@ -18,20 +20,15 @@ import re
 from compactor.lifting.lift import LiftedState
 from compactor.summarize.structured import (
     CONSTRAINTS,
-    ERRORS,
-    FILES_CHANGED,
     GOAL,
     LATEST,
-    REQUESTS,
     UNKNOWN,
     _build,
 )
+from compactor.summarize.acceptance import ALSO_HEADING, haystack, item_named, model_part, named, terms
 from compactor.tokens import count_text
 
-ALSO_HEADING = "## Also in the lifted state (named here because the summary above does not)"
-
 _MUST = (UNKNOWN, CONSTRAINTS, GOAL)
-_BACKTICK_RE = re.compile(r"`([^`]{3,})`")
 _TOOL_ID_RE = re.compile(r"\[tool_use ([^\]]+)\]")
 
 
@@ -39,27 +36,40 @@ def _norm(text: str) -> str:
     return " ".join(text.split()).lower()
 
 
-def line_key(section: str, text: str) -> str:
-    """The part of a structured summary line whose presence says the item is named."""
-    body = text[2:] if text.startswith("- ") else text
-    if section == UNKNOWN:
-        m = _TOOL_ID_RE.search(body)
-        return m.group(1) if m else body
+def _body(text: str) -> str:
+    return text[2:] if text.startswith("- ") else text
+
+
+def _request_text(section: str, line: str) -> str:
+    """The request a goal/latest line quotes (its first line is the "(from the user, #n)" tag)."""
+    body = _body(line)
+    return body.split("\n", 1)[1] if section in (GOAL, LATEST) and "\n" in body else body
+
+
+def is_named(section: str, line: str, text: str, *, latest_full: bool = False) -> bool:
+    """Whether the summary ``text`` already says the structured ``line`` of ``section``.
+
+    Must-haves are checked as the validator checks them: constraints verbatim, the latest
+    request after a mid-turn cut verbatim, an unknown outcome by its tool id or by its terms
+    under the summary's unknown-outcome heading. Everything else is named when the summary
+    carries the item's distinctive terms (``acceptance.named``), in any wording or language.
+    """
+    hay = haystack(text)
     if section == CONSTRAINTS:
-        return body
-    if section in (GOAL, LATEST):
-        first = body.split("\n", 1)[1] if "\n" in body else body
-        return first[:80].rstrip("…").strip()
-    m = _BACKTICK_RE.search(body)
-    if m:
-        return m.group(1).rstrip("…").strip()[:60]
-    if section == FILES_CHANGED:
-        return body.split(" (", 1)[0]
-    if section == REQUESTS:
-        return re.sub(r"^#\d+:\s*", "", body)[:80].rstrip("…").strip()
-    if section == ERRORS:
-        return body.split(" (", 1)[0].split(":", 1)[0]
-    return body[:60]
+        return _norm(_body(line)) in hay
+    if section == LATEST and latest_full:
+        quote = _request_text(section, line).split("\n[…", 1)[0]
+        return _norm(quote) in hay
+    if section == UNKNOWN:
+        m = _TOOL_ID_RE.search(line)
+        if m and m.group(1).lower() in hay:
+            return True
+        own = model_part(text)
+        at = own.lower().find("outcome unknown")
+        return at >= 0 and named(terms(_TOOL_ID_RE.sub(" ", line)), haystack(own[at:]))
+    if not terms(line):
+        return _norm(_body(line))[:60] in hay
+    return item_named(section, line, hay)
 
 
 def complete_from_state(text: str, state: LiftedState, budget_tokens: int, *,
@@ -72,20 +82,25 @@ def complete_from_state(text: str, state: LiftedState, budget_tokens: int, *,
         budget_tokens: the summary budget; optional items are added only while it lasts.
         latest_full: the cut passed the latest request (mid-turn): it must be quoted whole.
     """
-    hay = _norm(text)
-    doc = _build(state)
-    must_sections = (*_MUST, LATEST) if latest_full else _MUST
+    doc = _build(state, latest_full=latest_full)
+    latest = state.requests[-1] if state.requests else None
+    # After a mid-turn cut the latest request must be in the summary character for character
+    # (invariants.check_latest_request): quoted whole below, unindented, unless it already is.
+    quote_latest = bool(latest_full and latest is not None and latest.text.strip()
+                        and latest.text.strip() not in text)
     must: list[tuple[str, str]] = []
     optional: list[tuple[int, int, str, str]] = []
     for ln in doc.lines:
-        key = line_key(ln.section, ln.text)
-        if key and _norm(key) in hay:
+        if ln.section == LATEST or (latest_full and latest is not None and ln.section == GOAL
+                                    and state.goal is not None and state.goal.seq == latest.seq):
+            continue  # the latest request: quoted below when needed, else it is in the tail
+        if is_named(ln.section, ln.text, text, latest_full=latest_full):
             continue
-        if ln.section in must_sections:
+        if ln.section in _MUST:
             must.append((ln.section, ln.text))
-        elif ln.section != LATEST:
+        else:
             optional.append((-(ln.tier or 100), ln.order, ln.section, ln.text))
-    if not must and not optional:
+    if not must and not optional and not quote_latest:
         return text, []
     out = [text.rstrip(), "", ALSO_HEADING]
     used = count_text("\n".join(out))
@@ -102,24 +117,15 @@ def complete_from_state(text: str, state: LiftedState, budget_tokens: int, *,
 
     for section, line in must:
         add(section, line)
+    if quote_latest:
+        assert latest is not None
+        item = f"- {LATEST} (verbatim, from the user, #{latest.seq}):\n{latest.text.strip()}"
+        out.append(item)
+        used += count_text(item) + 1
+        added.append(LATEST)
     for _, _, section, line in sorted(optional):
         item_tokens = count_text(line) + 4
         if used + item_tokens > budget_tokens:
             continue
         add(section, line)
     return "\n".join(out), added
-
-
-def missing_sections(text: str, state: LiftedState) -> list[str]:
-    """Sections the state has content for of which the summary names nothing (goal, requests,
-    files changed, open errors, unknown outcomes): a model summary missing one is rejected."""
-    hay = _norm(text)
-    doc = _build(state)
-    wanted = (GOAL, REQUESTS, FILES_CHANGED, ERRORS, UNKNOWN)
-    have: dict[str, bool] = {}
-    for ln in doc.lines:
-        if ln.section not in wanted:
-            continue
-        key = line_key(ln.section, ln.text)
-        have[ln.section] = have.get(ln.section, False) or bool(key and _norm(key) in hay)
-    return [s for s in wanted if s in have and not have[s]]

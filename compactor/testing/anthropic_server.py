@@ -34,6 +34,13 @@ on purpose). Prompt caching is simulated: the prefix up to a ``cache_control`` b
 reported as ``cache_creation_input_tokens`` the first time and ``cache_read_input_tokens``
 after.
 
+Recording and replay (the stand-in model protocol, ``../shared/probes/model.md``): with
+``record_dir`` set, every template-summary request (not probe, not native compaction) is written
+there by ``write_request`` as ``system.txt``, ``user.txt`` (the user message's text blocks in
+order, exactly as sent) and ``request.json`` (model, max_tokens, system, messages); with
+``answer`` set, that text is served for every template-summary request instead of the
+deterministic model's (a ``reply`` fault still wins).
+
 Faults are consumed in order, one per matching request (see ``Fault``). Started and stopped
 from Python (``FakeAnthropic().start()`` / context manager) or as
 ``python -m compactor.testing.anthropic_server --port N``.
@@ -52,6 +59,7 @@ import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, Iterable
 
 FENCE_RE = re.compile(
@@ -289,6 +297,32 @@ def template_summary(body: dict[str, Any], *, drop_constraints: bool = False) ->
     return "\n".join(lines).strip() + "\n"
 
 
+def request_user_text(body: dict[str, Any]) -> str:
+    """The user messages' text blocks, in order, joined by a blank line (as the model reads them)."""
+    parts: list[str] = []
+    for m in body.get("messages") or []:
+        if m.get("role") != "user":
+            continue
+        content = m.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+            continue
+        parts.extend(b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text")
+    return "\n\n".join(parts)
+
+
+def write_request(directory: str | Path, body: dict[str, Any]) -> Path:
+    """Save one request as the stand-in model protocol wants it: ``system.txt``, ``user.txt``
+    and ``request.json`` (model, max_tokens, system, messages) under ``directory``."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "system.txt").write_text(_system_text(body), encoding="utf-8")
+    (d / "user.txt").write_text(request_user_text(body), encoding="utf-8")
+    whole = {k: body.get(k) for k in ("model", "max_tokens", "system", "messages")}
+    (d / "request.json").write_text(json.dumps(whole, indent=1, ensure_ascii=False), encoding="utf-8")
+    return d
+
+
 # --- the probe reader and judge -----------------------------------------------------------------
 
 PROBE_RE = re.compile(r"\bcompactor-probe-(reader|judge)-v\d+\b")
@@ -381,7 +415,12 @@ class FakeAnthropic:
     """The server plus its scriptable state. Thread-safe; one instance per test is cheap."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, max_prompt_tokens: int | None = None,
-                 chunk_chars: int = 40, stream_delay: float = 0.0) -> None:
+                 chunk_chars: int = 40, stream_delay: float = 0.0, record_dir: str | None = None,
+                 answer: str | None = None) -> None:
+        self.record_dir = record_dir
+        """Write each template-summary request here (``write_request``); None: do not."""
+        self.answer = answer
+        """Serve this text for template-summary requests (a recorded answer); None: the fake model."""
         self.host = host
         self.port = port
         self.max_prompt_tokens = max_prompt_tokens
@@ -628,6 +667,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._compaction(rec, body, msg_id, usage)
             return
         text = probe_reply(body)
+        if text is None and self.fake.record_dir is not None:
+            write_request(self.fake.record_dir, body)
+        if text is None and self.fake.answer is not None:
+            text = self.fake.answer
         if fault is not None and fault.kind == "malformed":
             text = MALFORMED_TEXT
         elif fault is not None and fault.kind == "reply":
@@ -751,8 +794,14 @@ def main(argv: Iterable[str] | None = None) -> None:
     p.add_argument("--port", type=int, default=8765)
     p.add_argument("--max-prompt-tokens", type=int, default=None,
                    help="answer 400 'prompt is too long' above this many tokens")
+    p.add_argument("--record", default=None, metavar="DIR",
+                   help="write each summary request to DIR (system.txt, user.txt, request.json)")
+    p.add_argument("--answer", default=None, metavar="FILE",
+                   help="serve this file's text as the answer to every summary request")
     args = p.parse_args(list(argv) if argv is not None else None)
-    fake = FakeAnthropic(args.host, args.port, max_prompt_tokens=args.max_prompt_tokens).start()
+    answer = Path(args.answer).read_text(encoding="utf-8") if args.answer else None
+    fake = FakeAnthropic(args.host, args.port, max_prompt_tokens=args.max_prompt_tokens,
+                         record_dir=args.record, answer=answer).start()
     print(f"fake Anthropic API on {fake.base_url} (set ANTHROPIC_BASE_URL={fake.base_url})", flush=True)
     try:
         while True:

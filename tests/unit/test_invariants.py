@@ -316,3 +316,34 @@ def test_validator_rejects_a_model_summary_that_names_nothing_of_a_section():
     # the structured summary is rendered from the state: the check does not apply to it
     codes = [v.code for v in validate(events=c.events, checkpoint=ckpt, view=res.view, target_tokens=None)]
     assert "summary_incomplete" not in codes
+
+
+def test_validator_rejects_a_model_summary_in_a_language_the_session_never_used():
+    from compactor.engine.compact import compact
+    from compactor.engine.policy import make_policy
+    from compactor.engine.view import build_view
+    from tests.unit.engine_fixtures import Conv
+
+    c = Conv()
+    c.user("Add retries to the client in src/client.py, and make sure that the tests for it pass. "
+           "Never retry a POST.")
+    for i in range(15):
+        c.call("Bash", {"command": f"ls dir{i}"}, "file\n" * 80)
+    c.user("Now document it in the README.")
+    res = compact(c.events, make_policy("default"), target_tokens=1_500)
+    ckpt = res.checkpoint
+    german = ("## Ziel\n- Der Nutzer möchte, dass die Datei src/client.py mit einer Wiederholung "
+              "der Anfragen ergänzt wird, und das ist für die nächste Runde wichtig.\n"
+              "## Constraints (verbatim)\n- Never retry a POST.\n")
+
+    def codes(text: str) -> list[str]:
+        ck = ckpt.model_copy(update={"summary": text, "summarizer": "anthropic"})
+        return [v.code for v in validate(events=c.events, checkpoint=ck, view=build_view(c.events, ck),
+                                         target_tokens=None)]
+
+    assert "summary_language" in codes(german)
+    english = german.replace("## Ziel\n- Der Nutzer möchte, dass die Datei src/client.py mit einer "
+                             "Wiederholung der Anfragen ergänzt wird, und das ist für die nächste Runde "
+                             "wichtig.", "## Goal\n- The user wants retries in src/client.py, and the "
+                             "tests for it must pass.")
+    assert "summary_language" not in codes(english)

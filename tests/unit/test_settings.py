@@ -55,3 +55,21 @@ def test_import_limits_come_from_the_environment(monkeypatch):
     limits = Settings().import_limits()
     assert (limits.max_line_bytes, limits.max_json_depth) == (4096, 50)
     assert limits.max_inline_tool_output == 1 << 20 and limits.max_document_bytes == 256 << 20
+
+
+def test_summarizer_auto_is_the_default_and_follows_the_key(monkeypatch):
+    import pytest
+    from pydantic import ValidationError
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("COMPACTOR_SUMMARIZER", raising=False)
+    s = Settings()
+    assert s.summarizer == "structured" and "no ANTHROPIC_API_KEY" in s.summarizer_why
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    s = Settings()
+    assert s.summarizer == "anthropic" and "ANTHROPIC_API_KEY is set" in s.summarizer_why
+    monkeypatch.setenv("COMPACTOR_SUMMARIZER", "structured")
+    assert (Settings().summarizer, Settings().summarizer_why) == ("structured", "")
+    monkeypatch.setenv("COMPACTOR_SUMMARIZER", "bogus")
+    with pytest.raises(ValidationError):
+        Settings()

@@ -1,0 +1,49 @@
+"""The stand-in model answers in tests/fixtures/model-path replayed through the product
+(issue 14 item 3): every CI run exercises the validator on model-written text. Needs the
+transcripts (../shared/corpus), so it is skipped without them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from compactor.bench.model_path import EXPECTED, KINDS, RATIOS, run_bench
+from tests.conftest import corpus_files
+
+pytestmark = [pytest.mark.integration, pytest.mark.corpus]
+
+ANSWERS = Path(__file__).resolve().parents[1] / "fixtures" / "model-path"
+
+
+def _check(result: dict, paths: tuple[str, ...]) -> None:
+    assert result["rows"] and not result["missing_answers"]
+    for row in result["rows"]:
+        for p in paths:
+            out = row[p]
+            assert out["truthful"], (row["name"], row["kind"], p, out)
+            assert out["outcome"] in EXPECTED[row["kind"]] or (
+                row["kind"] == "no-constraints" and row["note"] and out["outcome"] in EXPECTED["faithful"]
+            ), (row["name"], row["kind"], p, out)
+
+
+def test_every_stand_in_answer_is_used_inline(corpus_dir):
+    """The real model-written text of every transcript at 10% and 5% through the validator;
+    with it, the answers derived from it that must be refused or completed."""
+    stems = {p.name.split(".")[0] for p in corpus_files()}
+    kinds = ("faithful", "placeholder", "no-constraints", "invented-path")
+    result = run_bench(str(corpus_dir), str(ANSWERS), paths=("inline",), kinds=kinds)
+    _check(result, ("inline",))
+    faithful = [r for r in result["rows"] if r["kind"] == "faithful"]
+    assert len(faithful) == len(stems) * len(RATIOS)  # every transcript at 10% and 5%
+    assert {r["kind"] for r in result["rows"]} == set(kinds)
+
+
+def test_every_adversarial_answer_is_handled_on_both_paths(corpus_dir, temporal_address):
+    result = run_bench(str(corpus_dir), str(ANSWERS), paths=("inline", "durable"),
+                       only=("apanloco-random", "Soul"), temporal_address=temporal_address)
+    _check(result, ("inline", "durable"))
+    assert {r["kind"] for r in result["rows"]} == set(KINDS)
+    for row in result["rows"]:
+        assert row["inline"]["outcome"] == row["durable"]["outcome"], row
+        assert row["same_request"], row  # one prompt, both paths
