@@ -597,6 +597,12 @@ class StoreActivities:
                     evs, ckpt, view, n_tokens, vio, target, arts, prev)
                 hard = [str(v) for v in vio if v.code not in SOFT_VIOLATIONS]
                 soft = [str(v) for v in vio if v.code in SOFT_VIOLATIONS]
+                if inp.summarizer != "structured":
+                    from compactor.engine.model_summary import over_budget
+
+                    too_big = over_budget(n_tokens, target, int(layer_doc["tokens_after"]))
+                    if too_big is not None:
+                        hard.append(too_big)
             self._put_json(inp.candidate_key, ckpt.model_dump(mode="json"))
             return ValidateOutput(
                 candidate_key=inp.candidate_key,

@@ -185,8 +185,11 @@ def _repairs(ext: ExternalizeOutput, val: ValidateOutput, summarizer: str) -> li
     dropped = val.repaired or (ext.repaired if summarizer == "structured" else 0)
     if dropped:
         out.append(f"unknown_identifier: {dropped} summary item(s) dropped")
-    if val.completed:
-        out.append("completed from the lifted state: " + ", ".join(s.lower() for s in val.completed))
+    added = [s for s in val.completed if s != "trimmed"]  # model_summary.TRIMMED: no section
+    if added:
+        out.append("completed from the lifted state: " + ", ".join(s.lower() for s in added))
+    if "trimmed" in val.completed:
+        out.append("model text trimmed to its budget (least-used sections first)")
     return out
 
 

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 from compactor.engine.compact import CompactResult, prepare, repair_candidate
 from compactor.engine.invariants import validate
 from compactor.engine.measure import view_tokens
-from compactor.engine.model_summary import completion_note, covered_events, summary_budget, with_summary
+from compactor.engine.model_summary import completion_note, covered_events, over_budget, summary_budget, with_summary
 from compactor.engine.policy import Policy
 from compactor.engine.view import build_view
 from compactor.events import Event
@@ -70,6 +70,8 @@ def summarize_inline(
     cand, view, n, vio, repaired = repair_candidate(evs, cand, view, n, vio, rec.target_tokens,
                                                     result.artifacts, None)
     hard = [str(v) for v in vio if v.code not in SOFT]
+    if (too_big := over_budget(n, rec.target_tokens, rec.tokens_after)) is not None:
+        hard.append(too_big)
     if hard:
         return _fallback(result, "validation: " + "; ".join(hard))
     repairs = [f"unknown_identifier: {repaired} summary item(s) dropped"] if repaired else []

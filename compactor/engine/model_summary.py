@@ -71,10 +71,9 @@ def with_summary(
     completed: list[str] = []
     if text and summarizer != "structured" and native is None and base.state:
         from compactor.lifting.lift import LiftedState
-        from compactor.summarize.completion import complete_from_state
 
-        text, completed = complete_from_state(
-            text, LiftedState.model_validate(base.state), budget, latest_full=mid_turn)
+        text, completed = fit_completed(text, LiftedState.model_validate(base.state), budget,
+                                        latest_full=mid_turn)
     tokens = count_text(text) if text else count_text(json.dumps(native or {}))
     return base.model_copy(update={
         "id": checkpoint_id or base.id,
@@ -86,10 +85,82 @@ def with_summary(
     }), completed
 
 
+def over_budget(view_tokens: int, target_tokens: int | None, structured_tokens: int) -> str | None:
+    """A model summary may not push the view over the target the structured candidate met:
+    the hard violation (counts only, no text) that makes either path fall back to it. A view
+    the structured summary could not fit either keeps the soft ``over_budget`` note."""
+    if target_tokens and view_tokens > target_tokens >= structured_tokens:
+        return (f"summary_over_budget: the view with the model summary is {view_tokens:,} tokens, "
+                f"over the target {target_tokens:,} that the structured summary met "
+                f"({structured_tokens:,})")
+    return None
+
+
+# Sections of a model's answer that give way first when the completed summary overruns its
+# budget (a model that wrote past the budget it was asked for): the least a continuing agent
+# acts on first. Goal, constraints, unknown outcomes and the latest request never give way.
+_SHED_ORDER = ("Files read", "Links the user gave", "Artifacts", "Reasons and rules", "Decisions",
+               "Commands run", "Tests", "Agent's reports (newest first)", "Current plan / todos",
+               "Files changed", "Errors and failed approaches", "User requests")
+TRIMMED = "trimmed"
+
+
+def _sections(text: str) -> list[list[str]]:
+    """The answer as [heading line, body lines...] blocks (text before any heading: one block)."""
+    blocks: list[list[str]] = [[]]
+    for line in text.splitlines():
+        if line.startswith("## "):
+            blocks.append([line])
+        else:
+            blocks[-1].append(line)
+    return [b for b in blocks if b]
+
+
+def fit_completed(text: str, state: Any, budget: int, *, latest_full: bool = False) -> tuple[str, list[str]]:
+    """The model's ``text`` completed from the lifted state, within ``budget`` where the answer
+    allows: when the completed text overruns it, the model's own lines give way, section by
+    section in ``_SHED_ORDER`` and last line first (after a mid-turn cut, first the model's
+    shortened copy of the latest request that completion quotes whole), and completion runs
+    again, so what the model dropped that matters is added back from the state. Returns the
+    text and the completed sections (``TRIMMED`` last when lines gave way)."""
+    from compactor.summarize.completion import complete_from_state
+
+    done, completed = complete_from_state(text, state, budget, latest_full=latest_full)
+    if count_text(done) <= budget:
+        return done, completed
+    blocks = _sections(text)
+    order = (["## Latest request"] if latest_full else []) + [f"## {h}" for h in _SHED_ORDER]
+    dropped = 0
+    for heading in order:
+        for block in blocks:
+            if not block or block[0].strip() != heading:
+                continue
+            while len(block) > 1:
+                if block[-1].strip():
+                    dropped += 1
+                block.pop()
+                if heading != "## Latest request" and dropped % 2:
+                    continue  # re-measure every other line (each measure runs the completion)
+                candidate = "\n".join("\n".join(b) for b in blocks)
+                done, completed = complete_from_state(candidate, state, budget, latest_full=latest_full)
+                if count_text(done) <= budget:
+                    return done, [*completed, TRIMMED]
+            if heading == "## Latest request":
+                block.clear()  # the heading goes too: completion quotes the request whole
+    candidate = "\n".join("\n".join(b) for b in blocks if b)
+    done, completed = complete_from_state(candidate, state, budget, latest_full=latest_full)
+    return done, [*completed, TRIMMED] if dropped else completed
+
+
 def completion_note(completed: Sequence[str]) -> list[str]:
-    """The record's line for what completion added (section names only, no text)."""
-    return (["completed from the lifted state: " + ", ".join(s.lower() for s in completed)]
-            if completed else [])
+    """The record's lines for what completion added and whether the model's own lines were
+    trimmed to the budget (section names only, no text)."""
+    added = [s for s in completed if s != TRIMMED]
+    notes = ["completed from the lifted state: " + ", ".join(s.lower() for s in added)] if added else []
+    if TRIMMED in completed:
+        notes.append("model text trimmed to its budget (least-used sections first)")
+    return notes
 
 
-__all__ = ["MIN_SUMMARY_TOKENS", "completion_note", "covered_events", "summary_budget", "with_summary"]
+__all__ = ["MIN_SUMMARY_TOKENS", "completion_note", "covered_events", "fit_completed", "over_budget", "summary_budget",
+           "with_summary"]

@@ -150,3 +150,29 @@ def test_a_mid_turn_cut_quotes_the_latest_request_verbatim():
     view = build_view(c.events, ckpt)
     codes = [v.code for v in validate(events=c.events, checkpoint=ckpt, view=view, target_tokens=None)]
     assert "latest_request_missing" not in codes
+
+
+def test_an_answer_over_its_budget_gives_way_least_used_sections_first(done):
+    """A model that writes past its budget: its own lines give way (files read, commands...)
+    while goal, constraints and unknown outcomes stay, and the summary fits the budget."""
+    from compactor.engine.model_summary import TRIMMED, completion_note
+    from compactor.tokens import count_text
+
+    long = FAITHFUL + "## Files read\n" + "".join(f"- docs/part{i}.md: retry notes\n" for i in range(12))
+    events, res = done
+    budget = count_text(FAITHFUL) + 40
+    assert count_text(long) > budget
+    ckpt, completed = with_summary(res.checkpoint, long, summarizer="anthropic", budget=budget,
+                                   mid_turn=res.record.mid_turn)
+    assert ckpt.summary_tokens <= budget and TRIMMED in completed
+    assert "Never retry a POST." in ckpt.summary and "deploy --staging" in ckpt.summary
+    assert "docs/part11.md" not in ckpt.summary  # the last line of the least-used section went first
+    assert completion_note(completed)[-1].startswith("model text trimmed")
+
+
+def test_a_model_view_over_the_target_the_structured_one_met_is_a_hard_violation():
+    from compactor.engine.model_summary import over_budget
+
+    assert over_budget(3_215, 3_000, 2_917).startswith("summary_over_budget")
+    assert over_budget(2_990, 3_000, 2_917) is None
+    assert over_budget(5_290, 3_000, 5_238) is None  # the structured one could not fit either
