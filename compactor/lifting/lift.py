@@ -36,7 +36,14 @@ from compactor.events import (
 )
 from compactor.lifting import digests as _digests
 from compactor.lifting import failures as _failures
-from compactor.lifting.constraints import is_question, own_lines
+from compactor.lifting.constraints import (  # noqa: F401 - re-exported: the classification lives there
+    MAX_CONSTRAINT_CHARS,
+    constraint_sentences,
+    is_genuine_request,
+    looks_injected,
+    split_sentences,
+    user_urls,
+)
 from compactor.lifting.narrative import NarrativeAcc
 from compactor.lifting.actions import (  # noqa: F401 - re-exported: the lifter's public names stay here
     _AIDER_RUNNING_RE,
@@ -78,31 +85,10 @@ from compactor.tokens import count_text
 LONG_REQUEST_TOKENS = 2_000
 """Requests longer than this are kept as a head quote plus a pointer to the log."""
 LONG_REQUEST_QUOTE_CHARS = 3_000
-MAX_CONSTRAINT_CHARS = 1_500
 MAX_DECISIONS = 40
 
 
 # --- text rules -------------------------------------------------------------------------------
-
-_INJECTED_PREFIXES = (
-    "<environment_context>",
-    "<user_instructions>",
-    "# AGENTS.md instructions",
-    "<local-command-stdout>",
-    "<local-command-stderr>",
-    "<local-command-caveat>",
-    "<system-reminder>",
-    "Caveat: The messages below were generated",
-)
-
-_CONSTRAINT_RE = re.compile(
-    r"\b(never|don'?t|do not|does not|must not|mustn'?t|should not|shouldn'?t|can'?t|cannot|"
-    r"avoid|only|without|always|must|no longer|not allowed|make sure|ensure|instead of|"
-    r"no more than|at most|at least|required?|important|prefer)\b"
-    r"|절대|무조건|반드시|하지\s?마|금지",
-    re.IGNORECASE,
-)
-_SENTENCE_GAP_RE = re.compile(r"(?<=[.!?])[ \t]+(?=\S)")
 
 _DECISION_RE = re.compile(
     r"\b(I'?ll use|I will use|I'?ll switch|I will switch|switch(?:ing)? to|instead of|decided|"
@@ -115,59 +101,6 @@ _FAILED_TEXT_RE = re.compile(
     r"this failed|won'?t work|not working|approach failed|no luck|still fail(?:s|ing)?)\b",
     re.IGNORECASE,
 )
-_URL_RE = re.compile(r"https?://[^\s<>\"'`)\]}]+")
-
-def looks_injected(text: str) -> bool:
-    """Harness-written text that some importers still mark as a user message."""
-    t = text.lstrip()
-    return any(t.startswith(p) for p in _INJECTED_PREFIXES)
-
-
-def is_genuine_request(e: Event) -> bool:
-    return e.is_user_request and not looks_injected(e.text)
-
-
-_ABBREV_END_RE = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf|approx|incl|Mr|Mrs|Dr|No)\.|\b[A-Z]\.)$")
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences and lines of ``text``, each stripped, otherwise verbatim.
-
-    A split right after an abbreviation ("e.g.", "i.e.", "etc.") is undone, so a rule is not
-    cut in the middle.
-    """
-    out: list[str] = []
-    for line in text.splitlines():
-        start = 0
-        cuts = [m.start() for m in _SENTENCE_GAP_RE.finditer(line)] + [len(line)]
-        for cut in cuts:
-            piece = line[start:cut].strip()
-            if piece and not _ABBREV_END_RE.search(piece) or cut == len(line):
-                if piece:
-                    out.append(piece)
-                start = cut
-    return out
-
-
-def constraint_sentences(text: str) -> list[str]:
-    """Sentences of a user request that state a rule: negations, 'only', 'always', 'must'...
-
-    Questions and pasted output (logs, errors, code, fenced blocks) state no rule and are
-    skipped. The validator recomputes constraints with this same function.
-    """
-    out: list[str] = []
-    for s in split_sentences("\n".join(own_lines(text))):
-        probe = s.replace("\u2019", "'").replace("\u2018", "'")
-        if _CONSTRAINT_RE.search(probe) and len(s) <= MAX_CONSTRAINT_CHARS and not is_question(probe):
-            out.append(s)
-    return out
-
-
-
-def user_urls(text: str) -> list[str]:
-    return [u.rstrip(".,;:!?'\"") for u in _URL_RE.findall(text)]
-
-
 
 # --- accumulation -----------------------------------------------------------------------------
 

@@ -316,7 +316,8 @@ CORPUS = corpus_files()
 EXPECTED = {
     "apanloco-random.session.jsonl": {"requests", "files_changed", "commands", "constraints"},
     "TokenForge.claude-session.jsonl": {"requests", "commands"},
-    "raze.codex-session.jsonl": {"commands", "files_read", "constraints"},
+    # its one request is a pasted plan to review: no rule of the user's (tests/fixtures/constraints)
+    "raze.codex-session.jsonl": {"commands", "files_read"},
     "Soul.codex-session.jsonl": {"commands", "unknown_actions", "failed_approaches"},
     "metadata-aider.aider.chat.history.md": {"requests", "files_changed", "constraints"},
     "pydicom__pydicom-1458.traj": {"files_changed", "errors", "failed_approaches", "unknown_actions", "urls"},
