@@ -34,7 +34,9 @@ from compactor.events import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from compactor.lifting import content as _content
 from compactor.lifting import digests as _digests
+from compactor.lifting import notes as _notes
 from compactor.lifting import failures as _failures
 from compactor.lifting.constraints import (  # noqa: F401 - re-exported: the classification lives there
     MAX_CONSTRAINT_CHARS,
@@ -72,6 +74,7 @@ from compactor.lifting.state import (  # noqa: F401 - re-exported
     ErrorItem,
     FailedApproach,
     FileRef,
+    LastAction,
     LiftedState,
     Request,
     TestRun,
@@ -126,10 +129,13 @@ class _Acc:
         self.artifacts = {a.uri: a for a in p.artifacts}
         self.urls = {u.url: u for u in p.urls}
         self.covers_end = p.covers_end
+        self.last_action = p.last_action
         self.narrative = NarrativeAcc(list(p.outcomes), list(p.reasons),
                                       p.requests[-1].seq if p.requests else 0)
         self.open_file: str | None = None
         self._aider_digests: dict[str, str] = {}  # path -> digest of the last aider reply's blocks
+        self._aider_texts: dict[str, str] = {}  # path -> the text the last aider reply's block wrote
+        self.notes = _notes.NoteAcc({f.path: f.note for f in p.files_changed if f.note}, p.file_notes)
         self._req_seqs = {r.seq for r in self.requests}
         self._constraint_keys = {_norm(c.text) for c in self.constraints}
         self._decision_keys = {_norm(d.text) for d in self.decisions}
@@ -184,18 +190,25 @@ class _Acc:
             elif _FAILED_TEXT_RE.search(s.replace("\u2019", "'")):
                 self._add_failed(FailedApproach(seq=e.seq, what=_clip(s)))
         self._text_actions(e)
+        self.notes.on_text(e.seq, text)
+        if not e.tool_uses and (self.last_action is None or e.seq > self.last_action.seq):
+            first = next((s for s in sentences if len(s) >= 12), sentences[0] if sentences else "")
+            self.last_action = LastAction(seq=e.seq, kind="reply", what=_one_line(first, 200), status="reply")
         self.note_move(e.seq, next((s for s in sentences if len(s) >= 12), ""), False)
 
     def _text_actions(self, e: Event) -> None:
         """Aider writes its actions as text: 'Applied edit to X', '> Running cmd'."""
         text = e.text
         if "<<<<<<< SEARCH" in text:
-            self._aider_digests = _digests.aider_digests(text)
+            blocks = _digests.aider_blocks(text)
+            self._aider_digests = _digests.aider_digests(text, blocks)
+            self._aider_texts = {p: new for p, (_, new) in blocks.items()}
         if "Applied edit to" in text:
             for m in _APPLIED_EDIT_RE.finditer(text):
                 path = m.group(1)
-                digest = self._aider_digests.get(path.strip().strip("`'\""), "")
-                self._touch(self.files_changed, path, e.seq, "edit", None, digest)
+                key = path.strip().strip("`'\"")
+                self._touch(self.files_changed, path, e.seq, "edit", None,
+                            self._aider_digests.get(key, ""), self._aider_texts.get(key, ""))
         if "Running " in text:
             for m in _AIDER_RUNNING_RE.finditer(text):
                 cmd = _clip(m.group(1))
@@ -205,21 +218,27 @@ class _Acc:
 
     # files ------------------------------------------------------------------------------
     def _touch(self, table: dict[str, FileRef], path: str, seq: int, op: str,
-               tool_use_id: str | None, digest: str = "") -> None:
+               tool_use_id: str | None, digest: str = "", text: str = "") -> None:
         path = path.strip().strip("`'\"")
         if not path:
             return
         old = table.get(path)
+        facts = _content.content_facts(path, text) if text else []
         if old is None:
+            if table is self.files_changed:
+                self.notes.on_new_file(path)
             table[path] = FileRef(path=path, seq=seq, ops=[op] if op else [], tool_use_id=tool_use_id,
-                                  digest=digest)
+                                  digest=digest, facts=facts)
         else:
             ops = old.ops if (not op or op in old.ops) else [*old.ops, op]
             # the last state wins; a change with no digest (rm, mv, sed -i) makes the old one stale
             latest = seq >= old.seq
             table[path] = FileRef(path=path, seq=max(seq, old.seq), ops=ops, count=old.count + 1,
                                   tool_use_id=tool_use_id or old.tool_use_id,
-                                  digest=(digest if latest else old.digest))
+                                  digest=(digest if latest else old.digest),
+                                  facts=(_content.merge_facts(facts, old.facts) if latest
+                                         else _content.merge_facts(old.facts, facts)),
+                                  note=old.note)
 
     # moves / resolution -----------------------------------------------------------------
     def note_move(self, seq: int, text: str, is_call: bool) -> None:
@@ -269,6 +288,7 @@ class _Acc:
     def add_pair(self, use: ToolUseBlock, use_seq: int, act: _Action,
                  result: ToolResultBlock, result_seq: int) -> None:
         out = _outcome(result)
+        self._last_result(use.id, out, result_seq)
         text = out.text
         m = _SWE_OPEN_FILE_RE.search(text[-600:]) if text else None
         header = _SWE_FILE_HEADER_RE.search(text[:400]) if text else None
@@ -290,8 +310,10 @@ class _Acc:
         elif act.kind == "change" and not out.failed:
             for p in paths:
                 aider = self._aider_digests if use.name == "apply_edit" else {}
+                aider_text = self._aider_texts.get(p, "") if use.name == "apply_edit" else ""
                 self._touch(self.files_changed, p, use_seq, act.change_op, use.id,
-                            act.digests.get(p) or act.digests.get("", "") or aider.get(p, ""))
+                            act.digests.get(p) or act.digests.get("", "") or aider.get(p, ""),
+                            act.texts.get(p) or act.texts.get("", "") or aider_text)
 
         if act.kind == "command" and act.command is not None:
             if use.id not in self._command_ids:
@@ -303,7 +325,7 @@ class _Acc:
             if not out.failed:
                 for p in act.paths:
                     self._touch(self.files_changed, p, use_seq, act.shell_ops.get(p, "shell"), use.id,
-                                act.digests.get(p, ""))
+                                act.digests.get(p, ""), act.texts.get(p, ""))
                 for p in act.reads:
                     self._touch(self.files_read, p, use_seq, "read", use.id)
             if act.is_test and use.id not in self._test_ids:
@@ -329,6 +351,27 @@ class _Acc:
             self._add_error(ErrorItem(seq=result_seq, name=name, message=line, tool_use_id=use.id))
         if out.failed and result.is_error and not error_names(text, True):
             pass  # shown under failed approaches with its first line
+
+    def on_call(self, e: Event, use: ToolUseBlock, act: _Action) -> None:
+        """The agent's call ``use`` in ``e``: the last action so far (its outcome comes later)."""
+        if self.last_action is not None and e.seq < self.last_action.seq:
+            return
+        intent = next((s for s in split_sentences(e.text) if len(s) >= 8), "") if e.text else ""
+        self.last_action = LastAction(seq=e.seq, what=_one_line(act.command or act.summary or use.name, 200),
+                                      intent=_one_line(intent, 160), tool_use_id=use.id)
+
+    def _last_result(self, use_id: str, out: Any, result_seq: int) -> None:
+        la = self.last_action
+        if la is None or la.tool_use_id != use_id:
+            return
+        parts = [f"exit {out.exit_code}"] if out.exit_code is not None else []
+        if out.failed:
+            cause = _failures.failure_cause(out.text) if out.text else out.error_line
+            if cause:
+                parts.append(cause)
+        self.last_action = la.model_copy(update={"status": "failed" if out.failed else "ok",
+                                                 "result_seq": result_seq,
+                                                 "detail": _one_line(": ".join(parts), 220)})
 
     def add_unknown(self, use: ToolUseBlock, use_seq: int, act: _Action) -> None:
         if use.id in self.unknown:
@@ -362,7 +405,7 @@ class _Acc:
             constraints=self.constraints,
             decisions=decisions,
             files_read=list(self.files_read.values()),
-            files_changed=list(self.files_changed.values()),
+            files_changed=self.notes.annotate(list(self.files_changed.values())),
             commands=self.commands,
             tests=self.tests,
             errors=self.errors,
@@ -375,6 +418,8 @@ class _Acc:
             covers_end=self.covers_end,
             outcomes=outcomes,
             reasons=reasons,
+            last_action=self.last_action,
+            file_notes=self.notes.last_mentions,
         )
 
 
@@ -434,6 +479,7 @@ def lift_state(events: Sequence[Event], prev: LiftedState | None = None) -> Lift
             uses[use.id] = (use, e.seq, act)
             if e.role == "assistant":
                 acc.note_move(e.seq, act.command or act.summary or use.name, True)
+                acc.on_call(e, use, act)
             if use.id in results:
                 r, rseq = results[use.id]
                 acc.add_pair(use, e.seq, act, r, rseq)

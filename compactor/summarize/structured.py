@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
-from compactor.lifting.lift import FailedApproach, LiftedState, Request
+from compactor.lifting.lift import FailedApproach, FileRef, LastAction, LiftedState, Request
 from compactor.lifting.narrative import fit_report, norm, select_reasons, select_reports
 from compactor.tokens import count_text
 
@@ -41,6 +41,7 @@ REASONS = "Reasons and rules"
 UNKNOWN = "Outcome unknown (not confirmed — verify before relying on them)"
 ARTIFACTS = "Artifacts"
 LINKS = "Links the user gave"
+LAST_ACTION = "Last action (where this summary ends)"
 LATEST = "Latest request"
 
 SECTION_NAMES: tuple[str, ...] = (
@@ -59,6 +60,7 @@ SECTION_NAMES: tuple[str, ...] = (
     UNKNOWN,
     ARTIFACTS,
     LINKS,
+    LAST_ACTION,
     LATEST,
 )
 """The template, in order; the Anthropic summarizer asks the model for the same headings."""
@@ -98,6 +100,13 @@ _TIER_FILE_CHANGED = 85
 _TIER_TODO_OPEN = 90
 _TIER_NEWEST_REPORT = 92  # the agent's own account of the latest turn, clipped to its share
 _TIER_LAST_TEST = 95
+_TIER_FILE_DETAIL = 36  # what a changed file holds (within its share): goes before the file's line
+_TIER_LAST_CALL = 93
+_TIER_LAST_REPLY = 70
+
+ARTIFACT_SHARE = 0.15
+"""Share of the summary budget for what changed files hold (notes and facts), newest files first."""
+MIN_ARTIFACT_TOKENS = 80
 
 ESSENTIAL_TIER = _TIER_MIDDLE_REQUEST
 """Items at or above this tier are what the budget split protects: the engine prefers a shorter
@@ -130,14 +139,15 @@ class _Line:
     order: int = 0
     tokens: int = 0
     dropped: bool = False
+    detail: bool = False  # a detail of the line above: dropped silently, never counted as an item
 
 
 @dataclass
 class _Doc:
     lines: list[_Line] = field(default_factory=list)
 
-    def add(self, section: str, text: str, tier: int | None, seq: int) -> None:
-        self.lines.append(_Line(section, text, tier, seq, order=len(self.lines)))
+    def add(self, section: str, text: str, tier: int | None, seq: int, detail: bool = False) -> None:
+        self.lines.append(_Line(section, text, tier, seq, order=len(self.lines), detail=detail))
 
 
 def _one_line(text: str, n: int = 240) -> str:
@@ -178,6 +188,49 @@ def _failure_line(fa: FailedApproach) -> tuple[str, int]:
     if fa.next:
         line += f"; next: {_one_line(fa.next, 110)}"
     return line, tier
+
+
+def _file_details(files: list[FileRef], budget: int | None) -> dict[str, str]:
+    """Path -> ``  the agent: <its note>`` / ``  holds: <facts>`` lines for changed files, newest first,
+    within ``ARTIFACT_SHARE`` of the budget (everything when ``budget`` is None)."""
+    left = None if budget is None else max(MIN_ARTIFACT_TOKENS, int(budget * ARTIFACT_SHARE))
+    out: dict[str, str] = {}
+    for f in sorted(files, key=lambda x: x.seq, reverse=True):
+        if left is not None and left < 12:
+            break
+        parts: list[str] = []
+        if f.note:
+            note = f"the agent: {f.note}"
+            cost = count_text(note) + 2
+            if left is None or cost <= left:
+                parts.append(note)
+                left = None if left is None else left - cost
+        facts: list[str] = []
+        for fact in f.facts:
+            cost = count_text(fact) + 1
+            if left is not None and cost > left:
+                break
+            facts.append(fact)
+            left = None if left is None else left - cost
+        if facts:
+            parts.append("holds: " + " · ".join(facts))
+        if parts:
+            out[f.path] = "\n".join("  " + p for p in parts)
+    return out
+
+
+def _last_action_line(la: LastAction) -> tuple[str, int]:
+    """``#57 `npm test` ("Now the tests") → result came (#58): failed, exit 1: …`` and its tier."""
+    if la.kind == "reply":
+        return f"- #{la.seq} the agent's last message (no call pending): {_one_line(la.what, 200)}", _TIER_LAST_REPLY
+    intent = f" (\"{_one_line(la.intent, 140)}\")" if la.intent else ""
+    if la.status == "unknown":
+        status = ("no result in the log: it may not have run or may have failed; verify before "
+                  "relying on it")
+    else:
+        word = "ok" if la.status == "ok" else "FAILED"
+        status = f"result came (#{la.result_seq}): {word}" + (f": {la.detail}" if la.detail else "")
+    return f"- #{la.seq} {_code(la.what, 160)}{intent} → {status}", _TIER_LAST_CALL
 
 
 def _build(state: LiftedState, short_requests: bool = False, budget: int | None = None,
@@ -230,12 +283,15 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     reasons = select_reasons(state.reasons, budget, [t for _, t in reports])
     shown = [norm(t) for _, t in reports] + [norm(r.text) for r in reasons]
 
+    details = _file_details(state.files_changed, budget)
     for f in state.files_changed:
         ops = ", ".join(f.ops) if f.ops else "changed"
         times = f" ×{f.count}" if f.count > 1 else ""
         digest = f": {_one_line(f.digest, 240)}" if f.digest else ""
         doc.add(FILES_CHANGED, f"- {f.path} ({ops}{times}, last #{f.seq}){digest}", _TIER_FILE_CHANGED,
                 f.seq)
+        if details.get(f.path):
+            doc.add(FILES_CHANGED, details[f.path], _TIER_FILE_DETAIL, f.seq, detail=True)
 
     changed = {f.path for f in state.files_changed}
     for f in state.files_read:
@@ -326,6 +382,10 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         quoted = any(link.url in body for body in shown_in_full)
         doc.add(LINKS, f"- {link.url}", _TIER_QUOTED_CONSTRAINT if quoted else _TIER_LINK, link.seq)
 
+    if state.last_action is not None:
+        line, tier = _last_action_line(state.last_action)
+        doc.add(LAST_ACTION, line, tier, state.last_action.seq)
+
     if latest is not None:
         if goal is not None and latest.seq == goal.seq:
             doc.add(LATEST, f"(#{latest.seq}, the same as the goal above)", None, latest.seq)
@@ -341,7 +401,8 @@ def _render(doc: _Doc) -> tuple[str, dict[str, list[str]], dict[str, int]]:
     dropped: dict[str, int] = {}
     for ln in doc.lines:
         if ln.dropped:
-            dropped[ln.section] = dropped.get(ln.section, 0) + 1
+            if not ln.detail:
+                dropped[ln.section] = dropped.get(ln.section, 0) + 1
         else:
             sections.setdefault(ln.section, []).append(ln.text)
     parts: list[str] = []
