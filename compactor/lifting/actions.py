@@ -161,6 +161,7 @@ class _Action(BaseModel):
     swe_edit: bool = False  # SWE-agent `edit`: the file is the one open, named by the result
     digests: dict[str, str] = Field(default_factory=dict)  # file -> what this call put there
     texts: dict[str, str] = Field(default_factory=dict)  # file -> the text it wrote (new lines of an edit)
+    facts: dict[str, list[str]] | None = None  # file -> facts of its text, when known without the text
     todos: list[Todo] | None = None
     summary: str = ""
 
@@ -430,6 +431,25 @@ def _result_text(r: ToolResultBlock) -> str:
         elif hasattr(c, "text"):
             parts.append(c.text)  # type: ignore[union-attr]
     return "\n".join(parts)
+
+
+_NO_MATCH_TOOLS = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "ack", "git grep", "diff", "cmp", "test", "["})
+_ERROR_WORDS_RE = re.compile(r"(?i)\berror\b|no such file|not found|denied|invalid|unrecognized|usage:|fatal")
+
+
+def no_match(command: str | None, out: _Outcome) -> bool:
+    """Exit 1 of a search or comparison (``grep``/``rg`` found nothing, ``diff`` found
+    differences, ``test`` was false) with no error text: a result, not a failure."""
+    if not command or out.exit_code != 1:
+        return False
+    last = command.strip().split("|")[-1] if "|" in command and "grep" in command.split("|")[-1] else command
+    words = last.strip().lstrip("(").split()
+    while words and ("=" in words[0] or words[0] in ("cd", "&&", "sudo", "timeout")):
+        words = words[2:] if words[0] == "cd" else words[1:]
+    if not words:
+        return False
+    tool = "git grep" if words[:2] == ["git", "grep"] else words[0].rsplit("/", 1)[-1]
+    return tool in _NO_MATCH_TOOLS and not _ERROR_WORDS_RE.search(out.text[:2000])
 
 
 def _outcome(r: ToolResultBlock) -> _Outcome:

@@ -63,6 +63,7 @@ from compactor.lifting.actions import (  # noqa: F401 - re-exported: the lifter'
     classify,
     error_names,
     is_test_command,
+    no_match,
     parse_exit_code,
 )
 from compactor.lifting.state import (  # noqa: F401 - re-exported
@@ -218,12 +219,14 @@ class _Acc:
 
     # files ------------------------------------------------------------------------------
     def _touch(self, table: dict[str, FileRef], path: str, seq: int, op: str,
-               tool_use_id: str | None, digest: str = "", text: str = "") -> None:
+               tool_use_id: str | None, digest: str = "", text: str = "",
+               facts: list[str] | None = None) -> None:
         path = path.strip().strip("`'\"")
         if not path:
             return
         old = table.get(path)
-        facts = _content.content_facts(path, text) if text else []
+        if facts is None:
+            facts = _content.content_facts(path, text) if text else []
         if old is None:
             if table is self.files_changed:
                 self.notes.on_new_file(path)
@@ -254,6 +257,10 @@ class _Acc:
     def _annotated_failures(self) -> list[FailedApproach]:
         out: list[FailedApproach] = []
         move_seqs = [m[0] for m in self._moves]
+        failed_runs: dict[str, list[int]] = {}
+        for g in self.failed:
+            if g.key:
+                failed_runs.setdefault(g.key, []).append(g.seq)
         for f in self.failed:
             after = f.result_seq or f.seq
             upd: dict[str, Any] = {}
@@ -262,6 +269,8 @@ class _Acc:
                 if i < len(self._moves):
                     mseq, text, is_call = self._moves[i]
                     upd["next"] = f"{_failures.move_text(text, is_call)} (#{mseq})"
+            if f.resolved_at is None and f.key and f.failed_again is None:
+                upd["failed_again"] = _failures.first_after(sorted(failed_runs.get(f.key, ())), f.seq)
             if f.resolved_at is None and f.key:
                 runs = sorted(self._ok_runs.get(f.key, ()))
                 suite = _failures.suite_key(f.key) if is_test_command(f.key[4:]) else ""
@@ -288,6 +297,8 @@ class _Acc:
     def add_pair(self, use: ToolUseBlock, use_seq: int, act: _Action,
                  result: ToolResultBlock, result_seq: int) -> None:
         out = _outcome(result)
+        if out.failed and not result.is_error and no_match(act.command, out):
+            out = out.model_copy(update={"failed": False, "error_line": ""})  # "grep found nothing"
         self._last_result(use.id, out, result_seq)
         text = out.text
         m = _SWE_OPEN_FILE_RE.search(text[-600:]) if text else None
@@ -313,7 +324,8 @@ class _Acc:
                 aider_text = self._aider_texts.get(p, "") if use.name == "apply_edit" else ""
                 self._touch(self.files_changed, p, use_seq, act.change_op, use.id,
                             act.digests.get(p) or act.digests.get("", "") or aider.get(p, ""),
-                            act.texts.get(p) or act.texts.get("", "") or aider_text)
+                            act.texts.get(p) or act.texts.get("", "") or aider_text,
+                            (act.facts.get(p) or act.facts.get("", [])) if act.facts is not None else None)
 
         if act.kind == "command" and act.command is not None:
             if use.id not in self._command_ids:
@@ -325,7 +337,8 @@ class _Acc:
             if not out.failed:
                 for p in act.paths:
                     self._touch(self.files_changed, p, use_seq, act.shell_ops.get(p, "shell"), use.id,
-                                act.digests.get(p, ""), act.texts.get(p, ""))
+                                act.digests.get(p, ""), act.texts.get(p, ""),
+                                act.facts.get(p, []) if act.facts is not None else None)
                 for p in act.reads:
                     self._touch(self.files_read, p, use_seq, "read", use.id)
             if act.is_test and use.id not in self._test_ids:
@@ -380,6 +393,7 @@ class _Acc:
             seq=use_seq, tool_use_id=use.id, name=use.name, kind=act.kind,
             summary=act.summary or use.name, command=act.command, paths=list(act.paths),
             reads=list(act.reads), is_test=act.is_test, digests=dict(act.digests),
+            facts={p: f for p, t in act.texts.items() if (f := _content.content_facts(p or (act.paths or [""])[0], t))},
         )
 
     def resolve(self, u: UnknownAction, result: ToolResultBlock, result_seq: int) -> None:
@@ -387,7 +401,7 @@ class _Acc:
         use = ToolUseBlock(id=u.tool_use_id, name=u.name, input={})
         act = _Action(kind=u.kind, tool=u.name, command=u.command, paths=list(u.paths),
                       reads=list(u.reads), change_op="edit" if u.kind == "change" else "",
-                      is_test=u.is_test, summary=u.summary, digests=dict(u.digests))
+                      is_test=u.is_test, summary=u.summary, digests=dict(u.digests), facts=dict(u.facts))
         if u.kind == "todo":
             act.kind = "other"  # the todo items were not kept for unknown actions
         self.add_pair(use, u.seq, act, result, result_seq)

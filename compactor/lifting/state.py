@@ -104,6 +104,8 @@ class FailedApproach(_Item):
     resolved_at: int | None = Field(
         default=None, description="Seq of a later successful run of the same action; None = open.")
     result_seq: int | None = Field(default=None, description="Seq of the failed result.")
+    failed_again: int | None = Field(
+        default=None, description="Seq of the next run of the same action that failed too (None: not rerun).")
     key: str = Field(default="", description="The action normalized, to match a later run.")
 
 
@@ -123,6 +125,8 @@ class UnknownAction(_Item):
     reads: list[str] = Field(default_factory=list, description="Files a shell command would read.")
     is_test: bool = False
     digests: dict[str, str] = Field(default_factory=dict, description="File -> what it would put there.")
+    facts: dict[str, list[str]] = Field(
+        default_factory=dict, description="File -> what its text would define (compactor.lifting.content).")
 
 
 LastStatus = Literal["ok", "failed", "unknown", "reply"]

@@ -180,11 +180,16 @@ def _failure_line(fa: FailedApproach) -> tuple[str, int]:
     cause = fa.cause or fa.error
     if fa.resolved_at is not None:
         status, tier = f", resolved at #{fa.resolved_at}", _TIER_FAILED_RESOLVED
+    elif fa.key and fa.failed_again is not None:
+        status, tier = f", failed again at #{fa.failed_again}", _TIER_FAILED_OPEN
     elif fa.key:
-        status, tier = ", still open", _TIER_FAILED_OPEN
+        status, tier = ", still open (not rerun since)", _TIER_FAILED_OPEN
     else:  # nothing to compare a later run with
         status, tier = "", _TIER_FAILED_APPROACH
-    line = f"- #{fa.seq} {_code(fa.what, 120)} → failed{status}" + (f": {_one_line(cause, 200)}" if cause else "")
+    if not cause and fa.error:
+        cause = fa.error
+    line = f"- #{fa.seq} {_code(fa.what, 120)} → failed{status}" + (
+        f": {_one_line(cause, 200)}" if cause else ": no error text in the output")
     if fa.next:
         line += f"; next: {_one_line(fa.next, 110)}"
     return line, tier
