@@ -44,6 +44,7 @@ _LETTERS_RE = re.compile(r"[^\W\d_]")
 _LISTING_RE = re.compile(r"^\s*\d+\s*[:|│]\s")  # a numbered source listing, not output
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z`'\"])")
 _LOCATION_RE = re.compile(r"^\s*--> (\S+:\d+(?::\d+)?)")
+_WARNED_ERROR_RE = re.compile(r"\bERROR\b|\bError\b(?!s)|\bfailed\b")
 _WARNING_RE = re.compile(r"^\s*warning\b", re.I)
 
 
@@ -82,7 +83,9 @@ def failure_cause(text: str, max_lines: int = CAUSE_LINES) -> str:
         if not w:
             continue
         if _WARNING_RE.match(s):
-            w = 1  # a warning tells only when nothing says error (yt-dlp reports its errors so)
+            # a warning tells only when nothing says error (yt-dlp reports its errors so), unless
+            # it carries the error itself ("WARNING: [youtube] YouTube said: ERROR - ...")
+            w = 3 if _WARNED_ERROR_RE.search(s) else 1
         seen.add(s)
         # a compiler error's location is on the next "-->" line: keep them together
         loc = next((m.group(1) for m in (_LOCATION_RE.match(x) for x in lines[i + 1:i + 3]) if m), None)

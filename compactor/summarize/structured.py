@@ -176,7 +176,7 @@ def _failure_line(fa: FailedApproach) -> tuple[str, int]:
     """``#57 `anchor build` → failed, still open: "cause"; next: …`` and its keep-tier (the
     status first: it decides what the next turn does)."""
     if not fa.tool_use_id:  # the agent's own words ("that didn't work")
-        return f"- #{fa.seq} failed: {_one_line(fa.what)}", _TIER_FAILED_APPROACH
+        return f"- #{fa.seq} the agent said: \"{_one_line(fa.what)}\"", _TIER_FAILED_APPROACH
     cause = fa.cause or fa.error
     if fa.resolved_at is not None:
         status, tier = f", resolved at #{fa.resolved_at}", _TIER_FAILED_RESOLVED
@@ -228,14 +228,13 @@ def _last_action_line(la: LastAction) -> tuple[str, int]:
     """``#57 `npm test` ("Now the tests") → result came (#58): failed, exit 1: …`` and its tier."""
     if la.kind == "reply":
         return f"- #{la.seq} the agent's last message (no call pending): {_one_line(la.what, 200)}", _TIER_LAST_REPLY
-    intent = f" (\"{_one_line(la.intent, 140)}\")" if la.intent else ""
+    intent = f" (\"{_one_line(la.intent, 90)}\")" if la.intent else ""
     if la.status == "unknown":
-        status = ("no result in the log: it may not have run or may have failed; verify before "
-                  "relying on it")
+        status = "no result in the log: it may not have run or may have failed; verify it"
     else:
         word = "ok" if la.status == "ok" else "FAILED"
         status = f"result came (#{la.result_seq}): {word}" + (f": {la.detail}" if la.detail else "")
-    return f"- #{la.seq} {_code(la.what, 160)}{intent} → {status}", _TIER_LAST_CALL
+    return f"- #{la.seq} {_code(la.what, 120)}{intent} → {status}", _TIER_LAST_CALL
 
 
 def _build(state: LiftedState, short_requests: bool = False, budget: int | None = None,
@@ -342,11 +341,16 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     by_name: dict[str, list] = {}
     for e in state.errors:
         by_name.setdefault(e.name, []).append(e)
+    what_failed = {c.tool_use_id: c.command for c in state.commands if c.tool_use_id}
+    what_failed.update({fa.tool_use_id: fa.what for fa in state.failed_approaches if fa.tool_use_id})
     for name, items in by_name.items():
         seqs = ", ".join(f"#{e.seq}" for e in items[:4]) + (", …" if len(items) > 4 else "")
         fixed = [resolved_at.get(e.tool_use_id) for e in items]
-        done = f" (resolved at #{max(fixed)})" if all(fixed) else ""  # type: ignore[type-var]
-        doc.add(ERRORS, f"- {name} ({seqs}): {_one_line(items[-1].message, 200)}{done}",
+        done = f", resolved at #{max(fixed)}" if all(fixed) else ""  # type: ignore[type-var]
+        # what hit it, so "what failed, why, fixed or not" reads off one line
+        where = what_failed.get(items[-1].tool_use_id or "")
+        where_text = f" in {_code(where, 90)}" if where else ""
+        doc.add(ERRORS, f"- {name} ({seqs}{done}){where_text}: {_one_line(items[-1].message, 200)}",
                 _TIER_ERROR_RESOLVED if done else _TIER_ERROR, items[-1].seq)
     # The same failure repeated (calls failing with the same cause: a blocked tool, the same
     # missing module) is said once, with its runs; it is open while any of them is.
