@@ -101,8 +101,8 @@ _TIER_TODO_OPEN = 90
 _TIER_NEWEST_REPORT = 92  # the agent's own account of the latest turn, clipped to its share
 _TIER_LAST_TEST = 95
 _TIER_FILE_DETAIL = 36  # what a changed file holds (within its share): goes before the file's line
-_TIER_LAST_CALL = 93
-_TIER_LAST_REPLY = 70
+_TIER_LAST_CALL = 93  # a call whose result never came, or failed: the next turn starts there
+_TIER_LAST_DONE = 37  # a call that worked, or a reply: the reports say as much; goes before them
 
 ARTIFACT_SHARE = 0.15
 """Share of the summary budget for what changed files hold (notes and facts), newest files first."""
@@ -227,14 +227,15 @@ def _file_details(files: list[FileRef], budget: int | None) -> dict[str, str]:
 def _last_action_line(la: LastAction) -> tuple[str, int]:
     """``#57 `npm test` ("Now the tests") → result came (#58): failed, exit 1: …`` and its tier."""
     if la.kind == "reply":
-        return f"- #{la.seq} the agent's last message (no call pending): {_one_line(la.what, 200)}", _TIER_LAST_REPLY
+        return f"- #{la.seq} the agent's last message (no call pending): {_one_line(la.what, 200)}", _TIER_LAST_DONE
     intent = f" (\"{_one_line(la.intent, 90)}\")" if la.intent else ""
     if la.status == "unknown":
         status = "no result in the log: it may not have run or may have failed; verify it"
     else:
         word = "ok" if la.status == "ok" else "FAILED"
         status = f"result came (#{la.result_seq}): {word}" + (f": {la.detail}" if la.detail else "")
-    return f"- #{la.seq} {_code(la.what, 120)}{intent} → {status}", _TIER_LAST_CALL
+    return (f"- #{la.seq} {_code(la.what, 120)}{intent} → {status}",
+            _TIER_LAST_DONE if la.status == "ok" else _TIER_LAST_CALL)
 
 
 def _build(state: LiftedState, short_requests: bool = False, budget: int | None = None,
