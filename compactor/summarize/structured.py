@@ -394,7 +394,8 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
 
     if state.last_action is not None:
         line, tier = _last_action_line(state.last_action)
-        doc.add(LAST_ACTION, line, tier, state.last_action.seq)
+        # one line that repeats the reports or the unknown actions: dropped silently for space
+        doc.add(LAST_ACTION, line, tier, state.last_action.seq, detail=True)
 
     if latest is not None:
         if goal is not None and latest.seq == goal.seq:
