@@ -162,6 +162,7 @@ class _Action(BaseModel):
     digests: dict[str, str] = Field(default_factory=dict)  # file -> what this call put there
     texts: dict[str, str] = Field(default_factory=dict)  # file -> the text it wrote (new lines of an edit)
     facts: dict[str, list[str]] | None = None  # file -> facts of its text, when known without the text
+    partial: bool = False  # the texts are fragments (an edit's new lines), not whole files
     todos: list[Todo] | None = None
     summary: str = ""
 
@@ -328,6 +329,7 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
             act.kind, act.paths, act.change_op = "change", paths, sub or "edit"
             act.digests = _input_digests(paths, act.change_op, inp)
             act.texts = _input_texts(paths, inp)
+            act.partial = act.change_op not in ("create", "write")
         act.summary = f"{name} {sub} {' '.join(paths)}".strip()
         return act
 
@@ -335,6 +337,7 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
         act.kind, act.paths, act.change_op = "change", patch_files, "patch"
         act.digests = {pf.path: pf.digest() for pf in patches}  # the last hunk for a file wins
         act.texts = {pf.path: "\n".join(pf.added) for pf in patches if pf.added}
+        act.partial = any(pf.op != "add" for pf in patches)
         command = _command_of(inp) if low in _SHELL_TOOLS else None
         act.command = _clip(command) if command else None
         act.summary = f"{name} {', '.join(patch_files)}"
@@ -354,6 +357,7 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
                          "multiedit": "edit"}.get(low, "edit" if "patch" not in low else "patch")
         act.digests = _input_digests(paths, act.change_op if low not in ("insert", "append") else low, inp)
         act.texts = _input_texts(paths, inp)
+        act.partial = act.change_op not in ("create", "write")
         act.summary = f"{name} {' '.join(paths)}".strip()
         return act
 
@@ -381,6 +385,7 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
                         act.paths[0] if act.paths else "", [], [x for x in body.splitlines() if x.strip()],
                         f"{verb} {first_line_args(command)}: ")}
                     act.texts = {(act.paths[0] if act.paths else ""): body}
+                    act.partial = verb != "create"
             else:
                 act.kind = "command"
             act.command = _clip(command.split("\n", 1)[0])
@@ -396,6 +401,7 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
         act.digests = {p: _digests.write_digest(p, text, append=changes[p].endswith(("append", "-a")))
                        for p, text in files.writes.items()}
         act.texts = dict(files.writes)
+        act.partial = any(op.endswith(("append", "-a")) for op in changes.values())
         act.change_op = "shell"
         act.reads = reads
         act.summary = f"{name}: {_one_line(command, 160)}"

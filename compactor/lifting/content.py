@@ -115,15 +115,19 @@ def _json_pairs(text: str) -> list[str]:
     return out
 
 
-def content_facts(path: str, text: str) -> list[str]:
-    """Short facts about what ``text`` (written to ``path``) defines, in file order."""
+def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
+    """Short facts about what ``text`` (written to ``path``) defines, in file order.
+
+    ``whole``: the text is the whole file (a write), not an edit's new lines; only then is its
+    opening docstring or comment the file's own explanation.
+    """
     if not text or not text.strip():
         return []
     kind = kind_of(path)
     found: list[tuple[int, str]] = []
 
-    m = _PY_DOC.match(text) if kind == "py" else None
-    m = m or _HEAD_COMMENT.match(text)
+    m = _PY_DOC.match(text) if kind == "py" and whole else None
+    m = m or (_HEAD_COMMENT.match(text) if whole else None)
     if m and m.group(m.lastindex or 1):
         about = m.group(m.lastindex or 1).strip().rstrip("*/->").strip().strip("\"'").strip()
         if len(about) >= 12 and not about.lower().startswith(("!", "eslint", "type:", "noqa", "pylint", "-*-")):

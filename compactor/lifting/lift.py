@@ -136,6 +136,7 @@ class _Acc:
         self.open_file: str | None = None
         self._aider_digests: dict[str, str] = {}  # path -> digest of the last aider reply's blocks
         self._aider_texts: dict[str, str] = {}  # path -> the text the last aider reply's block wrote
+        self._aider_partial: set[str] = set()  # paths whose last aider block edited (not created) them
         self.notes = _notes.NoteAcc({f.path: f.note for f in p.files_changed if f.note}, p.file_notes)
         self._req_seqs = {r.seq for r in self.requests}
         self._constraint_keys = {_norm(c.text) for c in self.constraints}
@@ -204,12 +205,14 @@ class _Acc:
             blocks = _digests.aider_blocks(text)
             self._aider_digests = _digests.aider_digests(text, blocks)
             self._aider_texts = {p: new for p, (_, new) in blocks.items()}
+            self._aider_partial = {p for p, (old, _) in blocks.items() if old.strip()}
         if "Applied edit to" in text:
             for m in _APPLIED_EDIT_RE.finditer(text):
                 path = m.group(1)
                 key = path.strip().strip("`'\"")
                 self._touch(self.files_changed, path, e.seq, "edit", None,
-                            self._aider_digests.get(key, ""), self._aider_texts.get(key, ""))
+                            self._aider_digests.get(key, ""), self._aider_texts.get(key, ""),
+                            whole=key not in self._aider_partial)
         if "Running " in text:
             for m in _AIDER_RUNNING_RE.finditer(text):
                 cmd = _clip(m.group(1))
@@ -220,13 +223,13 @@ class _Acc:
     # files ------------------------------------------------------------------------------
     def _touch(self, table: dict[str, FileRef], path: str, seq: int, op: str,
                tool_use_id: str | None, digest: str = "", text: str = "",
-               facts: list[str] | None = None) -> None:
+               facts: list[str] | None = None, whole: bool = True) -> None:
         path = path.strip().strip("`'\"")
         if not path:
             return
         old = table.get(path)
         if facts is None:
-            facts = _content.content_facts(path, text) if text else []
+            facts = _content.content_facts(path, text, whole) if text else []
         if old is None:
             if table is self.files_changed:
                 self.notes.on_new_file(path)
@@ -325,7 +328,8 @@ class _Acc:
                 self._touch(self.files_changed, p, use_seq, act.change_op, use.id,
                             act.digests.get(p) or act.digests.get("", "") or aider.get(p, ""),
                             act.texts.get(p) or act.texts.get("", "") or aider_text,
-                            (act.facts.get(p) or act.facts.get("", [])) if act.facts is not None else None)
+                            (act.facts.get(p) or act.facts.get("", [])) if act.facts is not None else None,
+                            (p not in self._aider_partial) if aider_text and not act.texts else not act.partial)
 
         if act.kind == "command" and act.command is not None:
             if use.id not in self._command_ids:
@@ -338,7 +342,7 @@ class _Acc:
                 for p in act.paths:
                     self._touch(self.files_changed, p, use_seq, act.shell_ops.get(p, "shell"), use.id,
                                 act.digests.get(p, ""), act.texts.get(p, ""),
-                                act.facts.get(p, []) if act.facts is not None else None)
+                                act.facts.get(p, []) if act.facts is not None else None, not act.partial)
                 for p in act.reads:
                     self._touch(self.files_read, p, use_seq, "read", use.id)
             if act.is_test and use.id not in self._test_ids:
@@ -393,7 +397,8 @@ class _Acc:
             seq=use_seq, tool_use_id=use.id, name=use.name, kind=act.kind,
             summary=act.summary or use.name, command=act.command, paths=list(act.paths),
             reads=list(act.reads), is_test=act.is_test, digests=dict(act.digests),
-            facts={p: f for p, t in act.texts.items() if (f := _content.content_facts(p or (act.paths or [""])[0], t))},
+            facts={p: f for p, t in act.texts.items()
+                   if (f := _content.content_facts(p or (act.paths or [""])[0], t, not act.partial))},
         )
 
     def resolve(self, u: UnknownAction, result: ToolResultBlock, result_seq: int) -> None:

@@ -101,3 +101,13 @@ def test_last_action_without_a_result_is_never_done() -> None:
     assert la is not None and la.status == "unknown" and la.what == "pytest -q" and la.intent == "Now the tests."
     line = render_summary(st, 2_000).sections[LAST_ACTION][0]
     assert "`pytest -q`" in line and "no result in the log" in line and "ok" not in line.split("→")[1]
+
+
+def test_an_edits_leading_comment_is_not_the_files_explanation() -> None:
+    evs = [Event(seq=1, id="u1", role="user", blocks=[TextBlock(text="Fix rounding.")]),
+           Event(seq=2, id="a2", role="assistant", blocks=[ToolUseBlock(id="e1", name="Edit", input={
+               "file_path": "fields.py", "old_string": "return int(v)",
+               "new_string": "# round to nearest int\nreturn int(round(v))\nPRECISION = 3"})]),
+           Event(seq=3, id="r3", role="user", blocks=[ToolResultBlock(tool_use_id="e1", content=[TextBlock(text="ok")])])]
+    assert lift_state(evs).files_changed[0].facts == ["PRECISION = 3"]
+    assert content_facts("fields.py", "# Field types and their serialization.\nX = 1\n")[0].startswith("about: ")
