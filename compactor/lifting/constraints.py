@@ -60,7 +60,11 @@ def is_genuine_request(e: Event) -> bool:
 # --- sentences ------------------------------------------------------------------------------------
 
 _SENTENCE_GAP_RE = re.compile(r"(?<=[.!?])[ \t]+(?=\S)")
-_ABBREV_END_RE = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf|approx|incl|Mr|Mrs|Dr|No)\.|\b[A-Z]\.)$")
+# "as we wish.This means": a full stop with no space before a word that opens sentences (never
+# "torch.Tensor" or "os.Path": only these openers count)
+_GLUED_PRE_RE = re.compile(r"[a-z][.!?][A-Z]")
+_GLUED_RE = re.compile(r"(?<=[a-z]{3}[.!?])(?=(?:This|That|The|These|Those|Let's|Let|We|It|So|Now|Next|Another|"
+                       r"However|But|And|Then|There|Which|Since|If|Our|Unfortunately|Finally|First|Also)\b)")
 _LIST_ITEM_RE = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)]|#{1,6})\s*")
 _WRAP_END = (".", "!", "?", ":", ";", ")", "]", "}", ",", "`", "\"", "'")
 
@@ -72,6 +76,8 @@ def split_sentences(text: str) -> list[str]:
     cut in the middle.
     """
     out: list[str] = []
+    if "." in text and _GLUED_PRE_RE.search(text) and _GLUED_RE.search(text):
+        text = _GLUED_RE.sub(" ", text)  # the space the writer left out; pieces stay verbatim
     for line in text.splitlines():
         if "." not in line and "!" not in line and "?" not in line:
             piece = line.strip()  # no sentence end inside: the line is one piece
@@ -89,12 +95,15 @@ def split_sentences(text: str) -> list[str]:
     return out
 
 
+_ABBREVS = frozenset({"e.g.", "i.e.", "etc.", "vs.", "cf.", "approx.", "incl.", "Mr.", "Mrs.", "Dr.", "No."})
+
+
 def _abbrev_end(piece: str) -> bool:
-    """``piece`` ends with an abbreviation ("e.g.", "etc.", "Dr."): no sentence end there."""
+    """``piece`` ends with an abbreviation ("e.g.", "etc.", "Dr.", "J."): no sentence end there."""
     if not piece.endswith("."):
         return False
-    space = piece.rfind(" ")
-    return len(piece) - space <= 8 and _ABBREV_END_RE.search(piece) is not None  # short last word only
+    last = piece[piece.rfind(" ") + 1:].lstrip("([\"'")
+    return last in _ABBREVS or len(last) == 2 and last[0].isupper()
 
 
 _CONTINUES_RE = re.compile(
