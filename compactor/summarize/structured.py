@@ -342,17 +342,6 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     by_name: dict[str, list] = {}
     for e in state.errors:
         by_name.setdefault(e.name, []).append(e)
-    what_failed = {c.tool_use_id: c.command for c in state.commands if c.tool_use_id}
-    what_failed.update({fa.tool_use_id: fa.what for fa in state.failed_approaches if fa.tool_use_id})
-    for name, items in by_name.items():
-        seqs = ", ".join(f"#{e.seq}" for e in items[:4]) + (", …" if len(items) > 4 else "")
-        fixed = [resolved_at.get(e.tool_use_id) for e in items]
-        done = f", resolved at #{max(fixed)}" if all(fixed) else ""  # type: ignore[type-var]
-        # what hit it, so "what failed, why, fixed or not" reads off one line
-        where = what_failed.get(items[-1].tool_use_id or "")
-        where_text = f" in {_code(where, 90)}" if where else ""
-        doc.add(ERRORS, f"- {name} ({seqs}{done}){where_text}: {_one_line(items[-1].message, 200)}",
-                _TIER_ERROR_RESOLVED if done else _TIER_ERROR, items[-1].seq)
     # The same failure repeated (calls failing with the same cause: a blocked tool, the same
     # missing module) is said once, with its runs; it is open while any of them is.
     groups: dict[tuple[str, bool], list[FailedApproach]] = {}
@@ -360,6 +349,7 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         cause = fa.cause or fa.error
         key = (cause, True) if cause and fa.tool_use_id else (f"{fa.what}\0{cause}", bool(fa.tool_use_id))
         groups.setdefault(key, []).append(fa)
+    failure_lines: list[list] = []  # [line, tier, seq, tool ids]
     for runs in groups.values():
         open_runs = [fa for fa in runs if fa.resolved_at is None and fa.key]
         lead = open_runs[-1] if open_runs else runs[-1]
@@ -369,7 +359,30 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
             also = ", ".join(f"#{fa.seq}" for fa in others[-4:]) + (", …" if len(others) > 4 else "")
             line = line.replace(f"- #{lead.seq} ", f"- #{lead.seq} (×{len(runs)} with the same cause, "
                                 f"also {also}) ", 1)
-        doc.add(ERRORS, line, tier, lead.seq)
+        failure_lines.append([line, tier, lead.seq, {fa.tool_use_id for fa in runs if fa.tool_use_id}])
+
+    # An error name is said by the failure line of the call that hit it when that line quotes it
+    # (command, cause, status: "what failed, why, fixed or not" in one line, which then keeps
+    # as long as the error would); otherwise on its own line, with the call that hit it.
+    what_failed = {c.tool_use_id: c.command for c in state.commands if c.tool_use_id}
+    what_failed.update({fa.tool_use_id: fa.what for fa in state.failed_approaches if fa.tool_use_id})
+    for name, items in by_name.items():
+        seqs = ", ".join(f"#{e.seq}" for e in items[:4]) + (", …" if len(items) > 4 else "")
+        fixed = [resolved_at.get(e.tool_use_id) for e in items]
+        done = f", resolved at #{max(fixed)}" if all(fixed) else ""  # type: ignore[type-var]
+        tier = _TIER_ERROR_RESOLVED if done else _TIER_ERROR
+        carriers = [fl for fl in failure_lines if name in fl[0]
+                    and any(e.tool_use_id in fl[3] for e in items if e.tool_use_id)]
+        if carriers and all(any(e.tool_use_id in fl[3] for fl in carriers) for e in items):
+            for fl in carriers:
+                fl[1] = max(fl[1], tier)
+            continue
+        where = what_failed.get(items[-1].tool_use_id or "")
+        where_text = f" in {_code(where, 90)}" if where else ""
+        doc.add(ERRORS, f"- {name} ({seqs}{done}){where_text}: {_one_line(items[-1].message, 200)}",
+                tier, items[-1].seq)
+    for line, tier, seq, _ in failure_lines:
+        doc.add(ERRORS, line, tier, seq)
 
     for d in state.decisions:
         if any(norm(d.text) in t for t in shown):
