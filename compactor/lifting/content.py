@@ -58,6 +58,12 @@ _LOCAL_LITERALS: dict[str, re.Pattern[str]] = {
     "js": re.compile(r"^[ \t]+(?:const|let|var)\s+([A-Za-z_$][\w$]{2,})\s*=\s*(-?\d[\d_]*\.?\d*|\"[^\"\n]{1,60}\"|"
                      r"'[^'\n]{1,60}')\s*;?\s*(?://.*)?$", re.M),
 }
+# settings passed or looped over: ``lr=0.001``, ``for epoch in range(20)``
+# an assignment whose value holds a number: the settings and formulas the code computes with
+# (``optimizer = optim.Adam(model.parameters(), lr=0.001)``, ``score = 0.7 * a + 0.3 * b``)
+_PY_NUMERIC_SET = re.compile(r"^[ \t]*([A-Za-z_][\w.]*(?:\[[^\]\n]{1,20}\])?)\s*=\s*([^=\n][^\n]{0,100})$", re.M)
+_NUMBER = re.compile(r"(?<![\w\[.:])-?(?:\d+\.\d+|[2-9]|\d{2,})(?![\w\]])")  # not 0/1, no index or slice
+_PY_RANGE = re.compile(r"^[ \t]*for\s+(\w+)\s+in\s+range\(([^()\n]{1,30})\)", re.M)
 _TRIVIAL = frozenset({"0", "1", "-1", "0.0", "1.0", "''", '""', "[]", "{}"})
 _CONF_PAIR: dict[str, re.Pattern[str]] = {
     "yaml": re.compile(r"^([A-Za-z_][\w.-]*):[ \t]+([^\n#]+?)\s*(?:#.*)?$", re.M),
@@ -73,6 +79,7 @@ _KINDS = {
     "py": "py", "pyi": "py", "js": "js", "mjs": "js", "cjs": "js", "jsx": "js", "ts": "js", "tsx": "js",
     "rs": "rs", "go": "go", "sh": "sh", "bash": "sh", "zsh": "sh", "json": "json", "yaml": "yaml",
     "yml": "yaml", "toml": "toml", "ini": "toml", "cfg": "toml", "conf": "toml", "env": "env",
+    "html": "js", "htm": "js", "vue": "js", "svelte": "js",  # their scripts
 }
 
 
@@ -124,45 +131,56 @@ def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
     if not text or not text.strip():
         return []
     kind = kind_of(path)
-    found: list[tuple[int, str]] = []
+    found: list[tuple[int, int, str]] = []  # (priority, position, fact)
 
     m = _PY_DOC.match(text) if kind == "py" and whole else None
     m = m or (_HEAD_COMMENT.match(text) if whole else None)
     if m and m.group(m.lastindex or 1):
         about = m.group(m.lastindex or 1).strip().rstrip("*/->").strip().strip("\"'").strip()
         if len(about) >= 12 and not about.lower().startswith(("!", "eslint", "type:", "noqa", "pylint", "-*-")):
-            found.append((-1, "about: " + _flat(about)))
+            found.append((0, -1, "about: " + _flat(about)))
     sig = _SIGS.get(kind)
     if sig is not None:
-        found += [(m.start(), _flat(m.group(1))) for m in sig.finditer(text)]
+        found += [(2, m.start(), _flat(m.group(1))) for m in sig.finditer(text)]
     const = _CONSTS.get(kind)
     if const is not None:
         for m in const.finditer(text):
             value = m.group(2)
             if kind == "py" and value.strip().startswith(("(", "[", "{")) and not value.rstrip().endswith((")", "]", "}")):
                 value = value.strip()[0] + "…"  # a multi-line literal: its opening only
-            found.append((m.start(), f"{m.group(1)} = {_value(value)}"))
-    local = _LOCAL_LITERALS.get(kind)
+            found.append((1, m.start(), f"{m.group(1)} = {_value(value)}"))
+    local = _LOCAL_LITERALS.get(kind) if kind != "py" else None  # py: the numeric settings below
     if local is not None:
-        found += [(m.start(), f"{m.group(1)} = {_value(m.group(2))}") for m in local.finditer(text)
+        found += [(4, m.start(), f"{m.group(1)} = {_value(m.group(2))}") for m in local.finditer(text)
                   if m.group(2) not in _TRIVIAL]
+    if kind == "py":
+        found += [(4, m.start(), f"{m.group(1)} = {_flat(m.group(2).split('  #')[0], FACT_CHARS - 20)}")
+                  for m in _PY_NUMERIC_SET.finditer(text)
+                  if _NUMBER.search(m.group(2)) and m.group(2).strip() not in _TRIVIAL
+                  and not m.group(1).isupper()]  # constants are said above
+        found += [(4, m.start(), f"for {m.group(1)} in range({_flat(m.group(2), 30)})")
+                  for m in _PY_RANGE.finditer(text)]
     if kind == "json":
-        found += [(i, p) for i, p in enumerate(_json_pairs(text))]
+        found += [(1, i, p) for i, p in enumerate(_json_pairs(text))]
     elif kind in _CONF_PAIR:
-        found += [(m.start(), f"{m.group(1)}: {_value(m.group(2))}" if kind != "toml"
+        found += [(1, m.start(), f"{m.group(1)}: {_value(m.group(2))}" if kind != "toml"
                    else f"{m.group(1)} = {_value(m.group(2))}")
                   for m in _CONF_PAIR[kind].finditer(text) if m.group(2).strip()]
     if kind not in ("json", "yaml", "toml", "env", ""):
         for m in _DATA_FILE.finditer(text):
-            found.append((m.start(), "uses " + m.group(1)))
+            found.append((3, m.start(), "uses " + m.group(1)))
     for m in _IDS.finditer(text):
-        found.append((m.start(), "id " + (m.group(1) or m.group(2))))
+        found.append((1, m.start(), "id " + (m.group(1) or m.group(2))))
 
-    out: list[str] = []
-    for _, fact in sorted(found, key=lambda t: t[0]):
-        if fact not in out:
-            out.append(fact)
-    return out
+    # the most telling first (the file's own line, constants, config, ids, signatures, data
+    # files, then settings) up to MAX_FACTS, shown in file order
+    seen: set[str] = set()
+    picked: list[tuple[int, int, str]] = []
+    for item in sorted(found):
+        if item[2] not in seen and len(picked) < MAX_FACTS:
+            seen.add(item[2])
+            picked.append(item)
+    return [fact for _, _, fact in sorted(picked, key=lambda t: t[1])]
 
 
 def fact_key(fact: str) -> str:

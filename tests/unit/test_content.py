@@ -17,6 +17,9 @@ DATA = "data/iot_data.csv"
 
 def train_model(epochs: int = EPOCHS, lr: float = LEARNING_RATE) -> dict:
     batch_size = 32
+    score = 0.7 * acc + 0.3 * f1  # the agent's formula
+    for epoch in range(epochs):
+        step(df[0])
     df = load("data/iot_data.csv")
     json.dump(out, open("results/results.json", "w"))
 '''
@@ -29,6 +32,8 @@ def test_facts_of_a_python_write() -> None:
     assert 'DATA = "data/iot_data.csv"' in facts
     assert "def train_model(epochs: int = EPOCHS, lr: float = LEARNING_RATE) -> dict" in facts
     assert "batch_size = 32" in facts and "uses results/results.json" in facts
+    assert "score = 0.7 * acc + 0.3 * f1" in facts and "for epoch in range(epochs)" in facts
+    assert not any("df[0]" in f for f in facts)
 
 
 def test_facts_of_config_and_js_files() -> None:
