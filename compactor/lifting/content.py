@@ -112,7 +112,7 @@ def _json_pairs(text: str) -> list[str]:
         return []
     out = []
     for k, v in data.items():
-        if isinstance(v, (str, int, float, bool)) and not isinstance(v, bool) or isinstance(v, bool):
+        if isinstance(v, (str, int, float, bool)):
             out.append(f"{k}: {_value(json.dumps(v, ensure_ascii=False))}")
         elif isinstance(v, dict):
             scal = [f"{k2}={json.dumps(v2, ensure_ascii=False)}" for k2, v2 in v.items()

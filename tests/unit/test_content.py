@@ -116,3 +116,15 @@ def test_an_edits_leading_comment_is_not_the_files_explanation() -> None:
            Event(seq=3, id="r3", role="user", blocks=[ToolResultBlock(tool_use_id="e1", content=[TextBlock(text="ok")])])]
     assert lift_state(evs).files_changed[0].facts == ["PRECISION = 3"]
     assert content_facts("fields.py", "# Field types and their serialization.\nX = 1\n")[0].startswith("about: ")
+
+
+def test_a_late_result_updates_the_last_action() -> None:
+    from compactor.lifting.lift import reconcile
+
+    evs = _session()
+    st = lift_state(evs)
+    late = Event(seq=7, id="r7", role="user", blocks=[ToolResultBlock(
+        tool_use_id="t1", content=[TextBlock(text="2 failed, 9 passed\nExit code: 1")], is_error=True)])
+    new, resolved = reconcile(st, [late])
+    assert resolved == ["t1"]
+    assert new.last_action is not None and new.last_action.status == "failed" and new.last_action.result_seq == 7
