@@ -405,10 +405,12 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         quoted = any(link.url in body for body in shown_in_full)
         doc.add(LINKS, f"- {link.url}", _TIER_QUOTED_CONSTRAINT if quoted else _TIER_LINK, link.seq)
 
-    if state.last_action is not None:
-        line, tier = _last_action_line(state.last_action)
+    la = state.last_action
+    if la is not None and not (la.kind == "reply" and any(o.seq == la.seq for o in state.outcomes)):
+        # (a closing reply is the newest report already)
+        line, tier = _last_action_line(la)
         # one line that repeats the reports or the unknown actions: dropped silently for space
-        doc.add(LAST_ACTION, line, tier, state.last_action.seq, detail=True)
+        doc.add(LAST_ACTION, line, tier, la.seq, detail=True)
 
     if latest is not None:
         if goal is not None and latest.seq == goal.seq:
