@@ -18,6 +18,8 @@ from compactor.lifting.state import FileNote, FileRef
 NOTE_CHARS = 220
 """A note is clipped to this many characters (at a word boundary)."""
 MIN_WORDS = 5
+MIN_SCORE = 2
+"""A sentence counts when it says what the file does or holds (an explaining verb), net of penalties."""
 
 _PATH_TOKEN = re.compile(r"(?:[\w.-]+/)*[\w-]+\.[A-Za-z]\w{0,7}\b")
 _EXPLAINS = re.compile(
@@ -54,7 +56,7 @@ def _base(path: str) -> str:
 class NoteAcc:
     """Collects the agent's sentences that name files; ``annotate`` gives each changed file its note.
 
-    A file's note is the latest sentence naming it that explains something (score > 0), from
+    A file's note is the latest sentence naming it that explains something (``MIN_SCORE``), from
     the agent's last message before the file was first changed onwards. That rule folds: a
     later compaction that starts from a checkpoint's state reaches the same notes as one pass
     over all events, given the checkpoint's notes and the mentions of its last agent message
@@ -81,7 +83,7 @@ class NoteAcc:
             tokens = {m.group(0) for m in _PATH_TOKEN.finditer(unit)}
             if not tokens or len(unit.split()) < MIN_WORDS + len(tokens) - 1:
                 continue
-            if _score(unit) - (len(tokens) - 1) <= 0:  # naming several files says less of each
+            if _score(unit) - (len(tokens) - 1) < MIN_SCORE:  # naming several files says less of each
                 continue
             note = cut_words(" ".join(unit.split()), NOTE_CHARS)
             for key in sorted({k for tok in tokens for k in (tok, _base(tok))}):
