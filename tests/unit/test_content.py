@@ -128,3 +128,21 @@ def test_a_late_result_updates_the_last_action() -> None:
     new, resolved = reconcile(st, [late])
     assert resolved == ["t1"]
     assert new.last_action is not None and new.last_action.status == "failed" and new.last_action.result_seq == 7
+
+
+def test_an_error_is_said_once_with_what_hit_it_and_whether_it_was_fixed() -> None:
+    from compactor.summarize.structured import ERRORS
+
+    def run(seq: int, uid: str, out: str, err: bool) -> list[Event]:
+        return [Event(seq=seq, id=f"a{seq}", role="assistant", blocks=[
+                    ToolUseBlock(id=uid, name="Bash", input={"command": "python -m pytest -q tests/api"})]),
+                Event(seq=seq + 1, id=f"r{seq}", role="user", blocks=[ToolResultBlock(
+                    tool_use_id=uid, content=[TextBlock(text=out)], is_error=err)])]
+
+    evs = [Event(seq=1, id="u1", role="user", blocks=[TextBlock(text="Make the API tests pass.")])]
+    evs += run(2, "p1", "E   ValueError: invalid budget: -1\n1 failed, 3 passed\nExit code: 1", True)
+    evs += run(4, "p2", "4 passed\nExit code: 0", False)
+    lines = render_summary(lift_state(evs), 2_000).sections[ERRORS]
+    assert len(lines) == 1
+    assert "`python -m pytest -q tests/api` → failed, resolved at #4" in lines[0]
+    assert "ValueError: invalid budget: -1" in lines[0]
