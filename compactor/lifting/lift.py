@@ -131,6 +131,9 @@ class _Acc:
         self.urls = {u.url: u for u in p.urls}
         self.covers_end = p.covers_end
         self.last_action = p.last_action
+        self._last: tuple | None = None  # this pass's last call or reply, materialized in build
+        self._last_seq = p.last_action.seq if p.last_action is not None else -1
+        self._last_out: tuple[Any, int] | None = None
         self.narrative = NarrativeAcc(list(p.outcomes), list(p.reasons),
                                       p.requests[-1].seq if p.requests else 0)
         self.open_file: str | None = None
@@ -193,9 +196,9 @@ class _Acc:
                 self._add_failed(FailedApproach(seq=e.seq, what=_clip(s)))
         self._text_actions(e)
         self.notes.on_text(e.seq, text)
-        if not e.tool_uses and (self.last_action is None or e.seq > self.last_action.seq):
+        if not e.tool_uses and e.seq > self._last_seq:
             first = next((s for s in sentences if len(s) >= 12), sentences[0] if sentences else "")
-            self.last_action = LastAction(seq=e.seq, kind="reply", what=_one_line(first, 200), status="reply")
+            self._last, self._last_seq, self._last_out = ("reply", e.seq, first), e.seq, None
         self.note_move(e.seq, next((s for s in sentences if len(s) >= 12), ""), False)
 
     def _text_actions(self, e: Event) -> None:
@@ -370,25 +373,36 @@ class _Acc:
             pass  # shown under failed approaches with its first line
 
     def on_call(self, e: Event, use: ToolUseBlock, act: _Action) -> None:
-        """The agent's call ``use`` in ``e``: the last action so far (its outcome comes later)."""
-        if self.last_action is not None and e.seq < self.last_action.seq:
-            return
-        intent = next((s for s in split_sentences(e.text) if len(s) >= 8), "") if e.text else ""
-        self.last_action = LastAction(seq=e.seq, what=_one_line(act.command or act.summary or use.name, 200),
-                                      intent=_one_line(intent, 160), tool_use_id=use.id)
+        """The agent's call ``use`` in ``e``: the last action so far (its outcome comes later).
+
+        Kept as references and materialized once, in ``build``: this runs for every call.
+        """
+        if e.seq >= self._last_seq:
+            self._last = ("call", e, use, act)
+            self._last_seq = e.seq
+            self._last_out = None
 
     def _last_result(self, use_id: str, out: Any, result_seq: int) -> None:
-        la = self.last_action
-        if la is None or la.tool_use_id != use_id:
+        if self._last is not None:
+            if self._last[0] == "call" and self._last[2].id == use_id:
+                self._last_out = (out, result_seq)
             return
-        parts = [f"exit {out.exit_code}"] if out.exit_code is not None else []
-        if out.failed:
-            cause = _failures.failure_cause(out.text) if out.text else out.error_line
-            if cause:
-                parts.append(cause)
-        self.last_action = la.model_copy(update={"status": "failed" if out.failed else "ok",
-                                                 "result_seq": result_seq,
-                                                 "detail": _one_line(": ".join(parts), 220)})
+        la = self.last_action  # the previous state's, resolved by a late result (reconcile)
+        if la is not None and la.tool_use_id == use_id:
+            self.last_action = _with_result(la, out, result_seq)
+
+    def _built_last_action(self) -> LastAction | None:
+        if self._last is None:
+            return self.last_action
+        if self._last[0] == "reply":
+            _, seq, first = self._last
+            return LastAction(seq=seq, kind="reply", what=_one_line(first, 200), status="reply")
+        _, e, use, act = self._last
+        text = e.text
+        intent = next((x for x in split_sentences(text) if len(x) >= 8), "") if text else ""
+        la = LastAction(seq=e.seq, what=_one_line(act.command or act.summary or use.name, 200),
+                        intent=_one_line(intent, 160), tool_use_id=use.id)
+        return _with_result(la, *self._last_out) if self._last_out is not None else la
 
     def add_unknown(self, use: ToolUseBlock, use_seq: int, act: _Action) -> None:
         if use.id in self.unknown:
@@ -437,13 +451,24 @@ class _Acc:
             covers_end=self.covers_end,
             outcomes=outcomes,
             reasons=reasons,
-            last_action=self.last_action,
+            last_action=self._built_last_action(),
             file_notes=self.notes.last_mentions,
         )
 
 
 def _norm(text: str) -> str:
     return " ".join(text.split()).lower()
+
+
+def _with_result(la: LastAction, out: Any, result_seq: int) -> LastAction:
+    """``la`` with the outcome of its result: ok or failed, the exit code and the cause."""
+    parts = [f"exit {out.exit_code}"] if out.exit_code is not None else []
+    if out.failed:
+        cause = _failures.failure_cause(out.text) if out.text else out.error_line
+        if cause:
+            parts.append(cause)
+    return la.model_copy(update={"status": "failed" if out.failed else "ok", "result_seq": result_seq,
+                                 "detail": _one_line(": ".join(parts), 220)})
 
 
 # --- public API -------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ MIN_WORDS = 5
 MIN_SCORE = 2
 """A sentence counts when it says what the file does or holds (an explaining verb), net of penalties."""
 
-_PATH_TOKEN = re.compile(r"(?:[\w.-]+/)*[\w-]+\.[A-Za-z]\w{0,7}\b")
+_PATH_TOKEN = re.compile(r"(?<![\w./-])(?:[\w.-]+/)*[\w-]+\.[A-Za-z]\w{0,7}\b")  # tried at word starts only
 _EXPLAINS = re.compile(
     r"\b(?:creat|add|implement|defin|load|comput|calculat|handl|stor|return|contain|hold|generat|"
     r"train|display|render|draw|fetch|pars|validat|configur|export|expos|provid|wrap|read|write|"
@@ -80,6 +80,8 @@ class NoteAcc:
         if "." not in text or not _PATH_TOKEN.search(text):
             return  # no file named: the common case, one search
         for unit in report_units(text):
+            if "." not in unit:
+                continue
             tokens = {m.group(0) for m in _PATH_TOKEN.finditer(unit)}
             if not tokens or len(unit.split()) < MIN_WORDS + len(tokens) - 1:
                 continue
