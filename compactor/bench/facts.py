@@ -40,6 +40,14 @@ Rules, per kind:
   stop words, no words any user request contains). Recalled when most of them (more than
   half) occur as words in the view.
 
+- ``constant``: a constant the agent set in a file it wrote: a line of the written text (a
+  write's content, an edit's new side, a patch's ``+`` lines, an aider REPLACE block) that
+  assigns a number or a short quoted string to an UPPER_CASE name. Key ``NAME = value``;
+  recalled when the view has the name with the value within ``CONSTANT_WINDOW`` characters
+  after it.
+- ``data_file``: a data file the written code names in a string literal (``"data/x.csv"``,
+  ``'results.json'``). Key: that path.
+
 A ``file_changed`` fact also comes from a successful shell command that writes with a
 redirect or ``tee`` (``cat > path <<'EOF'``, ``printf '...' > path``, ``echo x | tee -a path``);
 targets under ``/dev/`` and ``/tmp/`` are scratch, not project files, and are skipped.
@@ -77,11 +85,14 @@ KINDS = (
     "error_cause",
     "resolution",
     "turn_outcome",
+    "constant",
+    "data_file",
 )
 REQUEST_KEY_CHARS = 300
 CAUSE_KEY_CHARS = 100
 RESOLUTION_WINDOW = 120
 OUTCOME_WORDS = 5
+CONSTANT_WINDOW = 80
 
 _EDIT_TOOLS = {
     "edit", "write", "multiedit", "notebookedit", "create", "write_file", "edit_file",
@@ -101,6 +112,14 @@ _TEST_FAILED = re.compile(r"\b\d+ failed\b|\bFAILED\b|^FAIL\b|test result: FAILE
 _CONSTRAINT_WORDS = re.compile(
     r"\b(never|don't|do not|must not|avoid|only|without|always|must)\b", re.I
 )
+_WRITE_FIELDS = ("content", "file_text", "new_string", "new_str", "newText", "new_text")
+_CONST_LINE = re.compile(
+    r"^\s*(?:export\s+)?(?:const\s+|let\s+|var\s+|pub\s+const\s+|static\s+)?([A-Z][A-Z0-9_]{2,})\s*"
+    r"(?::\s*[\w\[\]&' ]+)?=\s*(-?\d[\d_]*(?:\.\d+)?|\"[^\"\n]{1,40}\"|'[^'\n]{1,40}')\s*[;,]?\s*(?:#.*|//.*)?$",
+    re.M)
+_DATA_LITERAL = re.compile(
+    r"[\"'`]((?:[\w.-]+/)*[\w-]+\.(?:csv|tsv|json|jsonl|parquet|db|sqlite|xlsx|npy|pkl|h5))[\"'`]")
+_AIDER_REPLACE = re.compile(r"^=======\n(.*?)^>>>>>>> REPLACE", re.S | re.M)
 _URL = re.compile(r"https?://[^\s)\]>\"'`]+")
 _WRAPPED = re.compile(r"(?s)^\s*<([\w-]+)>.*</\1>\s*$")
 _SHELL_WRITE = re.compile(
@@ -356,6 +375,11 @@ def extract_facts(events: Sequence[Event]) -> list[Fact]:
                 line = cause_line(text, r.is_error)
                 if line:
                     add("error_cause", line, e.seq)
+    for text, seq in _written_texts(events, results):
+        for m in _CONST_LINE.finditer(text):
+            add("constant", f"{m.group(1)} = {m.group(2).strip(chr(34) + chr(39))}", seq)
+        for m in _DATA_LITERAL.finditer(text):
+            add("data_file", m.group(1), seq)
     for cmd, failed, seq in tests:
         if failed:
             add("failed_test", cmd, seq)
@@ -368,6 +392,39 @@ def extract_facts(events: Sequence[Event]) -> list[Fact]:
     for key, seq in _outcome_facts(events, requests):
         add("turn_outcome", key, seq)
     return facts
+
+
+def _written_texts(events: Sequence[Event], results: dict[str, ToolResultBlock]) -> list[tuple[str, int]]:
+    """(text, seq) the agent wrote into files by successful tool calls or aider blocks."""
+    out: list[tuple[str, int]] = []
+    for e in events:
+        if e.kind != "message" or e.role != "assistant":
+            continue
+        if ">>>>>>> REPLACE" in e.text:
+            out += [(m.group(1), e.seq) for m in _AIDER_REPLACE.finditer(e.text)]
+        for u in e.tool_uses:
+            r = results.get(u.id)
+            if r is None or _failed(r, _result_text(r)):
+                continue
+            for k in _WRITE_FIELDS:
+                v = u.input.get(k)
+                if isinstance(v, str):
+                    out.append((v, e.seq))
+            for s in _strings(u.input):
+                if "*** Begin Patch" in s:
+                    out.append(("\n".join(ln[1:] for ln in s.splitlines() if ln.startswith("+")), e.seq))
+    return out
+
+
+def _constant_recalled(fact: Fact, hay: str) -> bool:
+    name, _, value = fact.key.partition(" = ")
+    value = normalize(value)
+    start = hay.find(name)
+    while start >= 0:
+        if value in hay[start + len(name): start + len(name) + CONSTANT_WINDOW]:
+            return True
+        start = hay.find(name, start + 1)
+    return False
 
 
 def _resolutions(runs: Sequence[tuple[str, bool, int, ToolUseBlock, str]]) -> list[Fact]:
@@ -446,6 +503,8 @@ def recalled(fact: Fact, haystack: str | Haystack) -> bool:
     hay = haystack if isinstance(haystack, Haystack) else Haystack(haystack)
     if fact.kind == "resolution":
         return _resolution_recalled(fact, hay.text)
+    if fact.kind == "constant":
+        return _constant_recalled(fact, hay.text)
     if fact.kind == "turn_outcome":
         words = fact.key.split()
         return sum(w in hay.words for w in words) * 2 > len(words)

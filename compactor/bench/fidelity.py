@@ -49,6 +49,7 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "tests": ("failed_test", "last_test"),
     "outcomes": ("turn_outcome",),
     "pending": ("pending_call",),
+    "artifacts": ("constant", "data_file"),
 }
 """Fact kinds grouped into what a continuing agent must know; every kind is in one category."""
 assert sorted(k for ks in CATEGORIES.values() for k in ks) == sorted(KINDS)

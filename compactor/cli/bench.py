@@ -8,6 +8,7 @@ import importlib
 BENCH_MODULES = [
     "compactor.bench.store",
     "compactor.bench.fidelity",
+    "compactor.bench.constraints",
     "compactor.bench.perf",
     "compactor.bench.probes",
     "compactor.bench.load",
@@ -17,7 +18,7 @@ BENCH_MODULES = [
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="benchmarks (store, fidelity, perf, probes, load, sweep, chaos, model-path)")
+    p = sub.add_parser("bench", help="benchmarks (store, fidelity, constraints, perf, probes, load, sweep, chaos, model-path)")
     bench_sub = p.add_subparsers(dest="bench", metavar="BENCH")
     for name in BENCH_MODULES:
         try:

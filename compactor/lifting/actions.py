@@ -15,6 +15,7 @@ from typing import Any, Iterable
 from pydantic import BaseModel, Field
 
 from compactor.lifting import digests as _digests
+from compactor.lifting.content import written_text
 from compactor.events import ArtifactRefBlock, ToolResultBlock, ToolUseBlock
 from compactor.lifting.state import ActionKind, TestStatus, Todo
 from compactor.lifting.shell import plausible_path, scripts_of, shell_files
@@ -159,6 +160,9 @@ class _Action(BaseModel):
     shell_ops: dict[str, str] = Field(default_factory=dict)  # file -> how a shell command changed it
     swe_edit: bool = False  # SWE-agent `edit`: the file is the one open, named by the result
     digests: dict[str, str] = Field(default_factory=dict)  # file -> what this call put there
+    texts: dict[str, str] = Field(default_factory=dict)  # file -> the text it wrote (new lines of an edit)
+    facts: dict[str, list[str]] | None = None  # file -> facts of its text, when known without the text
+    partial: bool = False  # the texts are fragments (an edit's new lines), not whole files
     todos: list[Todo] | None = None
     summary: str = ""
 
@@ -285,6 +289,14 @@ def _input_digests(paths: list[str], op: str, inp: dict[str, Any]) -> dict[str, 
     return {path: digest} if digest else {}
 
 
+def _input_texts(paths: list[str], inp: dict[str, Any]) -> dict[str, str]:
+    """{path: written text} for a one-file tool call (key "" when the result names the file)."""
+    if len(paths) > 1:
+        return {}
+    text = written_text(inp)
+    return {(paths[0] if paths else ""): text} if text else {}
+
+
 def first_line_args(command: str) -> str:
     """SWE-agent ``edit 10:12``: the arguments on the command's first line."""
     return " ".join(command.split("\n", 1)[0].split()[1:])
@@ -316,12 +328,16 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
         else:
             act.kind, act.paths, act.change_op = "change", paths, sub or "edit"
             act.digests = _input_digests(paths, act.change_op, inp)
+            act.texts = _input_texts(paths, inp)
+            act.partial = act.change_op not in ("create", "write")
         act.summary = f"{name} {sub} {' '.join(paths)}".strip()
         return act
 
     if patch_files and (low in _WRITE_TOOLS or low in _SHELL_TOOLS or "patch" in low):
         act.kind, act.paths, act.change_op = "change", patch_files, "patch"
         act.digests = {pf.path: pf.digest() for pf in patches}  # the last hunk for a file wins
+        act.texts = {pf.path: "\n".join(pf.added) for pf in patches if pf.added}
+        act.partial = any(pf.op != "add" for pf in patches)
         command = _command_of(inp) if low in _SHELL_TOOLS else None
         act.command = _clip(command) if command else None
         act.summary = f"{name} {', '.join(patch_files)}"
@@ -340,6 +356,8 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
                          "write_file": "write", "delete_file": "delete", "remove_file": "delete",
                          "multiedit": "edit"}.get(low, "edit" if "patch" not in low else "patch")
         act.digests = _input_digests(paths, act.change_op if low not in ("insert", "append") else low, inp)
+        act.texts = _input_texts(paths, inp)
+        act.partial = act.change_op not in ("create", "write")
         act.summary = f"{name} {' '.join(paths)}".strip()
         return act
 
@@ -366,6 +384,8 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
                     act.digests = {(act.paths[0] if act.paths else ""): _digests.lines_digest(
                         act.paths[0] if act.paths else "", [], [x for x in body.splitlines() if x.strip()],
                         f"{verb} {first_line_args(command)}: ")}
+                    act.texts = {(act.paths[0] if act.paths else ""): body}
+                    act.partial = verb != "create"
             else:
                 act.kind = "command"
             act.command = _clip(command.split("\n", 1)[0])
@@ -380,6 +400,8 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
         act.shell_ops = changes
         act.digests = {p: _digests.write_digest(p, text, append=changes[p].endswith(("append", "-a")))
                        for p, text in files.writes.items()}
+        act.texts = dict(files.writes)
+        act.partial = any(op.endswith(("append", "-a")) for op in changes.values())
         act.change_op = "shell"
         act.reads = reads
         act.summary = f"{name}: {_one_line(command, 160)}"
@@ -415,6 +437,25 @@ def _result_text(r: ToolResultBlock) -> str:
         elif hasattr(c, "text"):
             parts.append(c.text)  # type: ignore[union-attr]
     return "\n".join(parts)
+
+
+_NO_MATCH_TOOLS = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "ack", "git grep", "diff", "cmp", "test", "["})
+_ERROR_WORDS_RE = re.compile(r"(?i)\berror\b|no such file|not found|denied|invalid|unrecognized|usage:|fatal")
+
+
+def no_match(command: str | None, out: _Outcome) -> bool:
+    """Exit 1 of a search or comparison (``grep``/``rg`` found nothing, ``diff`` found
+    differences, ``test`` was false) with no error text: a result, not a failure."""
+    if not command or out.exit_code != 1:
+        return False
+    last = command.strip().split("|")[-1] if "|" in command and "grep" in command.split("|")[-1] else command
+    words = last.strip().lstrip("(").split()
+    while words and ("=" in words[0] or words[0] in ("cd", "&&", "sudo", "timeout")):
+        words = words[2:] if words[0] == "cd" else words[1:]
+    if not words:
+        return False
+    tool = "git grep" if words[:2] == ["git", "grep"] else words[0].rsplit("/", 1)[-1]
+    return tool in _NO_MATCH_TOOLS and not _ERROR_WORDS_RE.search(out.text[:2000])
 
 
 def _outcome(r: ToolResultBlock) -> _Outcome:

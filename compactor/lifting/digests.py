@@ -310,12 +310,16 @@ _AIDER_BLOCK_RE = re.compile(
 )
 
 
-def aider_digests(text: str) -> dict[str, str]:
-    """Path -> digest of the SEARCH/REPLACE blocks in an aider reply (the last block per path
-    wins; an empty SEARCH is a new file)."""
-    out: dict[str, str] = {}
+def aider_blocks(text: str) -> dict[str, tuple[str, str]]:
+    """Path -> (search, replace) of the SEARCH/REPLACE blocks in an aider reply (the last
+    block per path wins; an empty SEARCH is a new file)."""
+    out: dict[str, tuple[str, str]] = {}
     for m in _AIDER_BLOCK_RE.finditer(text):
-        path = m.group("path").strip().strip("`*")
-        old, new = m.group("old"), m.group("new")
-        out[path] = write_digest(path, new) if not old.strip() else edit_digest(path, old, new)
+        out[m.group("path").strip().strip("`*")] = (m.group("old"), m.group("new"))
     return out
+
+
+def aider_digests(text: str, blocks: dict[str, tuple[str, str]] | None = None) -> dict[str, str]:
+    """Path -> digest of the SEARCH/REPLACE blocks in an aider reply (``aider_blocks``)."""
+    return {path: write_digest(path, new) if not old.strip() else edit_digest(path, old, new)
+            for path, (old, new) in (aider_blocks(text) if blocks is None else blocks).items()}

@@ -40,9 +40,11 @@ _WEIGHTS: tuple[tuple[int, re.Pattern[str]], ...] = (
                    r"couldn'?t|\bdenied\b|\bblocked\b|\brefused\b|\btimed? ?out\b|\bAssertionError\b|^\s*E\s+assert")),
     (3, re.compile(r"\bfailed\b|\bFAILED\b|\bFAIL\b|\bassert\b")),
 )
+_LETTERS_RE = re.compile(r"[^\W\d_]")
 _LISTING_RE = re.compile(r"^\s*\d+\s*[:|│]\s")  # a numbered source listing, not output
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z`'\"])")
 _LOCATION_RE = re.compile(r"^\s*--> (\S+:\d+(?::\d+)?)")
+_WARNED_ERROR_RE = re.compile(r"\bERROR\b|\bError\b(?!s)|\bfailed\b")
 _WARNING_RE = re.compile(r"^\s*warning\b", re.I)
 
 
@@ -81,13 +83,17 @@ def failure_cause(text: str, max_lines: int = CAUSE_LINES) -> str:
         if not w:
             continue
         if _WARNING_RE.match(s):
-            w = 1  # a warning tells only when nothing says error (yt-dlp reports its errors so)
+            # a warning tells only when nothing says error (yt-dlp reports its errors so), unless
+            # it carries the error itself ("WARNING: [youtube] YouTube said: ERROR - ...")
+            w = 3 if _WARNED_ERROR_RE.search(s) else 1
         seen.add(s)
         # a compiler error's location is on the next "-->" line: keep them together
         loc = next((m.group(1) for m in (_LOCATION_RE.match(x) for x in lines[i + 1:i + 3]) if m), None)
         scored.append((w, i, f"{s} ({loc})" if loc and loc not in s else s))
     if not scored:
-        first = next((ln.strip() for ln in lines if ln.strip() and not ln.strip().startswith(_NOISE_PREFIXES)), "")
+        # the first line that says something (a banner such as "===" names no cause)
+        first = next((ln.strip() for ln in lines if ln.strip() and not ln.strip().startswith(_NOISE_PREFIXES)
+                      and len(_LETTERS_RE.findall(ln)) >= 3), "")
         return _clip(first, CAUSE_LINE_CHARS)
     # highest weight first; among equals the last one (a traceback ends with its cause)
     best = sorted(scored, key=lambda t: (-t[0], -t[1]))[:max_lines]

@@ -34,9 +34,18 @@ from compactor.events import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from compactor.lifting import content as _content
 from compactor.lifting import digests as _digests
+from compactor.lifting import notes as _notes
 from compactor.lifting import failures as _failures
-from compactor.lifting.constraints import is_question, own_lines
+from compactor.lifting.constraints import (  # noqa: F401 - re-exported: the classification lives there
+    MAX_CONSTRAINT_CHARS,
+    constraint_sentences,
+    is_genuine_request,
+    looks_injected,
+    split_sentences,
+    user_urls,
+)
 from compactor.lifting.narrative import NarrativeAcc
 from compactor.lifting.actions import (  # noqa: F401 - re-exported: the lifter's public names stay here
     _AIDER_RUNNING_RE,
@@ -54,6 +63,7 @@ from compactor.lifting.actions import (  # noqa: F401 - re-exported: the lifter'
     classify,
     error_names,
     is_test_command,
+    no_match,
     parse_exit_code,
 )
 from compactor.lifting.state import (  # noqa: F401 - re-exported
@@ -65,6 +75,7 @@ from compactor.lifting.state import (  # noqa: F401 - re-exported
     ErrorItem,
     FailedApproach,
     FileRef,
+    LastAction,
     LiftedState,
     Request,
     TestRun,
@@ -78,31 +89,10 @@ from compactor.tokens import count_text
 LONG_REQUEST_TOKENS = 2_000
 """Requests longer than this are kept as a head quote plus a pointer to the log."""
 LONG_REQUEST_QUOTE_CHARS = 3_000
-MAX_CONSTRAINT_CHARS = 1_500
 MAX_DECISIONS = 40
 
 
 # --- text rules -------------------------------------------------------------------------------
-
-_INJECTED_PREFIXES = (
-    "<environment_context>",
-    "<user_instructions>",
-    "# AGENTS.md instructions",
-    "<local-command-stdout>",
-    "<local-command-stderr>",
-    "<local-command-caveat>",
-    "<system-reminder>",
-    "Caveat: The messages below were generated",
-)
-
-_CONSTRAINT_RE = re.compile(
-    r"\b(never|don'?t|do not|does not|must not|mustn'?t|should not|shouldn'?t|can'?t|cannot|"
-    r"avoid|only|without|always|must|no longer|not allowed|make sure|ensure|instead of|"
-    r"no more than|at most|at least|required?|important|prefer)\b"
-    r"|절대|무조건|반드시|하지\s?마|금지",
-    re.IGNORECASE,
-)
-_SENTENCE_GAP_RE = re.compile(r"(?<=[.!?])[ \t]+(?=\S)")
 
 _DECISION_RE = re.compile(
     r"\b(I'?ll use|I will use|I'?ll switch|I will switch|switch(?:ing)? to|instead of|decided|"
@@ -115,59 +105,6 @@ _FAILED_TEXT_RE = re.compile(
     r"this failed|won'?t work|not working|approach failed|no luck|still fail(?:s|ing)?)\b",
     re.IGNORECASE,
 )
-_URL_RE = re.compile(r"https?://[^\s<>\"'`)\]}]+")
-
-def looks_injected(text: str) -> bool:
-    """Harness-written text that some importers still mark as a user message."""
-    t = text.lstrip()
-    return any(t.startswith(p) for p in _INJECTED_PREFIXES)
-
-
-def is_genuine_request(e: Event) -> bool:
-    return e.is_user_request and not looks_injected(e.text)
-
-
-_ABBREV_END_RE = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf|approx|incl|Mr|Mrs|Dr|No)\.|\b[A-Z]\.)$")
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences and lines of ``text``, each stripped, otherwise verbatim.
-
-    A split right after an abbreviation ("e.g.", "i.e.", "etc.") is undone, so a rule is not
-    cut in the middle.
-    """
-    out: list[str] = []
-    for line in text.splitlines():
-        start = 0
-        cuts = [m.start() for m in _SENTENCE_GAP_RE.finditer(line)] + [len(line)]
-        for cut in cuts:
-            piece = line[start:cut].strip()
-            if piece and not _ABBREV_END_RE.search(piece) or cut == len(line):
-                if piece:
-                    out.append(piece)
-                start = cut
-    return out
-
-
-def constraint_sentences(text: str) -> list[str]:
-    """Sentences of a user request that state a rule: negations, 'only', 'always', 'must'...
-
-    Questions and pasted output (logs, errors, code, fenced blocks) state no rule and are
-    skipped. The validator recomputes constraints with this same function.
-    """
-    out: list[str] = []
-    for s in split_sentences("\n".join(own_lines(text))):
-        probe = s.replace("\u2019", "'").replace("\u2018", "'")
-        if _CONSTRAINT_RE.search(probe) and len(s) <= MAX_CONSTRAINT_CHARS and not is_question(probe):
-            out.append(s)
-    return out
-
-
-
-def user_urls(text: str) -> list[str]:
-    return [u.rstrip(".,;:!?'\"") for u in _URL_RE.findall(text)]
-
-
 
 # --- accumulation -----------------------------------------------------------------------------
 
@@ -193,10 +130,17 @@ class _Acc:
         self.artifacts = {a.uri: a for a in p.artifacts}
         self.urls = {u.url: u for u in p.urls}
         self.covers_end = p.covers_end
+        self.last_action = p.last_action
+        self._last: tuple | None = None  # this pass's last call or reply, materialized in build
+        self._last_seq = p.last_action.seq if p.last_action is not None else -1
+        self._last_out: tuple[Any, int] | None = None
         self.narrative = NarrativeAcc(list(p.outcomes), list(p.reasons),
                                       p.requests[-1].seq if p.requests else 0)
         self.open_file: str | None = None
         self._aider_digests: dict[str, str] = {}  # path -> digest of the last aider reply's blocks
+        self._aider_texts: dict[str, str] = {}  # path -> the text the last aider reply's block wrote
+        self._aider_partial: set[str] = set()  # paths whose last aider block edited (not created) them
+        self.notes = _notes.NoteAcc({f.path: f.note for f in p.files_changed if f.note}, p.file_notes)
         self._req_seqs = {r.seq for r in self.requests}
         self._constraint_keys = {_norm(c.text) for c in self.constraints}
         self._decision_keys = {_norm(d.text) for d in self.decisions}
@@ -251,18 +195,27 @@ class _Acc:
             elif _FAILED_TEXT_RE.search(s.replace("\u2019", "'")):
                 self._add_failed(FailedApproach(seq=e.seq, what=_clip(s)))
         self._text_actions(e)
+        self.notes.on_text(e.seq, text)
+        if not e.tool_uses and e.seq > self._last_seq:
+            first = next((s for s in sentences if len(s) >= 12), sentences[0] if sentences else "")
+            self._last, self._last_seq, self._last_out = ("reply", e.seq, first), e.seq, None
         self.note_move(e.seq, next((s for s in sentences if len(s) >= 12), ""), False)
 
     def _text_actions(self, e: Event) -> None:
         """Aider writes its actions as text: 'Applied edit to X', '> Running cmd'."""
         text = e.text
         if "<<<<<<< SEARCH" in text:
-            self._aider_digests = _digests.aider_digests(text)
+            blocks = _digests.aider_blocks(text)
+            self._aider_digests = _digests.aider_digests(text, blocks)
+            self._aider_texts = {p: new for p, (_, new) in blocks.items()}
+            self._aider_partial = {p for p, (old, _) in blocks.items() if old.strip()}
         if "Applied edit to" in text:
             for m in _APPLIED_EDIT_RE.finditer(text):
                 path = m.group(1)
-                digest = self._aider_digests.get(path.strip().strip("`'\""), "")
-                self._touch(self.files_changed, path, e.seq, "edit", None, digest)
+                key = path.strip().strip("`'\"")
+                self._touch(self.files_changed, path, e.seq, "edit", None,
+                            self._aider_digests.get(key, ""), self._aider_texts.get(key, ""),
+                            whole=key not in self._aider_partial)
         if "Running " in text:
             for m in _AIDER_RUNNING_RE.finditer(text):
                 cmd = _clip(m.group(1))
@@ -272,21 +225,29 @@ class _Acc:
 
     # files ------------------------------------------------------------------------------
     def _touch(self, table: dict[str, FileRef], path: str, seq: int, op: str,
-               tool_use_id: str | None, digest: str = "") -> None:
+               tool_use_id: str | None, digest: str = "", text: str = "",
+               facts: list[str] | None = None, whole: bool = True) -> None:
         path = path.strip().strip("`'\"")
         if not path:
             return
         old = table.get(path)
+        if facts is None:
+            facts = _content.content_facts(path, text, whole) if text else []
         if old is None:
+            if table is self.files_changed:
+                self.notes.on_new_file(path)
             table[path] = FileRef(path=path, seq=seq, ops=[op] if op else [], tool_use_id=tool_use_id,
-                                  digest=digest)
+                                  digest=digest, facts=facts)
         else:
             ops = old.ops if (not op or op in old.ops) else [*old.ops, op]
             # the last state wins; a change with no digest (rm, mv, sed -i) makes the old one stale
             latest = seq >= old.seq
             table[path] = FileRef(path=path, seq=max(seq, old.seq), ops=ops, count=old.count + 1,
                                   tool_use_id=tool_use_id or old.tool_use_id,
-                                  digest=(digest if latest else old.digest))
+                                  digest=(digest if latest else old.digest),
+                                  facts=(_content.merge_facts(facts, old.facts) if latest
+                                         else _content.merge_facts(old.facts, facts)),
+                                  note=old.note)
 
     # moves / resolution -----------------------------------------------------------------
     def note_move(self, seq: int, text: str, is_call: bool) -> None:
@@ -302,6 +263,10 @@ class _Acc:
     def _annotated_failures(self) -> list[FailedApproach]:
         out: list[FailedApproach] = []
         move_seqs = [m[0] for m in self._moves]
+        failed_runs: dict[str, list[int]] = {}
+        for g in self.failed:
+            if g.key:
+                failed_runs.setdefault(g.key, []).append(g.seq)
         for f in self.failed:
             after = f.result_seq or f.seq
             upd: dict[str, Any] = {}
@@ -310,6 +275,8 @@ class _Acc:
                 if i < len(self._moves):
                     mseq, text, is_call = self._moves[i]
                     upd["next"] = f"{_failures.move_text(text, is_call)} (#{mseq})"
+            if f.resolved_at is None and f.key and f.failed_again is None:
+                upd["failed_again"] = _failures.first_after(sorted(failed_runs.get(f.key, ())), f.seq)
             if f.resolved_at is None and f.key:
                 runs = sorted(self._ok_runs.get(f.key, ()))
                 suite = _failures.suite_key(f.key) if is_test_command(f.key[4:]) else ""
@@ -336,6 +303,9 @@ class _Acc:
     def add_pair(self, use: ToolUseBlock, use_seq: int, act: _Action,
                  result: ToolResultBlock, result_seq: int) -> None:
         out = _outcome(result)
+        if out.failed and not result.is_error and no_match(act.command, out):
+            out = out.model_copy(update={"failed": False, "error_line": ""})  # "grep found nothing"
+        self._last_result(use.id, out, result_seq)
         text = out.text
         m = _SWE_OPEN_FILE_RE.search(text[-600:]) if text else None
         header = _SWE_FILE_HEADER_RE.search(text[:400]) if text else None
@@ -357,8 +327,12 @@ class _Acc:
         elif act.kind == "change" and not out.failed:
             for p in paths:
                 aider = self._aider_digests if use.name == "apply_edit" else {}
+                aider_text = self._aider_texts.get(p, "") if use.name == "apply_edit" else ""
                 self._touch(self.files_changed, p, use_seq, act.change_op, use.id,
-                            act.digests.get(p) or act.digests.get("", "") or aider.get(p, ""))
+                            act.digests.get(p) or act.digests.get("", "") or aider.get(p, ""),
+                            act.texts.get(p) or act.texts.get("", "") or aider_text,
+                            (act.facts.get(p) or act.facts.get("", [])) if act.facts is not None else None,
+                            (p not in self._aider_partial) if aider_text and not act.texts else not act.partial)
 
         if act.kind == "command" and act.command is not None:
             if use.id not in self._command_ids:
@@ -370,7 +344,8 @@ class _Acc:
             if not out.failed:
                 for p in act.paths:
                     self._touch(self.files_changed, p, use_seq, act.shell_ops.get(p, "shell"), use.id,
-                                act.digests.get(p, ""))
+                                act.digests.get(p, ""), act.texts.get(p, ""),
+                                act.facts.get(p, []) if act.facts is not None else None, not act.partial)
                 for p in act.reads:
                     self._touch(self.files_read, p, use_seq, "read", use.id)
             if act.is_test and use.id not in self._test_ids:
@@ -397,6 +372,38 @@ class _Acc:
         if out.failed and result.is_error and not error_names(text, True):
             pass  # shown under failed approaches with its first line
 
+    def on_call(self, e: Event, use: ToolUseBlock, act: _Action) -> None:
+        """The agent's call ``use`` in ``e``: the last action so far (its outcome comes later).
+
+        Kept as references and materialized once, in ``build``: this runs for every call.
+        """
+        if e.seq >= self._last_seq:
+            self._last = ("call", e, use, act)
+            self._last_seq = e.seq
+            self._last_out = None
+
+    def _last_result(self, use_id: str, out: Any, result_seq: int) -> None:
+        if self._last is not None:
+            if self._last[0] == "call" and self._last[2].id == use_id:
+                self._last_out = (out, result_seq)
+            return
+        la = self.last_action  # the previous state's, resolved by a late result (reconcile)
+        if la is not None and la.tool_use_id == use_id:
+            self.last_action = _with_result(la, out, result_seq)
+
+    def _built_last_action(self) -> LastAction | None:
+        if self._last is None:
+            return self.last_action
+        if self._last[0] == "reply":
+            _, seq, first = self._last
+            return LastAction(seq=seq, kind="reply", what=_one_line(first, 200), status="reply")
+        _, e, use, act = self._last
+        text = e.text
+        intent = next((x for x in split_sentences(text) if len(x) >= 8), "") if text else ""
+        la = LastAction(seq=e.seq, what=_one_line(act.command or act.summary or use.name, 200),
+                        intent=_one_line(intent, 160), tool_use_id=use.id)
+        return _with_result(la, *self._last_out) if self._last_out is not None else la
+
     def add_unknown(self, use: ToolUseBlock, use_seq: int, act: _Action) -> None:
         if use.id in self.unknown:
             return
@@ -404,6 +411,8 @@ class _Acc:
             seq=use_seq, tool_use_id=use.id, name=use.name, kind=act.kind,
             summary=act.summary or use.name, command=act.command, paths=list(act.paths),
             reads=list(act.reads), is_test=act.is_test, digests=dict(act.digests),
+            facts={p: f for p, t in act.texts.items()
+                   if (f := _content.content_facts(p or (act.paths or [""])[0], t, not act.partial))},
         )
 
     def resolve(self, u: UnknownAction, result: ToolResultBlock, result_seq: int) -> None:
@@ -411,7 +420,7 @@ class _Acc:
         use = ToolUseBlock(id=u.tool_use_id, name=u.name, input={})
         act = _Action(kind=u.kind, tool=u.name, command=u.command, paths=list(u.paths),
                       reads=list(u.reads), change_op="edit" if u.kind == "change" else "",
-                      is_test=u.is_test, summary=u.summary, digests=dict(u.digests))
+                      is_test=u.is_test, summary=u.summary, digests=dict(u.digests), facts=dict(u.facts))
         if u.kind == "todo":
             act.kind = "other"  # the todo items were not kept for unknown actions
         self.add_pair(use, u.seq, act, result, result_seq)
@@ -429,7 +438,7 @@ class _Acc:
             constraints=self.constraints,
             decisions=decisions,
             files_read=list(self.files_read.values()),
-            files_changed=list(self.files_changed.values()),
+            files_changed=self.notes.annotate(list(self.files_changed.values())),
             commands=self.commands,
             tests=self.tests,
             errors=self.errors,
@@ -442,11 +451,24 @@ class _Acc:
             covers_end=self.covers_end,
             outcomes=outcomes,
             reasons=reasons,
+            last_action=self._built_last_action(),
+            file_notes=self.notes.last_mentions,
         )
 
 
 def _norm(text: str) -> str:
     return " ".join(text.split()).lower()
+
+
+def _with_result(la: LastAction, out: Any, result_seq: int) -> LastAction:
+    """``la`` with the outcome of its result: ok or failed, the exit code and the cause."""
+    parts = [f"exit {out.exit_code}"] if out.exit_code is not None else []
+    if out.failed:
+        cause = _failures.failure_cause(out.text) if out.text else out.error_line
+        if cause:
+            parts.append(cause)
+    return la.model_copy(update={"status": "failed" if out.failed else "ok", "result_seq": result_seq,
+                                 "detail": _one_line(": ".join(parts), 220)})
 
 
 # --- public API -------------------------------------------------------------------------------
@@ -501,6 +523,7 @@ def lift_state(events: Sequence[Event], prev: LiftedState | None = None) -> Lift
             uses[use.id] = (use, e.seq, act)
             if e.role == "assistant":
                 acc.note_move(e.seq, act.command or act.summary or use.name, True)
+                acc.on_call(e, use, act)
             if use.id in results:
                 r, rseq = results[use.id]
                 acc.add_pair(use, e.seq, act, r, rseq)

@@ -44,6 +44,19 @@ class FileRef(_Item):
     count: int = 1
     tool_use_id: str | None = None
     digest: str = Field(default="", description="What the latest change put in the file, short.")
+    facts: list[str] = Field(
+        default_factory=list,
+        description="What the file defines, from the text the agent wrote (compactor.lifting.content): "
+        "constants and values, signatures, config keys, data files, ids, its own one-line 'about'.")
+    note: str = Field(default="", description="The agent's own one-line explanation of the file, if it gave one.")
+
+
+class FileNote(_Item):
+    """A sentence of the agent's that names a file (carried for files it changes next)."""
+
+    key: str = Field(description="The path or file name the sentence names.")
+    seq: int
+    text: str
 
 
 CommandStatus = Literal["ok", "failed", "unknown"]
@@ -91,6 +104,8 @@ class FailedApproach(_Item):
     resolved_at: int | None = Field(
         default=None, description="Seq of a later successful run of the same action; None = open.")
     result_seq: int | None = Field(default=None, description="Seq of the failed result.")
+    failed_again: int | None = Field(
+        default=None, description="Seq of the next run of the same action that failed too (None: not rerun).")
     key: str = Field(default="", description="The action normalized, to match a later run.")
 
 
@@ -110,6 +125,26 @@ class UnknownAction(_Item):
     reads: list[str] = Field(default_factory=list, description="Files a shell command would read.")
     is_test: bool = False
     digests: dict[str, str] = Field(default_factory=dict, description="File -> what it would put there.")
+    facts: dict[str, list[str]] = Field(
+        default_factory=dict, description="File -> what its text would define (compactor.lifting.content).")
+
+
+LastStatus = Literal["ok", "failed", "unknown", "reply"]
+
+
+class LastAction(_Item):
+    """What the agent was doing where the covered range ends, and whether its result came."""
+
+    seq: int = Field(description="Seq of the agent's last call or message in the range.")
+    kind: Literal["call", "reply"] = "call"
+    what: str = Field(description="The call (command, tool + target) or the reply's first sentence.")
+    intent: str = Field(default="", description="The agent's words beside the call, clipped.")
+    tool_use_id: str | None = None
+    status: LastStatus = Field(
+        default="unknown",
+        description="ok / failed: its result came; unknown: no result in the log; reply: a message, no call.")
+    result_seq: int | None = None
+    detail: str = Field(default="", description="Exit code and the telling line of the result.")
 
 
 class Todo(_Item):
@@ -156,6 +191,12 @@ class LiftedState(BaseModel):
         default_factory=list,
         description="Sentences where the agent gave a reason or stated a rule or number.",
     )
+    file_notes: list[FileNote] = Field(
+        default_factory=list,
+        description="Sentences of the agent's last message that name files: the note of a file it "
+        "changes after this range (compactor.lifting.notes).")
+    last_action: LastAction | None = Field(
+        default=None, description="The agent's last call or message in the covered range and its outcome.")
 
     @property
     def latest_request(self) -> Request | None:

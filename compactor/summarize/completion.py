@@ -20,6 +20,7 @@ import re
 from compactor.lifting.lift import LiftedState
 from compactor.summarize.structured import (
     CONSTRAINTS,
+    FILES_CHANGED,
     GOAL,
     LATEST,
     UNKNOWN,
@@ -90,7 +91,16 @@ def complete_from_state(text: str, state: LiftedState, budget_tokens: int, *,
                         and latest.text.strip() not in text)
     must: list[tuple[str, str]] = []
     optional: list[tuple[int, int, str, str]] = []
+    file_at: int | None = None  # optional[] index of the file line its detail lines belong to
     for ln in doc.lines:
+        if ln.detail and ln.section == FILES_CHANGED:
+            # what a changed file holds / the agent's note on it: goes with its file line when
+            # that line is added, and not on its own (a named file's details are the model's)
+            if file_at is not None:
+                tier, order, section, body = optional[file_at]
+                optional[file_at] = (tier, order, section, body + "\n" + ln.text.strip())
+            continue
+        file_at = None
         if ln.section == LATEST or (latest_full and latest is not None and ln.section == GOAL
                                     and state.goal is not None and state.goal.seq == latest.seq):
             continue  # the latest request: quoted below when needed, else it is in the tail
@@ -100,6 +110,8 @@ def complete_from_state(text: str, state: LiftedState, budget_tokens: int, *,
             must.append((ln.section, ln.text))
         else:
             optional.append((-(ln.tier or 100), ln.order, ln.section, ln.text))
+            if ln.section == FILES_CHANGED:
+                file_at = len(optional) - 1
     if not must and not optional and not quote_latest:
         return text, []
     out = [text.rstrip(), "", ALSO_HEADING]

@@ -47,7 +47,7 @@ from compactor.tokens import count_event, count_text
 from compactor.summarize.structured import SECTION_NAMES as _SECTION_NAMES  # one template for both summarizers
 
 SECTION_NAMES: tuple[str, ...] = tuple(_SECTION_NAMES)
-PROMPT_VERSION = "compactor-summary-v3"
+PROMPT_VERSION = "compactor-summary-v4"
 MAX_DROP_RETRIES = 3
 """Prompt-too-long: at most this many shrink-and-retry rounds inside one activity attempt."""
 MODEL_BUDGET_SHARE = 0.7
@@ -67,7 +67,9 @@ _SECTION_HINTS: dict[str, str] = {
     "Agent's reports (newest first)": "the agent's own closing report of each user turn, newest "
     "first (lifted_state.outcomes): what it did, why, the results and numbers it gave, and "
     "what it said is left; keep its words and figures",
-    "Files changed": "paths the agent created or modified, each with what changed in it",
+    "Files changed": "paths the agent created or modified, each with what changed in it and what "
+    "it now holds (lifted_state.files_changed[].facts: constants and values, settings, "
+    "signatures, data files) and the agent's own note on it",
     "Files read": "paths the agent read",
     "Commands run": "commands with their exit status",
     "Tests": "test runs, their result and the log seq they ran at",
@@ -81,6 +83,8 @@ _SECTION_HINTS: dict[str, str] = {
     "lifted_state.unknown_actions: tool calls with no recorded result; say they must be verified",
     "Artifacts": "stored artifacts by uri",
     "Links the user gave": "URLs from the user",
+    "Last action (where this summary ends)": "the agent's last call (lifted_state.last_action) "
+    "and whether its result came; never done when no result is recorded",
     "Latest request": "the most recent user request, verbatim",
 }
 

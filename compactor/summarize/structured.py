@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
-from compactor.lifting.lift import FailedApproach, LiftedState, Request
+from compactor.lifting.lift import FailedApproach, FileRef, LastAction, LiftedState, Request
 from compactor.lifting.narrative import fit_report, norm, select_reasons, select_reports
 from compactor.tokens import count_text
 
@@ -41,6 +41,7 @@ REASONS = "Reasons and rules"
 UNKNOWN = "Outcome unknown (not confirmed — verify before relying on them)"
 ARTIFACTS = "Artifacts"
 LINKS = "Links the user gave"
+LAST_ACTION = "Last action (where this summary ends)"
 LATEST = "Latest request"
 
 SECTION_NAMES: tuple[str, ...] = (
@@ -59,6 +60,7 @@ SECTION_NAMES: tuple[str, ...] = (
     UNKNOWN,
     ARTIFACTS,
     LINKS,
+    LAST_ACTION,
     LATEST,
 )
 """The template, in order; the Anthropic summarizer asks the model for the same headings."""
@@ -98,6 +100,13 @@ _TIER_FILE_CHANGED = 85
 _TIER_TODO_OPEN = 90
 _TIER_NEWEST_REPORT = 92  # the agent's own account of the latest turn, clipped to its share
 _TIER_LAST_TEST = 95
+_TIER_FILE_DETAIL = 36  # what a changed file holds (within its share): goes before the file's line
+_TIER_LAST_CALL = 93  # a call whose result never came, or failed: the next turn starts there
+_TIER_LAST_DONE = 37  # a call that worked, or a reply: the reports say as much; goes before them
+
+ARTIFACT_SHARE = 0.15
+"""Share of the summary budget for what changed files hold (notes and facts), newest files first."""
+MIN_ARTIFACT_TOKENS = 80
 
 ESSENTIAL_TIER = _TIER_MIDDLE_REQUEST
 """Items at or above this tier are what the budget split protects: the engine prefers a shorter
@@ -130,14 +139,15 @@ class _Line:
     order: int = 0
     tokens: int = 0
     dropped: bool = False
+    detail: bool = False  # a detail of the line above: dropped silently, never counted as an item
 
 
 @dataclass
 class _Doc:
     lines: list[_Line] = field(default_factory=list)
 
-    def add(self, section: str, text: str, tier: int | None, seq: int) -> None:
-        self.lines.append(_Line(section, text, tier, seq, order=len(self.lines)))
+    def add(self, section: str, text: str, tier: int | None, seq: int, detail: bool = False) -> None:
+        self.lines.append(_Line(section, text, tier, seq, order=len(self.lines), detail=detail))
 
 
 def _one_line(text: str, n: int = 240) -> str:
@@ -166,18 +176,66 @@ def _failure_line(fa: FailedApproach) -> tuple[str, int]:
     """``#57 `anchor build` → failed, still open: "cause"; next: …`` and its keep-tier (the
     status first: it decides what the next turn does)."""
     if not fa.tool_use_id:  # the agent's own words ("that didn't work")
-        return f"- #{fa.seq} failed: {_one_line(fa.what)}", _TIER_FAILED_APPROACH
+        return f"- #{fa.seq} the agent said: \"{_one_line(fa.what)}\"", _TIER_FAILED_APPROACH
     cause = fa.cause or fa.error
     if fa.resolved_at is not None:
         status, tier = f", resolved at #{fa.resolved_at}", _TIER_FAILED_RESOLVED
+    elif fa.key and fa.failed_again is not None:
+        status, tier = f", failed again at #{fa.failed_again}", _TIER_FAILED_OPEN
     elif fa.key:
-        status, tier = ", still open", _TIER_FAILED_OPEN
+        status, tier = ", still open (not rerun since)", _TIER_FAILED_OPEN
     else:  # nothing to compare a later run with
         status, tier = "", _TIER_FAILED_APPROACH
-    line = f"- #{fa.seq} {_code(fa.what, 120)} → failed{status}" + (f": {_one_line(cause, 200)}" if cause else "")
+    if not cause and fa.error:
+        cause = fa.error
+    line = f"- #{fa.seq} {_code(fa.what, 120)} → failed{status}" + (
+        f": {_one_line(cause, 200)}" if cause else ": no error text in the output")
     if fa.next:
         line += f"; next: {_one_line(fa.next, 110)}"
     return line, tier
+
+
+def _file_details(files: list[FileRef], budget: int | None) -> dict[str, str]:
+    """Path -> ``  the agent: <its note>`` / ``  holds: <facts>`` lines for changed files, newest first,
+    within ``ARTIFACT_SHARE`` of the budget (everything when ``budget`` is None)."""
+    left = None if budget is None else max(MIN_ARTIFACT_TOKENS, int(budget * ARTIFACT_SHARE))
+    out: dict[str, str] = {}
+    for f in sorted(files, key=lambda x: x.seq, reverse=True):
+        if left is not None and left < 12:
+            break
+        parts: list[str] = []
+        if f.note:
+            note = f"the agent: {f.note}"
+            cost = count_text(note) + 2
+            if left is None or cost <= left:
+                parts.append(note)
+                left = None if left is None else left - cost
+        facts: list[str] = []
+        for fact in f.facts:
+            cost = count_text(fact) + 1
+            if left is not None and cost > left:
+                break
+            facts.append(fact)
+            left = None if left is None else left - cost
+        if facts:
+            parts.append("holds: " + " · ".join(facts))
+        if parts:
+            out[f.path] = "\n".join("  " + p for p in parts)
+    return out
+
+
+def _last_action_line(la: LastAction) -> tuple[str, int]:
+    """``#57 `npm test` ("Now the tests") → result came (#58): failed, exit 1: …`` and its tier."""
+    if la.kind == "reply":
+        return f"- #{la.seq} the agent's last message (no call pending): {_one_line(la.what, 200)}", _TIER_LAST_DONE
+    intent = f" (\"{_one_line(la.intent, 90)}\")" if la.intent else ""
+    if la.status == "unknown":
+        status = "no result in the log: it may not have run or may have failed; verify it"
+    else:
+        word = "ok" if la.status == "ok" else "FAILED"
+        status = f"result came (#{la.result_seq}): {word}" + (f": {la.detail}" if la.detail else "")
+    return (f"- #{la.seq} {_code(la.what, 120)}{intent} → {status}",
+            _TIER_LAST_DONE if la.status == "ok" else _TIER_LAST_CALL)
 
 
 def _build(state: LiftedState, short_requests: bool = False, budget: int | None = None,
@@ -230,12 +288,15 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     reasons = select_reasons(state.reasons, budget, [t for _, t in reports])
     shown = [norm(t) for _, t in reports] + [norm(r.text) for r in reasons]
 
+    details = _file_details(state.files_changed, budget)
     for f in state.files_changed:
         ops = ", ".join(f.ops) if f.ops else "changed"
         times = f" ×{f.count}" if f.count > 1 else ""
         digest = f": {_one_line(f.digest, 240)}" if f.digest else ""
         doc.add(FILES_CHANGED, f"- {f.path} ({ops}{times}, last #{f.seq}){digest}", _TIER_FILE_CHANGED,
                 f.seq)
+        if details.get(f.path):
+            doc.add(FILES_CHANGED, details[f.path], _TIER_FILE_DETAIL, f.seq, detail=True)
 
     changed = {f.path for f in state.files_changed}
     for f in state.files_read:
@@ -281,12 +342,6 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     by_name: dict[str, list] = {}
     for e in state.errors:
         by_name.setdefault(e.name, []).append(e)
-    for name, items in by_name.items():
-        seqs = ", ".join(f"#{e.seq}" for e in items[:4]) + (", …" if len(items) > 4 else "")
-        fixed = [resolved_at.get(e.tool_use_id) for e in items]
-        done = f" (resolved at #{max(fixed)})" if all(fixed) else ""  # type: ignore[type-var]
-        doc.add(ERRORS, f"- {name} ({seqs}): {_one_line(items[-1].message, 200)}{done}",
-                _TIER_ERROR_RESOLVED if done else _TIER_ERROR, items[-1].seq)
     # The same failure repeated (calls failing with the same cause: a blocked tool, the same
     # missing module) is said once, with its runs; it is open while any of them is.
     groups: dict[tuple[str, bool], list[FailedApproach]] = {}
@@ -294,6 +349,7 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         cause = fa.cause or fa.error
         key = (cause, True) if cause and fa.tool_use_id else (f"{fa.what}\0{cause}", bool(fa.tool_use_id))
         groups.setdefault(key, []).append(fa)
+    failure_lines: list[list] = []  # [line, tier, seq, tool ids]
     for runs in groups.values():
         open_runs = [fa for fa in runs if fa.resolved_at is None and fa.key]
         lead = open_runs[-1] if open_runs else runs[-1]
@@ -303,7 +359,30 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
             also = ", ".join(f"#{fa.seq}" for fa in others[-4:]) + (", …" if len(others) > 4 else "")
             line = line.replace(f"- #{lead.seq} ", f"- #{lead.seq} (×{len(runs)} with the same cause, "
                                 f"also {also}) ", 1)
-        doc.add(ERRORS, line, tier, lead.seq)
+        failure_lines.append([line, tier, lead.seq, {fa.tool_use_id for fa in runs if fa.tool_use_id}])
+
+    # An error name is said by the failure line of the call that hit it when that line quotes it
+    # (command, cause, status: "what failed, why, fixed or not" in one line, which then keeps
+    # as long as the error would); otherwise on its own line, with the call that hit it.
+    what_failed = {c.tool_use_id: c.command for c in state.commands if c.tool_use_id}
+    what_failed.update({fa.tool_use_id: fa.what for fa in state.failed_approaches if fa.tool_use_id})
+    for name, items in by_name.items():
+        seqs = ", ".join(f"#{e.seq}" for e in items[:4]) + (", …" if len(items) > 4 else "")
+        fixed = [resolved_at.get(e.tool_use_id) for e in items]
+        done = f", resolved at #{max(fixed)}" if all(fixed) else ""  # type: ignore[type-var]
+        tier = _TIER_ERROR_RESOLVED if done else _TIER_ERROR
+        carriers = [fl for fl in failure_lines if name in fl[0]
+                    and any(e.tool_use_id in fl[3] for e in items if e.tool_use_id)]
+        if carriers and all(any(e.tool_use_id in fl[3] for fl in carriers) for e in items):
+            for fl in carriers:
+                fl[1] = max(fl[1], tier)
+            continue
+        where = what_failed.get(items[-1].tool_use_id or "")
+        where_text = f" in {_code(where, 90)}" if where else ""
+        doc.add(ERRORS, f"- {name} ({seqs}{done}){where_text}: {_one_line(items[-1].message, 200)}",
+                tier, items[-1].seq)
+    for line, tier, seq, _ in failure_lines:
+        doc.add(ERRORS, line, tier, seq)
 
     for d in state.decisions:
         if any(norm(d.text) in t for t in shown):
@@ -326,6 +405,13 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         quoted = any(link.url in body for body in shown_in_full)
         doc.add(LINKS, f"- {link.url}", _TIER_QUOTED_CONSTRAINT if quoted else _TIER_LINK, link.seq)
 
+    la = state.last_action
+    if la is not None and not (la.kind == "reply" and any(o.seq == la.seq for o in state.outcomes)):
+        # (a closing reply is the newest report already)
+        line, tier = _last_action_line(la)
+        # one line that repeats the reports or the unknown actions: dropped silently for space
+        doc.add(LAST_ACTION, line, tier, la.seq, detail=True)
+
     if latest is not None:
         if goal is not None and latest.seq == goal.seq:
             doc.add(LATEST, f"(#{latest.seq}, the same as the goal above)", None, latest.seq)
@@ -341,7 +427,8 @@ def _render(doc: _Doc) -> tuple[str, dict[str, list[str]], dict[str, int]]:
     dropped: dict[str, int] = {}
     for ln in doc.lines:
         if ln.dropped:
-            dropped[ln.section] = dropped.get(ln.section, 0) + 1
+            if not ln.detail:
+                dropped[ln.section] = dropped.get(ln.section, 0) + 1
         else:
             sections.setdefault(ln.section, []).append(ln.text)
     parts: list[str] = []

@@ -408,3 +408,21 @@ def test_left_out_reads_the_record_or_the_summary_notes() -> None:
     note = user(1, "## Errors\n- a\n- (4 more not shown for space; they are in the full log)\n\n"
                    "(Not shown for space, in the full log: files read 34, commands run 2.)")
     assert left_out(object(), [note]) == {"(more not shown)": 4, "files read": 34, "commands run": 2}
+
+
+def test_constants_and_data_files_the_agent_wrote_are_facts() -> None:
+    from compactor.bench.facts import extract_facts, recalled
+    from compactor.events import Event, TextBlock, ToolResultBlock, ToolUseBlock
+
+    code = 'MAX_RETRIES = 5\nAPI_URL = "https://x.test/v1"\ndf = load("data/iot.csv")\nx = 3\n'
+    evs = [
+        Event(seq=1, id="u", role="user", blocks=[TextBlock(text="write the loader")]),
+        Event(seq=2, id="a", role="assistant", blocks=[
+            ToolUseBlock(id="t1", name="Write", input={"file_path": "load.py", "content": code})]),
+        Event(seq=3, id="r", role="user", blocks=[ToolResultBlock(tool_use_id="t1", content=[TextBlock(text="ok")])]),
+    ]
+    facts = {f.key: f for f in extract_facts(evs) if f.kind in ("constant", "data_file")}
+    assert set(facts) == {"MAX_RETRIES = 5", "API_URL = https://x.test/v1", "data/iot.csv"}
+    c = facts["MAX_RETRIES = 5"]
+    assert recalled(c, "load.py holds: MAX_RETRIES = 5 · def load()")
+    assert not recalled(c, "MAX_RETRIES is set in load.py") and not recalled(c, "retries: 5")

@@ -63,3 +63,21 @@ def test_terms_work_in_any_language_and_ignore_rendering_decorations():
     assert named(terms("- #12 `pytest tests/test_client.py` → exit 1"), "ran test_client.py again")
     assert not terms("- #12 → exit 0")
     assert not named(terms("Add retries to src/client.py"), "## goal placeholder")
+
+
+def test_a_changed_file_the_model_left_out_comes_back_with_what_it_holds():
+    """Completion adds a file the answer did not name together with its detail lines (the
+    constants it defines), never those details alone under no file."""
+    from compactor.lifting.lift import lift_state
+    from compactor.summarize.completion import complete_from_state
+    from tests.unit.engine_fixtures import Conv
+
+    c = Conv()
+    c.user("Write the scoring module.")
+    c.call("Write", {"file_path": "src/score.py",
+                     "content": "WEIGHT_RECENCY = 0.35\nMAX_SCORE = 100\n\ndef score(item):\n    return 1\n"}, "ok")
+    state = lift_state(c.events)
+    text, added = complete_from_state("## Goal\n- Write the scoring module.\n", state, 2_000)
+    assert "Files changed" in added
+    item = text[text.index("src/score.py"):]
+    assert "WEIGHT_RECENCY" in item.split("\n- ", 1)[0]  # on the file's own item

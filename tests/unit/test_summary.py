@@ -14,6 +14,7 @@ from compactor.lifting.lift import (
     ErrorItem,
     FailedApproach,
     FileRef,
+    LastAction,
     LiftedState,
     Request,
     TestRun,
@@ -77,6 +78,8 @@ def big_state(n_commands: int = 60, n_reads: int = 40) -> LiftedState:
         covers_end=400,
         outcomes=[TurnOutcome(seq=395, request_seq=50, text="Completion for bash works; zsh is left.")],
         reasons=[Reason(seq=310, text="Exit codes stay as they were because scripts depend on them.")],
+        last_action=LastAction(seq=399, what="git push origin main", intent="Pushing the branch now.",
+                               tool_use_id="toolu_pending"),
     )
 
 

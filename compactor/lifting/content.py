@@ -1,0 +1,215 @@
+"""What a file the agent wrote holds, for an agent that continues the work without reading it.
+
+Blind readers of structured summaries could not answer "what does module X decide", "how is
+score Y computed", "which data files does the app load" or "which constants did the agent
+set": the summary named the files and the functions, not what they say. Per written text
+(a whole write, or the new lines of an edit) this module keeps short facts, in file order:
+
+- ``about``: the file's own one-line explanation (a module docstring or a header comment);
+- constants and their values (``MAX_RETRIES = 5``, ``const API_URL = "..."``, ``EPOCHS: int = 20``);
+- function/class signatures (``def score(row, weights) -> float``);
+- top-level config keys with scalar values (JSON, YAML, TOML, ``.env``, INI);
+- data files the code names in string literals (``data/iot_data.csv``) and ids it declares
+  (``declare_id!("...")``, UUIDs).
+
+Every fact is copied from the text (whitespace collapsed, long values clipped at a word
+boundary with an ellipsis), so names and values in the summary are the file's own. Plain
+rules, no model: the same text always gives the same facts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+MAX_FACTS = 12
+"""Facts kept per file (the newest write's first, then older ones not redefined)."""
+FACT_CHARS = 90
+VALUE_CHARS = 48
+
+_PY_DOC = re.compile(r"\A(?:#![^\n]*\n)?(?:#[^\n]*coding[^\n]*\n)?\s*(?:[rRuU])?(\"\"\"|''')\s*([^\n]+)")
+_HEAD_COMMENT = re.compile(r"\A(?:#![^\n]*\n)?\s*(?://+|#+|--|/\*+|<!--)\s*([^\n]{12,})")
+_SIGS: dict[str, re.Pattern[str]] = {
+    "py": re.compile(r"^[ \t]*((?:async\s+)?def\s+[A-Za-z_]\w*\s*\([^)]*\)(?:\s*->\s*[^:\n]+)?|class\s+[A-Za-z_]\w*"
+                     r"(?:\([^)]*\))?)\s*:", re.M),
+    "js": re.compile(r"^[ \t]*((?:export\s+(?:default\s+)?)?(?:async\s+)?function\*?\s+[A-Za-z_$][\w$]*\s*\([^)]*\)"
+                     r"(?:\s*:\s*[^{\n]+)?|(?:export\s+)?(?:const|let)\s+[A-Za-z_$][\w$]*\s*=\s*(?:async\s+)?"
+                     r"\([^)]*\)\s*(?::\s*[^=\n]+)?=>|(?:export\s+)?(?:abstract\s+)?class\s+[A-Za-z_$][\w$]*"
+                     r"(?:\s+extends\s+[\w$.]+)?|(?:export\s+)?interface\s+[A-Za-z_$][\w$]*)", re.M),
+    "rs": re.compile(r"^[ \t]*((?:pub(?:\([^)]*\))?\s+)?(?:async\s+)?fn\s+[A-Za-z_]\w*\s*(?:<[^>]*>)?\s*\([^)]*\)"
+                     r"(?:\s*->\s*[^{\n]+)?|(?:pub\s+)?(?:struct|enum|trait)\s+[A-Za-z_]\w*)", re.M),
+    "go": re.compile(r"^(func\s+(?:\([^)]*\)\s*)?[A-Za-z_]\w*\s*\([^)]*\)[^{\n]*|type\s+[A-Za-z_]\w*\s+\w+)", re.M),
+    "sh": re.compile(r"^[ \t]*((?:function\s+)?[A-Za-z_][\w-]*\s*\(\))\s*\{", re.M),
+}
+_CONSTS: dict[str, re.Pattern[str]] = {
+    "py": re.compile(r"^([A-Z][A-Z0-9_]{1,})\s*(?::\s*[^=\n]+)?=\s*([^\n]+)$", re.M),
+    "js": re.compile(r"^(?:export\s+)?(?:const|let|var)\s+([A-Za-z_$][\w$]*)\s*(?::\s*[^=\n]+)?=\s*"
+                     r"((?:-?\d[\d_.]*(?:e-?\d+)?|\"[^\"\n]*\"|'[^'\n]*'|`[^`\n]*`|true|false|\[[^\]\n]*\]|"
+                     r"\{[^}\n]*\})\s*;?)\s*(?://.*)?$", re.M),
+    "rs": re.compile(r"^[ \t]*(?:pub\s+)?(?:const|static)\s+([A-Z][A-Z0-9_]*)\s*:\s*[^=\n]+=\s*([^;\n]+);", re.M),
+    "go": re.compile(r"^[ \t]*([A-Z][A-Za-z0-9_]*|[a-z]\w*)\s*(?:[A-Za-z.\[\]]+\s*)?=\s*((?:-?\d[\d_.]*|\"[^\"\n]*\"|"
+                     r"true|false))\s*$", re.M),
+    "sh": re.compile(r"^(?:export\s+)?([A-Z][A-Z0-9_]+)=([^\n]+)$", re.M),
+}
+# settings written inside functions (``num_epochs = 20``, ``let threshold = 0.8;``): literal values only
+_LOCAL_LITERALS: dict[str, re.Pattern[str]] = {
+    "py": re.compile(r"^[ \t]+([a-z_][a-z0-9_]{2,})\s*(?::\s*\w+\s*)?=\s*(-?\d[\d_]*\.?\d*(?:e-?\d+)?|"
+                     r"\"[^\"\n]{1,60}\"|'[^'\n]{1,60}')\s*(?:#.*)?$", re.M),
+    "js": re.compile(r"^[ \t]+(?:const|let|var)\s+([A-Za-z_$][\w$]{2,})\s*=\s*(-?\d[\d_]*\.?\d*|\"[^\"\n]{1,60}\"|"
+                     r"'[^'\n]{1,60}')\s*;?\s*(?://.*)?$", re.M),
+}
+# settings passed or looped over: ``lr=0.001``, ``for epoch in range(20)``
+# an assignment whose value holds a number: the settings and formulas the code computes with
+# (``optimizer = optim.Adam(model.parameters(), lr=0.001)``, ``score = 0.7 * a + 0.3 * b``)
+_PY_NUMERIC_SET = re.compile(r"^[ \t]*([A-Za-z_][\w.]*(?:\[[^\]\n]{1,20}\])?)\s*=\s*([^=\n][^\n]{0,100})$", re.M)
+_NUMBER = re.compile(r"(?<![\w\[.:])-?(?:\d+\.\d+|[2-9]|\d{2,})(?![\w\]])")  # not 0/1, no index or slice
+_PY_RANGE = re.compile(r"^[ \t]*for\s+(\w+)\s+in\s+range\(([^()\n]{1,30})\)", re.M)
+_TRIVIAL = frozenset({"0", "1", "-1", "0.0", "1.0", "''", '""', "[]", "{}"})
+_CONF_PAIR: dict[str, re.Pattern[str]] = {
+    "yaml": re.compile(r"^([A-Za-z_][\w.-]*):[ \t]+([^\n#]+?)\s*(?:#.*)?$", re.M),
+    "toml": re.compile(r"^([A-Za-z_][\w.-]*)\s*=\s*([^\n#]+?)\s*(?:#.*)?$", re.M),
+    "env": re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=([^\n]*)$", re.M),
+}
+_DATA_FILE = re.compile(
+    r"[\"'`]((?:[\w.-]+/)*[\w.-]+\.(?:csv|tsv|json|jsonl|ndjson|parquet|txt|db|sqlite3?|ya?ml|toml|xlsx?|npy|npz|"
+    r"pt|pth|pkl|pickle|h5|hdf5|html|md|wav|mp3|mp4|png|jpe?g|svg|pdf|zip|gz))[\"'`]")
+_IDS = re.compile(r"declare_id!\(\s*\"(\w+)\"\s*\)|\b([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b")
+
+_KINDS = {
+    "py": "py", "pyi": "py", "js": "js", "mjs": "js", "cjs": "js", "jsx": "js", "ts": "js", "tsx": "js",
+    "rs": "rs", "go": "go", "sh": "sh", "bash": "sh", "zsh": "sh", "json": "json", "yaml": "yaml",
+    "yml": "yaml", "toml": "toml", "ini": "toml", "cfg": "toml", "conf": "toml", "env": "env",
+    "html": "js", "htm": "js", "vue": "js", "svelte": "js",  # their scripts
+}
+
+
+def kind_of(path: str) -> str:
+    base = path.rsplit("/", 1)[-1].lower()
+    if base.startswith(".env") or base.endswith(".env"):
+        return "env"
+    return _KINDS.get(base.rsplit(".", 1)[-1], "") if "." in base else ""
+
+
+def _flat(text: str, n: int = FACT_CHARS) -> str:
+    t = " ".join(text.split())
+    if len(t) <= n:
+        return t
+    head = t[: n - 1]
+    space = head.rfind(" ")
+    return (head[:space] if space > n // 2 else head).rstrip(" ,;:") + "…"
+
+
+def _value(v: str) -> str:
+    return _flat(v.strip().rstrip(";,"), VALUE_CHARS)
+
+
+def _json_pairs(text: str) -> list[str]:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return []
+    if not isinstance(data, dict):
+        return []
+    out = []
+    for k, v in data.items():
+        if isinstance(v, (str, int, float, bool)):
+            out.append(f"{k}: {_value(json.dumps(v, ensure_ascii=False))}")
+        elif isinstance(v, dict):
+            scal = [f"{k2}={json.dumps(v2, ensure_ascii=False)}" for k2, v2 in v.items()
+                    if isinstance(v2, (str, int, float, bool))][:4]
+            if scal:
+                out.append(f"{k}: {_flat(', '.join(scal), VALUE_CHARS + 20)}")
+    return out
+
+
+def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
+    """Short facts about what ``text`` (written to ``path``) defines, in file order.
+
+    ``whole``: the text is the whole file (a write), not an edit's new lines; only then is its
+    opening docstring or comment the file's own explanation.
+    """
+    if not text or not text.strip():
+        return []
+    kind = kind_of(path)
+    found: list[tuple[int, int, str]] = []  # (priority, position, fact)
+
+    m = _PY_DOC.match(text) if kind == "py" and whole else None
+    m = m or (_HEAD_COMMENT.match(text) if whole else None)
+    if m and m.group(m.lastindex or 1):
+        about = m.group(m.lastindex or 1).strip().rstrip("*/->").strip().strip("\"'").strip()
+        if len(about) >= 12 and not about.lower().startswith(("!", "eslint", "type:", "noqa", "pylint", "-*-")):
+            found.append((0, -1, "about: " + _flat(about)))
+    sig = _SIGS.get(kind)
+    if sig is not None:
+        found += [(2, m.start(), _flat(m.group(1))) for m in sig.finditer(text)]
+    const = _CONSTS.get(kind)
+    if const is not None:
+        for m in const.finditer(text):
+            value = m.group(2)
+            if kind == "py" and value.strip().startswith(("(", "[", "{")) and not value.rstrip().endswith((")", "]", "}")):
+                value = value.strip()[0] + "…"  # a multi-line literal: its opening only
+            found.append((1, m.start(), f"{m.group(1)} = {_value(value)}"))
+    local = _LOCAL_LITERALS.get(kind) if kind != "py" else None  # py: the numeric settings below
+    if local is not None:
+        found += [(4, m.start(), f"{m.group(1)} = {_value(m.group(2))}") for m in local.finditer(text)
+                  if m.group(2) not in _TRIVIAL]
+    if kind == "py":
+        found += [(4, m.start(), f"{m.group(1)} = {_flat(m.group(2).split('  #')[0], FACT_CHARS - 20)}")
+                  for m in _PY_NUMERIC_SET.finditer(text)
+                  if _NUMBER.search(m.group(2)) and m.group(2).strip() not in _TRIVIAL
+                  and not m.group(1).isupper()]  # constants are said above
+        found += [(4, m.start(), f"for {m.group(1)} in range({_flat(m.group(2), 30)})")
+                  for m in _PY_RANGE.finditer(text)]
+    if kind == "json":
+        found += [(1, i, p) for i, p in enumerate(_json_pairs(text))]
+    elif kind in _CONF_PAIR:
+        found += [(1, m.start(), f"{m.group(1)}: {_value(m.group(2))}" if kind != "toml"
+                   else f"{m.group(1)} = {_value(m.group(2))}")
+                  for m in _CONF_PAIR[kind].finditer(text) if m.group(2).strip()]
+    if kind not in ("json", "yaml", "toml", "env", ""):
+        for m in _DATA_FILE.finditer(text):
+            found.append((3, m.start(), "uses " + m.group(1)))
+    for m in _IDS.finditer(text):
+        found.append((1, m.start(), "id " + (m.group(1) or m.group(2))))
+
+    # the most telling first (the file's own line, constants, config, ids, signatures, data
+    # files, then settings) up to MAX_FACTS, shown in file order
+    seen: set[str] = set()
+    picked: list[tuple[int, int, str]] = []
+    for item in sorted(found):
+        if item[2] not in seen and len(picked) < MAX_FACTS:
+            seen.add(item[2])
+            picked.append(item)
+    return [fact for _, _, fact in sorted(picked, key=lambda t: t[1])]
+
+
+def fact_key(fact: str) -> str:
+    """What a fact is about (a name), so a later write of the same name replaces it."""
+    head = fact.split("(", 1)[0].split(" = ", 1)[0].split(": ", 1)[0]
+    return head.strip()
+
+
+def merge_facts(new: list[str], old: list[str], limit: int = MAX_FACTS) -> list[str]:
+    """The newest write's facts first, then the older ones it did not redefine, cut to ``limit``."""
+    keys = {fact_key(f) for f in new}
+    if new:
+        keys.add("about")  # the file's old header may be gone: only the newest text's own is sure
+    return (list(new) + [f for f in old if fact_key(f) not in keys])[:limit]
+
+
+_CONTENT_KEYS = ("content", "file_text", "contents", "new_content", "text", "code")
+_NEW_KEYS = ("new_string", "new_str", "newText", "new_text", "replace", "new")
+
+
+def written_text(inp: dict) -> str:
+    """The text a file tool call puts into its file: the whole content of a write, or the new
+    side of each edit (joined), "" when the input names none."""
+    edits = inp.get("edits")
+    if isinstance(edits, list):
+        return "\n".join(str(e.get(k)) for e in edits if isinstance(e, dict)
+                         for k in _NEW_KEYS if isinstance(e.get(k), str))
+    for key in _NEW_KEYS + _CONTENT_KEYS:
+        v = inp.get(key)
+        if isinstance(v, str):
+            return v
+    return ""

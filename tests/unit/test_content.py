@@ -1,0 +1,148 @@
+"""What a changed file holds, the agent's note on it, and the last action (issue 14 item 4)."""
+
+from __future__ import annotations
+
+from compactor.events import Event, TextBlock, ToolResultBlock, ToolUseBlock
+from compactor.lifting.content import content_facts, merge_facts
+from compactor.lifting.lift import lift_state
+from compactor.summarize.structured import FILES_CHANGED, LAST_ACTION, render_summary
+
+TRAIN = '''"""Train the sensor model and write the metrics."""
+import json
+
+EPOCHS = 20
+LEARNING_RATE = 0.001
+DATA = "data/iot_data.csv"
+
+
+def train_model(epochs: int = EPOCHS, lr: float = LEARNING_RATE) -> dict:
+    batch_size = 32
+    score = 0.7 * acc + 0.3 * f1  # the agent's formula
+    for epoch in range(epochs):
+        step(df[0])
+    df = load("data/iot_data.csv")
+    json.dump(out, open("results/results.json", "w"))
+'''
+
+
+def test_facts_of_a_python_write() -> None:
+    facts = content_facts("src/train.py", TRAIN)
+    assert facts[0] == "about: Train the sensor model and write the metrics."
+    assert "EPOCHS = 20" in facts and "LEARNING_RATE = 0.001" in facts
+    assert 'DATA = "data/iot_data.csv"' in facts
+    assert "def train_model(epochs: int = EPOCHS, lr: float = LEARNING_RATE) -> dict" in facts
+    assert "batch_size = 32" in facts and "uses results/results.json" in facts
+    assert "score = 0.7 * acc + 0.3 * f1" in facts and "for epoch in range(epochs)" in facts
+    assert not any("df[0]" in f for f in facts)
+
+
+def test_facts_of_config_and_js_files() -> None:
+    assert content_facts("cfg.yaml", "port: 8080\nmodel: small  # tiny\nlist:\n  - a\n") == [
+        "port: 8080", "model: small"]
+    assert content_facts("package.json", '{"name": "app", "version": "1.2.0", "scripts": {"test": "jest"}}') == [
+        'name: "app"', 'version: "1.2.0"', 'scripts: test="jest"']
+    js = "export const API_URL = 'https://api.test/v2';\nexport function score(row, weights) {\n  return 1;\n}\n"
+    assert content_facts("src/score.ts", js) == ["API_URL = 'https://api.test/v2'", "export function score(row, weights)"]
+    assert content_facts("notes.txt", "") == []
+
+
+def test_a_later_write_replaces_what_it_redefines() -> None:
+    old = ["about: placeholder", "EPOCHS = 10", "def train()"]
+    assert merge_facts(["EPOCHS = 20"], old) == ["EPOCHS = 20", "def train()"]
+
+
+def _write(seq: int, path: str, content: str, say: str = "") -> list[Event]:
+    blocks = ([TextBlock(text=say)] if say else []) + [
+        ToolUseBlock(id=f"w{seq}", name="Write", input={"file_path": path, "content": content})]
+    return [Event(seq=seq, id=f"a{seq}", role="assistant", blocks=blocks),
+            Event(seq=seq + 1, id=f"r{seq}", role="user", blocks=[ToolResultBlock(
+                tool_use_id=f"w{seq}", content=[TextBlock(text="File written")])])]
+
+
+def _session() -> list[Event]:
+    evs = [Event(seq=1, id="u1", role="user", blocks=[TextBlock(text="Write the trainer.")])]
+    evs += [Event(seq=2, id="a2", role="assistant", blocks=[TextBlock(
+        text="I'll create src/train.py, which trains for 20 epochs and writes results/results.json.")])]
+    evs += _write(3, "src/train.py", TRAIN)
+    evs += [Event(seq=5, id="a5", role="assistant", blocks=[
+        TextBlock(text="Now the tests."), ToolUseBlock(id="t1", name="Bash", input={"command": "pytest -q"})])]
+    return evs
+
+
+def test_the_summary_says_what_a_file_holds_and_the_agent_note() -> None:
+    st = lift_state(_session())
+    f = st.files_changed[0]
+    assert f.note.startswith("I'll create src/train.py, which trains for 20 epochs")
+    assert "EPOCHS = 20" in f.facts
+    r = render_summary(st, 2_000)
+    text = "\n".join(r.sections[FILES_CHANGED])
+    assert "the agent: I'll create src/train.py" in text and "EPOCHS = 20" in text
+    assert "uses results/results.json" in text
+
+
+def test_notes_and_facts_fold_across_checkpoints() -> None:
+    evs = _session()
+    whole = lift_state(evs)
+    assert lift_state(evs, prev=lift_state(evs[:2])) == whole  # the mention before the write
+    # a cut inside a tool pair: the write resolves later and keeps what it wrote
+    assert lift_state(evs, prev=lift_state(evs[:3])).files_changed[0].facts == whole.files_changed[0].facts
+
+
+def test_file_details_stay_within_their_share() -> None:
+    evs = [Event(seq=1, id="u1", role="user", blocks=[TextBlock(text="Write many modules.")])]
+    for i in range(40):
+        evs += _write(2 + 2 * i, f"src/m{i}.py", TRAIN)
+    st = lift_state(evs)
+    full = render_summary(st, 100_000)
+    small = render_summary(st, 3_000)
+    assert small.tokens <= 3_000
+    assert full.text.count("holds:") == 40 and 0 < small.text.count("holds:") < 40
+    assert "src/m39.py" in small.text  # the newest file keeps its line
+
+
+def test_last_action_without_a_result_is_never_done() -> None:
+    st = lift_state(_session())
+    la = st.last_action
+    assert la is not None and la.status == "unknown" and la.what == "pytest -q" and la.intent == "Now the tests."
+    line = render_summary(st, 2_000).sections[LAST_ACTION][0]
+    assert "`pytest -q`" in line and "no result in the log" in line and "ok" not in line.split("→")[1]
+
+
+def test_an_edits_leading_comment_is_not_the_files_explanation() -> None:
+    evs = [Event(seq=1, id="u1", role="user", blocks=[TextBlock(text="Fix rounding.")]),
+           Event(seq=2, id="a2", role="assistant", blocks=[ToolUseBlock(id="e1", name="Edit", input={
+               "file_path": "fields.py", "old_string": "return int(v)",
+               "new_string": "# round to nearest int\nreturn int(round(v))\nPRECISION = 3"})]),
+           Event(seq=3, id="r3", role="user", blocks=[ToolResultBlock(tool_use_id="e1", content=[TextBlock(text="ok")])])]
+    assert lift_state(evs).files_changed[0].facts == ["PRECISION = 3"]
+    assert content_facts("fields.py", "# Field types and their serialization.\nX = 1\n")[0].startswith("about: ")
+
+
+def test_a_late_result_updates_the_last_action() -> None:
+    from compactor.lifting.lift import reconcile
+
+    evs = _session()
+    st = lift_state(evs)
+    late = Event(seq=7, id="r7", role="user", blocks=[ToolResultBlock(
+        tool_use_id="t1", content=[TextBlock(text="2 failed, 9 passed\nExit code: 1")], is_error=True)])
+    new, resolved = reconcile(st, [late])
+    assert resolved == ["t1"]
+    assert new.last_action is not None and new.last_action.status == "failed" and new.last_action.result_seq == 7
+
+
+def test_an_error_is_said_once_with_what_hit_it_and_whether_it_was_fixed() -> None:
+    from compactor.summarize.structured import ERRORS
+
+    def run(seq: int, uid: str, out: str, err: bool) -> list[Event]:
+        return [Event(seq=seq, id=f"a{seq}", role="assistant", blocks=[
+                    ToolUseBlock(id=uid, name="Bash", input={"command": "python -m pytest -q tests/api"})]),
+                Event(seq=seq + 1, id=f"r{seq}", role="user", blocks=[ToolResultBlock(
+                    tool_use_id=uid, content=[TextBlock(text=out)], is_error=err)])]
+
+    evs = [Event(seq=1, id="u1", role="user", blocks=[TextBlock(text="Make the API tests pass.")])]
+    evs += run(2, "p1", "E   ValueError: invalid budget: -1\n1 failed, 3 passed\nExit code: 1", True)
+    evs += run(4, "p2", "4 passed\nExit code: 0", False)
+    lines = render_summary(lift_state(evs), 2_000).sections[ERRORS]
+    assert len(lines) == 1
+    assert "`python -m pytest -q tests/api` → failed, resolved at #4" in lines[0]
+    assert "ValueError: invalid budget: -1" in lines[0]
