@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from bisect import bisect_right
 from datetime import datetime
 from typing import Any, Sequence
 
@@ -312,6 +313,13 @@ def apply_layers(
         prev_summary_tokens = count_text(SUMMARY_PREFIX) + prev.summary_tokens
     if LAYER_SUMMARY in plan.layers:
         t_sum = time.perf_counter()
+        # One lifting pass for every candidate: the ladder's cuts grow, so each candidate's
+        # state extends the previous one (compactor.lifting.lift.Lifter; same states).
+        from compactor.lifting.lift import LiftedState, Lifter
+
+        covered_all = body(evs, end0)
+        covered_seqs = [e.seq for e in covered_all]
+        lifter = Lifter(covered_all, LiftedState.model_validate(state0) if state0 else None)
         # Normal mode keeps the latest request as an event (the cut is before it). Only when no
         # such cut meets the target may the cut pass it: the summary then quotes it in full,
         # which the validator checks (a truncated quote makes the candidate invalid).
@@ -332,7 +340,7 @@ def apply_layers(
                 )
                 if cut <= end0 or cut in tried:
                     continue
-                covered = [e for e in body(evs, end0) if e.seq <= cut]
+                covered = covered_all[:bisect_right(covered_seqs, cut)]
                 frame = build_view(evs, checkpoint(cut, summary="", sections={}, state={}, summary_tokens=0))
                 room = target - view_tokens(frame) - 4
                 replaced = sum(count_event(e) for e in covered) + prev_summary_tokens
@@ -343,7 +351,8 @@ def apply_layers(
                     continue  # the tail leaves no room for a summary: try a smaller tail
                 tried.add(cut)
                 limit = max(limit, MIN_SUMMARY_TOKENS)
-                out = summarize_range(covered, state0, limit, latest_full=not keep_request)
+                out = summarize_range(covered, state0, limit, latest_full=not keep_request,
+                                      state=lifter.state_at(cut))
                 src_hash = content_hash(covered)
                 if prev is not None and prev.source_hash:
                     src_hash = hashlib.sha256((prev.source_hash + src_hash).encode()).hexdigest()
