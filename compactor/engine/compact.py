@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from compactor.engine.boundary import body, choose_cut, latest_request
 from compactor.errors import InvalidInput
-from compactor.events import Block, Event, TextBlock, ToolResultBlock, content_hash
+from compactor.events import Block, Event, TextBlock, ToolResultBlock, content_hash, content_hash_line
 from compactor.engine.invariants import Violation, _refs, validate
 from compactor.engine.layers import (
     LAYER_CLEAR,
@@ -319,6 +319,7 @@ def apply_layers(
 
         covered_all = body(evs, end0)
         covered_seqs = [e.seq for e in covered_all]
+        covered_hash = _PrefixHash(covered_all)
         lifter = Lifter(covered_all, LiftedState.model_validate(state0) if state0 else None)
         # Normal mode keeps the latest request as an event (the cut is before it). Only when no
         # such cut meets the target may the cut pass it: the summary then quotes it in full,
@@ -353,7 +354,7 @@ def apply_layers(
                 limit = max(limit, MIN_SUMMARY_TOKENS)
                 out = summarize_range(covered, state0, limit, latest_full=not keep_request,
                                       state=lifter.state_at(cut))
-                src_hash = content_hash(covered)
+                src_hash = covered_hash.at(len(covered))
                 if prev is not None and prev.source_hash:
                     src_hash = hashlib.sha256((prev.source_hash + src_hash).encode()).hexdigest()
                 ckpt = checkpoint(
@@ -418,6 +419,24 @@ def repair_candidate(
     vio2 = validate(events=evs, checkpoint=fixed, view=view2, target_tokens=target,
                     artifacts=artifacts, prev_checkpoint=prev)
     return fixed, view2, view_tokens(view2), vio2, dropped
+
+
+class _PrefixHash:
+    """``content_hash(events[:n])`` for growing ``n`` in one pass (the hash is a running
+    sha256 over the events in order, so a longer prefix continues a copy of the shorter one)."""
+
+    def __init__(self, events: Sequence[Event]) -> None:
+        self._events = events
+        self._h = hashlib.sha256()
+        self._n = 0
+
+    def at(self, n: int) -> str:
+        if n < self._n:
+            self._h, self._n = hashlib.sha256(), 0
+        while self._n < n:
+            self._h.update(content_hash_line(self._events[self._n]))
+            self._n += 1
+        return self._h.copy().hexdigest()
 
 
 def _pick(cands: list[_Candidate]) -> _Candidate:
