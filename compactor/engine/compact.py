@@ -276,7 +276,7 @@ def apply_layers(
         view = build_view(evs, ckpt)
         n = view_tokens(view)
         vio = validate(events=evs, checkpoint=ckpt, view=view, target_tokens=target,
-                       artifacts=artifacts, prev_checkpoint=prev)
+                       artifacts=artifacts, prev_checkpoint=prev, tokens=n)
         ckpt, view, n, vio, repaired = repair_candidate(evs, ckpt, view, n, vio, target, artifacts, prev)
         durations["validate"] = durations.get("validate", 0.0) + (time.perf_counter() - t) * 1000
         return _Candidate(checkpoint=ckpt, view=view, tokens=n, violations=vio, repaired=repaired)
@@ -416,9 +416,10 @@ def repair_candidate(
         "summary_tokens": count_text(text),
     })
     view2 = build_view(evs, fixed)
+    n2 = view_tokens(view2)
     vio2 = validate(events=evs, checkpoint=fixed, view=view2, target_tokens=target,
-                    artifacts=artifacts, prev_checkpoint=prev)
-    return fixed, view2, view_tokens(view2), vio2, dropped
+                    artifacts=artifacts, prev_checkpoint=prev, tokens=n2)
+    return fixed, view2, n2, vio2, dropped
 
 
 class _PrefixHash:

@@ -211,7 +211,7 @@ def _cleared(r: ToolResultBlock) -> tuple[ToolResultBlock, dict[str, bytes]]:
 
 
 def _record(out: LayerOutcome, e: Event, blocks: list[Block]) -> None:
-    before = count_event(e.with_(tokens=None))
+    before = count_event(e)  # the count cached on the event (prepare counts every event)
     after = count_event(e.with_(blocks=blocks, tokens=None))
     out.replacements[e.seq] = blocks
     out.freed_tokens += before - after
