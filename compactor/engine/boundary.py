@@ -171,8 +171,12 @@ def choose_cut(
     min_text_messages: int | None = None,
     prev_end: int = 0,
     keep_latest_request: bool = True,
+    safe: list[int] | None = None,
 ) -> int:
     """The checkpoint's end seq for a tail of about ``tail_budget`` tokens; 0 = no cut.
+
+    ``safe``: ``safe_cut_points(events, prev_end, keep_latest_request=...)`` when the caller
+    has it (the shrink ladder asks for several budgets over the same events).
 
     The ideal cut from :func:`tail_start` moves to the nearest safe point that keeps the tail
     within budget (a later cut, smaller tail); when there is none (the latest request or a
@@ -191,7 +195,8 @@ def choose_cut(
     )
     if ideal == 0:
         return 0
-    safe = safe_cut_points(events, prev_end, keep_latest_request=keep_latest_request)
+    if safe is None:
+        safe = safe_cut_points(events, prev_end, keep_latest_request=keep_latest_request)
     if not safe:
         return 0
     if policy.tail_cut_on_user:

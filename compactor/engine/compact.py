@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from compactor.engine.boundary import body, choose_cut, latest_request
+from compactor.engine.boundary import body, choose_cut, latest_request, safe_cut_points
 from compactor.errors import InvalidInput
 from compactor.events import Block, Event, TextBlock, ToolResultBlock, content_hash, content_hash_line
 from compactor.engine.invariants import Violation, _refs, validate
@@ -320,6 +320,7 @@ def apply_layers(
         covered_all = body(evs, end0)
         covered_seqs = [e.seq for e in covered_all]
         covered_hash = _PrefixHash(covered_all)
+        safe_points: dict[bool, list[int]] = {}  # keep_request -> safe cuts, for every rung
         lifter = Lifter(covered_all, LiftedState.model_validate(state0) if state0 else None)
         # Normal mode keeps the latest request as an event (the cut is before it). Only when no
         # such cut meets the target may the cut pass it: the summary then quotes it in full,
@@ -332,12 +333,14 @@ def apply_layers(
             fitting = False
             for factor in [*policy.shrink_ladder, 0.0]:
                 budget = int(plan.tail_budget * factor)
+                if keep_request not in safe_points:
+                    safe_points[keep_request] = safe_cut_points(evs, end0, keep_latest_request=keep_request)
                 cut = choose_cut(
                     evs, policy, budget,
                     tail_min=int(plan.tail_min * factor),
                     tail_max=max(budget, int(plan.tail_max * factor)),
                     min_text_messages=plan.min_text_messages if factor else 0, prev_end=end0,
-                    keep_latest_request=keep_request,
+                    keep_latest_request=keep_request, safe=safe_points[keep_request],
                 )
                 if cut <= end0 or cut in tried:
                     continue
