@@ -86,21 +86,25 @@ def register(bench_sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from compactor.bench import scale
     from compactor.cli.ops import run_and_exit
+    from compactor.errors import InvalidInput
 
+    try:
+        args.sizes = scale.parse_sizes(args.sizes)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+    if args.scale_runs < 1:
+        raise InvalidInput(f"--scale-runs must be at least 1, not {args.scale_runs}")
+    if args.no_durable:  # no Temporal client: an ordinary return
+        return asyncio.run(_main(args))
     return run_and_exit(_main(args))
 
 
 async def _main(args: argparse.Namespace) -> int:
     from compactor.bench import scale
-    from compactor.errors import InvalidInput
 
-    try:
-        sizes = scale.parse_sizes(args.sizes)
-    except ValueError as exc:
-        raise InvalidInput(str(exc)) from None
-    if args.scale_runs < 1:
-        raise InvalidInput(f"--scale-runs must be at least 1, not {args.scale_runs}")
+    sizes = args.sizes
     res: dict[str, Any] = {}
     if not args.no_durable:
         res = await measure(runs=args.runs, tokens=args.tokens, sessions=args.sessions,
