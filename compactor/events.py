@@ -195,15 +195,17 @@ def content_hash(events: Iterable[Event]) -> str:
     """Stable hash of events' content (seq, id, kind, role, blocks): a checkpoint's source_hash."""
     h = hashlib.sha256()
     for e in events:
-        h.update(
-            json.dumps(
-                e.model_dump(mode="json", include={"seq", "id", "kind", "role", "blocks"}),
-                sort_keys=True,
-                separators=(",", ":"),
-            ).encode()
-        )
-        h.update(b"\n")
+        h.update(content_hash_line(e))
     return h.hexdigest()
+
+
+def content_hash_line(e: Event) -> bytes:
+    """One event's part of ``content_hash`` (a running sha256 over these, in order)."""
+    return json.dumps(
+        e.model_dump(mode="json", include={"seq", "id", "kind", "role", "blocks"}),
+        sort_keys=True,
+        separators=(",", ":"),
+    ).encode() + b"\n"
 
 
 # --- provider shapes --------------------------------------------------------------------------

@@ -75,23 +75,50 @@ def register(bench_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, default=2,
                    help="`compactor worker` processes serving the throughput run; 0 = the bench "
                         "process's own worker (default %(default)s)")
+    p.add_argument("--sizes", default="1k,10k,100k,300k",
+                   help="event counts of the scale table (compactor.bench.scale), or 'none' "
+                        "(default %(default)s)")
+    p.add_argument("--scale-runs", type=int, default=1,
+                   help="runs per command and size of the scale table (best of; default %(default)s)")
+    p.add_argument("--no-durable", action="store_true",
+                   help="only the scale table (no dev server, no durable figures)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from compactor.bench import scale
     from compactor.cli.ops import run_and_exit
+    from compactor.errors import InvalidInput
 
+    try:
+        args.sizes = scale.parse_sizes(args.sizes)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+    if args.scale_runs < 1:
+        raise InvalidInput(f"--scale-runs must be at least 1, not {args.scale_runs}")
+    if args.no_durable:  # no Temporal client: an ordinary return
+        return asyncio.run(_main(args))
     return run_and_exit(_main(args))
 
 
 async def _main(args: argparse.Namespace) -> int:
-    res = await measure(runs=args.runs, tokens=args.tokens, sessions=args.sessions,
-                        rounds=args.rounds, k=args.k, store_url=args.store,
-                        extra_workers=args.workers)
+    from compactor.bench import scale
+
+    sizes = args.sizes
+    res: dict[str, Any] = {}
+    if not args.no_durable:
+        res = await measure(runs=args.runs, tokens=args.tokens, sessions=args.sessions,
+                            rounds=args.rounds, k=args.k, store_url=args.store,
+                            extra_workers=args.workers)
+    if sizes:
+        res["scale"] = await asyncio.to_thread(scale.measure, sizes, args.scale_runs)
     if args.json:
         print(json.dumps(res))
-    else:
+        return 0
+    if not args.no_durable:
         print(report(res))
+    if sizes:
+        print(scale.report(res["scale"]))
     return 0
 
 

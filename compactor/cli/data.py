@@ -112,7 +112,7 @@ def cmd_view(args: argparse.Namespace) -> int:
     # render_request, not bare to_anthropic: a call still waiting for its result gets an
     # "outcome unknown" placeholder, so the JSON is always a request the API accepts.
     from compactor.engine.measure import render_request
-    from compactor.engine.view import view_text
+    from compactor.engine.view import view_text_parts
 
     log = open_log(args)
     head = log.head()
@@ -121,20 +121,20 @@ def cmd_view(args: argparse.Namespace) -> int:
             f"no session {args.session!r} for tenant {args.tenant!r} in {log.store.url}; "
             f"list them with `compactor sessions` or import one with `compactor import FILE`"
         )
-    view = log.read_view(head=head)
     if args.json:
-        system, messages = render_request(view)
+        system, messages = render_request(log.read_view(head=head))
         json.dump({"system": system, "messages": messages}, sys.stdout, ensure_ascii=False, indent=1)
         sys.stdout.write("\n")
         return 0
-    from compactor.engine.measure import view_tokens
-
     ck = f", checkpoint {head.checkpoint}" if head.checkpoint else ""
+    n, events = log.stream_view(head=head)  # segment by segment: a huge view is never in memory
     print(
-        f"session {log.tenant}/{log.session}: version {head.version}{ck}; view {len(view)} "
-        f"events, {view_tokens(view):,} tokens"
+        f"session {log.tenant}/{log.session}: version {head.version}{ck}; view {n} "
+        f"events, {log.view_size(head):,} tokens"
     )
-    print(view_text(view))
+    for part in view_text_parts(events):
+        sys.stdout.write(part)
+        sys.stdout.write("\n")
     return 0
 
 

@@ -22,6 +22,7 @@ constrain the cut nor count towards the tail.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import Sequence
 
 from compactor.events import Event
@@ -103,7 +104,8 @@ def safe_cut_points(
     if req is not None:
         limit = min(limit, req.seq - 1)
     blocked = _blocked(spans)
-    return [e.seq for e in evs if e.seq <= limit and not _inside(e.seq, blocked)]
+    starts = [s for s, _ in blocked]
+    return [e.seq for e in evs if e.seq <= limit and not _inside(e.seq, blocked, starts)]
 
 
 def _blocked(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -117,8 +119,11 @@ def _blocked(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
-def _inside(k: int, blocked: list[tuple[int, int]]) -> bool:
-    return any(s <= k < t for s, t in blocked)
+def _inside(k: int, blocked: list[tuple[int, int]], starts: list[int]) -> bool:
+    """``k`` falls in one of the merged (sorted, disjoint) spans: a binary search, not a scan
+    (a scan made ``safe_cut_points`` quadratic: 111 M comparisons at 10k events)."""
+    i = bisect_right(starts, k) - 1
+    return i >= 0 and k < blocked[i][1]
 
 
 def tail_start(
@@ -166,8 +171,12 @@ def choose_cut(
     min_text_messages: int | None = None,
     prev_end: int = 0,
     keep_latest_request: bool = True,
+    safe: list[int] | None = None,
 ) -> int:
     """The checkpoint's end seq for a tail of about ``tail_budget`` tokens; 0 = no cut.
+
+    ``safe``: ``safe_cut_points(events, prev_end, keep_latest_request=...)`` when the caller
+    has it (the shrink ladder asks for several budgets over the same events).
 
     The ideal cut from :func:`tail_start` moves to the nearest safe point that keeps the tail
     within budget (a later cut, smaller tail); when there is none (the latest request or a
@@ -186,7 +195,8 @@ def choose_cut(
     )
     if ideal == 0:
         return 0
-    safe = safe_cut_points(events, prev_end, keep_latest_request=keep_latest_request)
+    if safe is None:
+        safe = safe_cut_points(events, prev_end, keep_latest_request=keep_latest_request)
     if not safe:
         return 0
     if policy.tail_cut_on_user:

@@ -23,14 +23,15 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from bisect import bisect_right
 from datetime import datetime
 from typing import Any, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from compactor.engine.boundary import body, choose_cut, latest_request
+from compactor.engine.boundary import body, choose_cut, latest_request, safe_cut_points
 from compactor.errors import InvalidInput
-from compactor.events import Block, Event, TextBlock, ToolResultBlock, content_hash
+from compactor.events import Block, Event, TextBlock, ToolResultBlock, content_hash, content_hash_line
 from compactor.engine.invariants import Violation, _refs, validate
 from compactor.engine.layers import (
     LAYER_CLEAR,
@@ -275,7 +276,7 @@ def apply_layers(
         view = build_view(evs, ckpt)
         n = view_tokens(view)
         vio = validate(events=evs, checkpoint=ckpt, view=view, target_tokens=target,
-                       artifacts=artifacts, prev_checkpoint=prev)
+                       artifacts=artifacts, prev_checkpoint=prev, tokens=n)
         ckpt, view, n, vio, repaired = repair_candidate(evs, ckpt, view, n, vio, target, artifacts, prev)
         durations["validate"] = durations.get("validate", 0.0) + (time.perf_counter() - t) * 1000
         return _Candidate(checkpoint=ckpt, view=view, tokens=n, violations=vio, repaired=repaired)
@@ -312,6 +313,15 @@ def apply_layers(
         prev_summary_tokens = count_text(SUMMARY_PREFIX) + prev.summary_tokens
     if LAYER_SUMMARY in plan.layers:
         t_sum = time.perf_counter()
+        # One lifting pass for every candidate: the ladder's cuts grow, so each candidate's
+        # state extends the previous one (compactor.lifting.lift.Lifter; same states).
+        from compactor.lifting.lift import LiftedState, Lifter
+
+        covered_all = body(evs, end0)
+        covered_seqs = [e.seq for e in covered_all]
+        covered_hash = _PrefixHash(covered_all)
+        safe_points: dict[bool, list[int]] = {}  # keep_request -> safe cuts, for every rung
+        lifter = Lifter(covered_all, LiftedState.model_validate(state0) if state0 else None)
         # Normal mode keeps the latest request as an event (the cut is before it). Only when no
         # such cut meets the target may the cut pass it: the summary then quotes it in full,
         # which the validator checks (a truncated quote makes the candidate invalid).
@@ -323,16 +333,18 @@ def apply_layers(
             fitting = False
             for factor in [*policy.shrink_ladder, 0.0]:
                 budget = int(plan.tail_budget * factor)
+                if keep_request not in safe_points:
+                    safe_points[keep_request] = safe_cut_points(evs, end0, keep_latest_request=keep_request)
                 cut = choose_cut(
                     evs, policy, budget,
                     tail_min=int(plan.tail_min * factor),
                     tail_max=max(budget, int(plan.tail_max * factor)),
                     min_text_messages=plan.min_text_messages if factor else 0, prev_end=end0,
-                    keep_latest_request=keep_request,
+                    keep_latest_request=keep_request, safe=safe_points[keep_request],
                 )
                 if cut <= end0 or cut in tried:
                     continue
-                covered = [e for e in body(evs, end0) if e.seq <= cut]
+                covered = covered_all[:bisect_right(covered_seqs, cut)]
                 frame = build_view(evs, checkpoint(cut, summary="", sections={}, state={}, summary_tokens=0))
                 room = target - view_tokens(frame) - 4
                 replaced = sum(count_event(e) for e in covered) + prev_summary_tokens
@@ -343,8 +355,9 @@ def apply_layers(
                     continue  # the tail leaves no room for a summary: try a smaller tail
                 tried.add(cut)
                 limit = max(limit, MIN_SUMMARY_TOKENS)
-                out = summarize_range(covered, state0, limit, latest_full=not keep_request)
-                src_hash = content_hash(covered)
+                out = summarize_range(covered, state0, limit, latest_full=not keep_request,
+                                      state=lifter.state_at(cut))
+                src_hash = covered_hash.at(len(covered))
                 if prev is not None and prev.source_hash:
                     src_hash = hashlib.sha256((prev.source_hash + src_hash).encode()).hexdigest()
                 ckpt = checkpoint(
@@ -406,9 +419,28 @@ def repair_candidate(
         "summary_tokens": count_text(text),
     })
     view2 = build_view(evs, fixed)
+    n2 = view_tokens(view2)
     vio2 = validate(events=evs, checkpoint=fixed, view=view2, target_tokens=target,
-                    artifacts=artifacts, prev_checkpoint=prev)
-    return fixed, view2, view_tokens(view2), vio2, dropped
+                    artifacts=artifacts, prev_checkpoint=prev, tokens=n2)
+    return fixed, view2, n2, vio2, dropped
+
+
+class _PrefixHash:
+    """``content_hash(events[:n])`` for growing ``n`` in one pass (the hash is a running
+    sha256 over the events in order, so a longer prefix continues a copy of the shorter one)."""
+
+    def __init__(self, events: Sequence[Event]) -> None:
+        self._events = events
+        self._h = hashlib.sha256()
+        self._n = 0
+
+    def at(self, n: int) -> str:
+        if n < self._n:
+            self._h, self._n = hashlib.sha256(), 0
+        while self._n < n:
+            self._h.update(content_hash_line(self._events[self._n]))
+            self._n += 1
+        return self._h.copy().hexdigest()
 
 
 def _pick(cands: list[_Candidate]) -> _Candidate:

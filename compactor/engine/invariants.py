@@ -98,8 +98,11 @@ def validate(
     target_tokens: int | None,
     artifacts: Mapping[str, bytes] | None = None,
     prev_checkpoint: Checkpoint | None = None,
+    tokens: int | None = None,
 ) -> list[Violation]:
     """Check ``view`` (built from ``events`` and ``checkpoint``) against every invariant.
+
+    ``tokens``: ``measure.view_tokens(view)`` when the caller counted it already.
 
     ``events``: every event after ``prev_checkpoint.covers.end`` plus all pinned events (the
     whole log when there is no previous checkpoint). ``artifacts``: sha256 -> bytes of the
@@ -126,7 +129,7 @@ def validate(
         out += check_identifiers(events, checkpoint, prev_checkpoint)
         out += check_model_summary(checkpoint)
     if target_tokens is not None:
-        n = view_tokens(view)
+        n = view_tokens(view) if tokens is None else tokens
         if n > target_tokens:
             out.append(Violation(code="over_budget", message=f"view is {n:,} tokens, target {target_tokens:,}"))
     return out

@@ -18,7 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,6 +32,9 @@ from compactor.events import (
 )
 from compactor.engine.policy import Policy
 from compactor.tokens import count_event, count_text
+
+if TYPE_CHECKING:
+    from compactor.lifting.state import LiftedState
 
 ARTIFACT_URI = "artifact://sha256/{}"
 CLEARED_TEXT = "[Old tool result content cleared; full content kept as an artifact]"
@@ -208,7 +211,7 @@ def _cleared(r: ToolResultBlock) -> tuple[ToolResultBlock, dict[str, bytes]]:
 
 
 def _record(out: LayerOutcome, e: Event, blocks: list[Block]) -> None:
-    before = count_event(e.with_(tokens=None))
+    before = count_event(e)  # the count cached on the event (prepare counts every event)
     after = count_event(e.with_(blocks=blocks, tokens=None))
     out.replacements[e.seq] = blocks
     out.freed_tokens += before - after
@@ -232,14 +235,20 @@ class SummaryOutcome(BaseModel):
 
 
 def summarize_range(
-    covered: Sequence[Event], prev_state: dict | None, budget_tokens: int, *, latest_full: bool = False
+    covered: Sequence[Event], prev_state: dict | None, budget_tokens: int, *, latest_full: bool = False,
+    state: LiftedState | None = None,
 ) -> SummaryOutcome:
-    """Lift ``covered`` on top of ``prev_state`` and render it within ``budget_tokens``."""
+    """Lift ``covered`` on top of ``prev_state`` and render it within ``budget_tokens``.
+
+    ``state``: the ``LiftedState`` of exactly that, when the caller has it already (the
+    engine's ``Lifter`` extends one pass over the shrink ladder's cuts).
+    """
     from compactor.lifting.lift import LiftedState, lift_state
     from compactor.summarize.structured import render_summary
 
-    prev = LiftedState.model_validate(prev_state) if prev_state else None
-    state = lift_state(list(covered), prev)
+    if state is None:
+        prev = LiftedState.model_validate(prev_state) if prev_state else None
+        state = lift_state(list(covered), prev)
     rendered = render_summary(state, budget_tokens, latest_full=latest_full)
     return SummaryOutcome(
         state=state.model_dump(mode="json"),

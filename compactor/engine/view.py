@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from compactor.events import (
     ArtifactRefBlock,
@@ -71,6 +71,39 @@ def build_view(events: Sequence[Event], ckpt: Checkpoint | None) -> list[Event]:
     return pinned + [summary_event(ckpt)] + place_results(tail, ckpt)
 
 
+def stream_view(read: Callable[[], Iterable[Event]], ckpt: Checkpoint | None) -> tuple[int, Iterator[Event]]:
+    """``build_view`` over a log read twice instead of held in memory: the number of view
+    events and an iterator over them (the same events, in the same order).
+
+    ``read()`` yields the events ``build_view`` would be given, in seq order; the first pass
+    keeps only the calls' names and the pinned events the summary precedes, so the view of a
+    huge session streams with memory bounded by a segment of the log.
+    """
+    end = 0 if ckpt is None or ckpt.covers.empty else ckpt.covers.end
+    names: dict[str, str] = {}
+    pinned: list[Event] = []
+    n = 0
+    for e in read():
+        if end and e.seq <= end:
+            if e.kind == "pinned":
+                pinned.append(e)
+            continue
+        n += 1
+        for u in (_replace(e, ckpt) if ckpt is not None else e).tool_uses:
+            names[u.id] = u.name
+
+    def events() -> Iterator[Event]:
+        if end:
+            yield from pinned
+            yield summary_event(ckpt)  # type: ignore[arg-type]
+        tail = (e for e in read() if not end or e.seq > end)
+        if ckpt is not None and ckpt.replacements:
+            tail = (_replace(e, ckpt) for e in tail)
+        yield from _place(tail, ckpt, names)
+
+    return n + len(pinned) + (1 if end else 0), events()
+
+
 def message_role(e: Event) -> str | None:
     """The Messages API role ``events.to_anthropic`` gives this event, or None when it adds no
     message (system prompt parts, events with nothing to render)."""
@@ -101,7 +134,11 @@ def place_results(tail: Sequence[Event], ckpt: Checkpoint | None) -> list[Event]
     same-role events are one message, as in ``to_anthropic``. The log is untouched; the ids
     are listed in the event's ``meta[LATE_RESULTS]``.
     """
-    in_tail = {u.id: u.name for e in tail for u in e.tool_uses}
+    return list(_place(tail, ckpt, {u.id: u.name for e in tail for u in e.tool_uses}))
+
+
+def _place(tail: Iterable[Event], ckpt: Checkpoint | None, in_tail: dict[str, str]) -> Iterator[Event]:
+    """``place_results`` one event at a time; ``in_tail``: id -> name of every call in the tail."""
     covered: dict[str, str] = {}
     if ckpt is not None and not ckpt.covers.empty:
         for u in (ckpt.state or {}).get("unknown_actions", []) or []:
@@ -109,7 +146,6 @@ def place_results(tail: Sequence[Event], ckpt: Checkpoint | None) -> list[Event]
     asked: set[str] = set()
     answered: set[str] = set()
     role: str | None = None
-    out: list[Event] = []
     for e in tail:
         r = message_role(e)
         if r == "assistant":
@@ -125,8 +161,7 @@ def place_results(tail: Sequence[Event], ckpt: Checkpoint | None) -> list[Event]
                 e = _as_text(e, late, in_tail, covered, ckpt)
         if r is not None:
             role = r
-        out.append(e)
-    return out
+        yield e
 
 
 def _as_text(
@@ -162,8 +197,13 @@ def _replace(e: Event, ckpt: Checkpoint) -> Event:
 
 def view_text(events: Iterable[Event]) -> str:
     """Readable plain-text rendering of a view, for the CLI."""
-    lines: list[str] = []
+    return "\n".join(view_text_parts(events))
+
+
+def view_text_parts(events: Iterable[Event]) -> Iterator[str]:
+    """``view_text`` one event at a time (joined with newlines they are ``view_text``)."""
     for e in events:
+        lines: list[str] = []
         tag = f"#{e.seq}" if e.seq else "#-"
         label = e.role if e.kind == "message" else f"{e.role}/{e.kind}"
         if e.injected:
@@ -188,4 +228,4 @@ def view_text(events: Iterable[Event]) -> str:
                         lines.append(render_artifact_ref(c))
             elif isinstance(b, ArtifactRefBlock):
                 lines.append(render_artifact_ref(b))
-    return "\n".join(lines)
+        yield "\n".join(lines)

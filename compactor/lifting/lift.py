@@ -22,6 +22,7 @@ reads as pending and done at once.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from bisect import bisect_right
@@ -429,6 +430,17 @@ class _Acc:
         if b.uri not in self.artifacts:
             self.artifacts[b.uri] = Artifact(uri=b.uri, sha256=b.sha256, bytes=b.bytes, seq=seq)
 
+    def snapshot(self) -> LiftedState:
+        """``build`` without consuming the builder: more events may be folded in afterwards
+        (``build`` closes the turn in progress; the snapshot closes a copy of it)."""
+        narrative = self.narrative
+        self.narrative = copy.copy(narrative)
+        self.narrative.outcomes = dict(narrative.outcomes)
+        try:
+            return self.build()
+        finally:
+            self.narrative = narrative
+
     def build(self) -> LiftedState:
         decisions = self.decisions[-MAX_DECISIONS:]
         outcomes, reasons = self.narrative.build()
@@ -482,17 +494,57 @@ def lift_state(events: Sequence[Event], prev: LiftedState | None = None) -> Lift
     summarizer's words, not facts). A tool result for an action ``prev`` marked unknown
     resolves it.
     """
-    acc = _Acc(prev)
-    start = prev.covers_end if prev is not None else 0
-    evs = sorted((e for e in events if e.seq > start or e.seq == 0), key=lambda e: e.seq)
+    return Lifter(events, prev).state_at(None, final=True)
 
-    uses: dict[str, tuple[ToolUseBlock, int, _Action]] = {}
-    results: dict[str, tuple[ToolResultBlock, int]] = {}
-    for e in evs:
-        for r in e.tool_results:
-            results.setdefault(r.tool_use_id, (r, e.seq))
 
-    for e in evs:
+class Lifter:
+    """``lift_state`` of growing prefixes of the same events in one pass.
+
+    ``state_at(cut)`` equals ``lift_state([e for e in events if e.seq <= cut], prev)``: the
+    shrink ladder's candidates at different cuts extend one accumulator instead of lifting
+    the covered range again for each (a cut further on continues where the last one stopped).
+    The result is the same, not an approximation: a call whose result lies after the cut is
+    unknown at that cut, exactly as in a separate lift, and a later cut that reaches such a
+    result (or a cut before the last one) starts the pass over.
+    """
+
+    def __init__(self, events: Sequence[Event], prev: LiftedState | None = None) -> None:
+        self._prev = prev
+        start = prev.covers_end if prev is not None else 0
+        self._evs = sorted((e for e in events if e.seq > start or e.seq == 0), key=lambda e: e.seq)
+        self._seqs = [e.seq for e in self._evs]
+        self._results: dict[str, tuple[ToolResultBlock, int]] = {}
+        for e in self._evs:
+            for r in e.tool_results:
+                self._results.setdefault(r.tool_use_id, (r, e.seq))
+        self.passes = 0
+        self._reset()
+
+    def _reset(self) -> None:
+        self._acc = _Acc(self._prev)
+        self._uses: dict[str, tuple[ToolUseBlock, int, _Action]] = {}
+        self._next = 0  # index of the next event to fold in
+        self._cut: int | None = None
+        self._straddle: int | None = None  # earliest result seq of a call left unknown by a cut
+        self.passes += 1
+
+    def state_at(self, cut: int | None, *, final: bool = False) -> LiftedState:
+        """The state of the events up to ``cut`` (None: all of them). ``final``: no later
+        call follows (the accumulator may be consumed)."""
+        if self._next and (
+            cut is not None and (self._cut is None or cut < self._cut)
+            or self._straddle is not None and (cut is None or cut >= self._straddle)
+        ):
+            self._reset()
+        n = len(self._evs) if cut is None else bisect_right(self._seqs, cut)
+        while self._next < n:
+            self._fold(self._evs[self._next], cut)
+            self._next += 1
+        self._cut = cut
+        return self._acc.build() if final else self._acc.snapshot()
+
+    def _fold(self, e: Event, cut: int | None) -> None:
+        acc, uses, results = self._acc, self._uses, self._results
         acc.covers_end = max(acc.covers_end, e.seq)
         for b in e.blocks:
             if isinstance(b, ArtifactRefBlock):
@@ -506,7 +558,7 @@ def lift_state(events: Sequence[Event], prev: LiftedState | None = None) -> Lift
                     elif isinstance(c, ImageBlock) and c.ref is not None:
                         acc.add_artifact(c.ref, e.seq)
         if e.kind != "message":
-            continue
+            return
         if is_genuine_request(e):
             acc.add_request(e)
             acc.narrative.on_request(e.seq)
@@ -524,10 +576,12 @@ def lift_state(events: Sequence[Event], prev: LiftedState | None = None) -> Lift
             if e.role == "assistant":
                 acc.note_move(e.seq, act.command or act.summary or use.name, True)
                 acc.on_call(e, use, act)
-            if use.id in results:
-                r, rseq = results[use.id]
-                acc.add_pair(use, e.seq, act, r, rseq)
+            got = results.get(use.id)
+            if got is not None and (cut is None or got[1] <= cut):
+                acc.add_pair(use, e.seq, act, got[0], got[1])
             else:
+                if got is not None:  # answered after the cut: unknown here, not at a later cut
+                    self._straddle = got[1] if self._straddle is None else min(self._straddle, got[1])
                 acc.add_unknown(use, e.seq, act)
                 if act.kind == "todo" and act.todos is not None and e.seq >= acc.todos_seq:
                     # the plan the agent wrote is its intent even if the write is unconfirmed
@@ -535,7 +589,6 @@ def lift_state(events: Sequence[Event], prev: LiftedState | None = None) -> Lift
         for r in e.tool_results:
             if r.tool_use_id not in uses and r.tool_use_id in acc.unknown:
                 acc.resolve(acc.unknown[r.tool_use_id], r, e.seq)
-    return acc.build()
 
 
 def reconcile(state: LiftedState, new_events: Sequence[Event]) -> tuple[LiftedState, list[str]]:

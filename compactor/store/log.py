@@ -83,7 +83,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
@@ -115,7 +115,7 @@ from compactor.store.caches import (  # noqa: F401 - _INDEXES/_VERIFIED_CKPTS: t
     _shared_index,
     _verified_ckpt,
 )
-from compactor.engine.view import build_view
+from compactor.engine.view import build_view, stream_view
 
 _ID_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")  # used with fullmatch ($ allows a final \n)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -324,6 +324,10 @@ class SessionLog:
         hit = self.cache.get(seg)
         if hit is not None:
             return hit
+        return self.cache.put(seg, self._get_verified(seg))
+
+    def _get_verified(self, seg: Segment) -> bytes:
+        """A segment's bytes from the store, checked against its sha256 (no cache)."""
         try:
             data, _ = self.store.get(seg.key)
         except BucketNotFound:
@@ -341,7 +345,7 @@ class SessionLog:
                 f"restore the object from a backup",
                 key=seg.key,
             )
-        return self.cache.put(seg, data)
+        return data
 
     def _fetch_many(self, segs: Sequence[Segment]) -> list[list]:
         missing = [s for s in segs if self.cache.get(s) is None]
@@ -353,23 +357,25 @@ class SessionLog:
     def _events(self, seg: Segment) -> list[Event]:
         entry = self._fetch(seg)
         if entry[1] is None:
-            data: bytes = entry[0]
-            body = b",".join(line for line in data.split(b"\n") if line.strip())
-            try:
-                events = _parse_events(b"[" + body + b"]")
-            except ValidationError as exc:
-                raise IntegrityError(
-                    f"segment {seg.key!r} holds events that do not parse: {parse_problem(exc)}", key=seg.key
-                ) from None
-            if [e.seq for e in events] != list(range(seg.first, seg.last + 1)):
-                raise IntegrityError(
-                    f"segment {seg.key!r} does not hold seqs {seg.first}-{seg.last}", key=seg.key
-                )
-            # Counts stored before thinking was excluded from the measure: recounted once
-            # here (the decoded segment is cached), so count_event can trust every count.
-            events = [tokens_mod.recount_thinking(e) for e in events]
-            entry = self.cache.put(seg, data, events)
+            entry = self.cache.put(seg, entry[0], self._decode(seg, entry[0]))
         return entry[1]
+
+    def _decode(self, seg: Segment, data: bytes) -> list[Event]:
+        """A verified segment's events, checked to hold its seqs."""
+        body = b",".join(line for line in data.split(b"\n") if line.strip())
+        try:
+            events = _parse_events(b"[" + body + b"]")
+        except ValidationError as exc:
+            raise IntegrityError(
+                f"segment {seg.key!r} holds events that do not parse: {parse_problem(exc)}", key=seg.key
+            ) from None
+        if [e.seq for e in events] != list(range(seg.first, seg.last + 1)):
+            raise IntegrityError(
+                f"segment {seg.key!r} does not hold seqs {seg.first}-{seg.last}", key=seg.key
+            )
+        # Counts stored before thinking was excluded from the measure: recounted once
+        # here (the decoded segment is cached), so count_event can trust every count.
+        return [tokens_mod.recount_thinking(e) for e in events]
 
     def _ids_for(self, log_id: str | None) -> _IdIndex:
         """The id index of this log: process-wide per (store, tenant, session, log_id)."""
@@ -656,6 +662,38 @@ class SessionLog:
                     e for e in evs if e.seq <= upto and (e.seq > after or e.kind == "pinned")
                 )
         return events
+
+    def iter_events(self, start: int = 1, end: int | None = None, *, head: Head | None = None,
+                    pinned_upto: int = 0) -> Iterator[Event]:
+        """``read_events`` one segment at a time: memory bounded by a segment, not the session.
+
+        Segments already in the cache are used; those read here are verified and decoded but
+        not cached (a huge session would only evict what other sessions use). With
+        ``pinned_upto``, pinned events at or before it come too (``read_pinned_and_after``).
+        """
+        head = head or self.head()
+        end = head.version if end is None else min(end, head.version)
+        for s in head.segments:
+            if s.first > end or (s.last < start and not (s.pinned and s.first <= pinned_upto)):
+                continue
+            hit = self.cache.get(s)
+            if hit is not None and hit[1] is not None:
+                evs = hit[1]
+            else:
+                evs = self._decode(s, hit[0] if hit is not None else self._get_verified(s))
+            for e in evs:
+                if start <= e.seq <= end or (e.kind == "pinned" and e.seq <= pinned_upto):
+                    yield e
+
+    def stream_view(self, *, head: Head | None = None) -> tuple[int, Iterator[Event]]:
+        """``read_view`` streamed (``engine.view.stream_view``): the number of view events and
+        an iterator over them, reading the log segment by segment (twice)."""
+        head = head or self.head()
+        ckpt = self.current_checkpoint(head)
+        if ckpt is None or ckpt.covers.empty:
+            return stream_view(lambda: self.iter_events(head=head), ckpt)
+        end = ckpt.covers.end
+        return stream_view(lambda: self.iter_events(end + 1, head=head, pinned_upto=end), ckpt)
 
     def view_size(self, head: Head | None = None) -> int:
         """Tokens of the current view (``measure.view_tokens``): the count the head carries
