@@ -181,8 +181,17 @@ def build_cases(name: str, events: list[Event], target: int, faithful: str | Non
     cases.append(Case(name, "faithful", faithful, events, target))
     cases.append(Case(name, "empty", "", events, target))
     cases.append(Case(name, "placeholder", PLACEHOLDER, events, target))
-    note = "" if state.constraints else "the session has no constraints: same as faithful"
-    cases.append(Case(name, "no-constraints", without_constraints(faithful), events, target, note))
+    dropped = without_constraints(faithful)
+    from compactor.summarize.acceptance import haystack
+
+    hay = haystack(dropped)
+    if not state.constraints:
+        note = "the session has no constraints: same as faithful"
+    elif all(" ".join(c.text.split()).lower() in hay for c in state.constraints):
+        note = "every constraint is still quoted verbatim elsewhere in the answer: nothing to put back"
+    else:
+        note = ""
+    cases.append(Case(name, "no-constraints", dropped, events, target, note))
     from compactor.engine.compact import compact
     from compactor.engine.policy import make_policy
 

@@ -107,8 +107,19 @@ def judge(path: str, answer: str, record: Any, view: Sequence[Event], state: Any
         outcome = "repaired" if dropped else "completed" if completed else "used"
         detail = "; ".join(repairs)
         kept = sum(1 for ln in lines if ln in hay)
-        # The view shows the model's text: its lines are there (but a repaired one or two).
-        truthful = bool(shown) and (not lines or kept >= 0.8 * len(lines))
+        if any(r.startswith("model text trimmed") for r in repairs):
+            # Trimmed to its budget: what the view shows as the model's text is the model's
+            # (its lines, fewer of them), and the record says it was trimmed.
+            from compactor.summarize.acceptance import model_part
+
+            mine = haystack(answer)
+            own = [haystack(ln) for ln in model_part(shown).splitlines()
+                   if len(ln.strip()) >= 12 and not ln.startswith("#")]
+            own = [ln for ln in own if not ln.startswith(("this session is being continued", "- ("))]
+            truthful = kept > 0 and all(ln in mine for ln in own)
+        else:
+            # The view shows the model's text: its lines are there (but a repaired one or two).
+            truthful = bool(shown) and (not lines or kept >= 0.8 * len(lines))
     else:
         outcome, detail = "refused", record.fallback_reason or ""
         # The view shows the structured summary: none of the answer's own lines, no appendix.
@@ -334,11 +345,22 @@ def _run_case(runner: Runner, case: Case, paths: Sequence[str]) -> dict[str, Any
         if not row["same_request"]:
             row["request_diff"] = request_diff(bodies["inline"], bodies["durable"])
     fake.requests.clear()
-    expected = set(EXPECTED[case.kind])
-    if case.kind == "no-constraints" and case.note:
-        expected |= set(EXPECTED["faithful"])
-    row["ok"] = all(row[p]["outcome"] in expected and row[p]["truthful"] for p in paths if p in row)
+    row["ok"] = all(row[p]["outcome"] in expected_outcomes(case.kind, case.note, row[p].get("detail", ""))
+                    and row[p]["truthful"] for p in paths if p in row)
     return row
+
+
+def expected_outcomes(kind: str, note: str = "", detail: str = "") -> set[str]:
+    """What an answer of ``kind`` may come out as: ``EXPECTED``, plus a faithful outcome for a
+    no-constraints answer that still quotes every constraint (``note``), and ``completed`` for
+    an invented path that went with the lines trimmed to the budget (the view then shows no
+    invented path: the validator would have repaired or refused it)."""
+    out = set(EXPECTED[kind])
+    if kind == "no-constraints" and note:
+        out |= set(EXPECTED["faithful"])
+    if kind == "invented-path" and "model text trimmed" in detail:
+        out.add("completed")
+    return out
 
 
 def request_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str:

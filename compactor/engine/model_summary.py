@@ -97,11 +97,14 @@ def over_budget(view_tokens: int, target_tokens: int | None, structured_tokens: 
 
 
 # Sections of a model's answer that give way first when the completed summary overruns its
-# budget (a model that wrote past the budget it was asked for): the least a continuing agent
-# acts on first. Goal, constraints, unknown outcomes and the latest request never give way.
-_SHED_ORDER = ("Files read", "Links the user gave", "Artifacts", "Reasons and rules", "Decisions",
-               "Commands run", "Tests", "Agent's reports (newest first)", "Current plan / todos",
-               "Files changed", "Errors and failed approaches", "User requests")
+# budget (a model that wrote past the budget it was asked for): first sections that say nothing
+# ("- (none)"), then the least a continuing agent acts on; the agent's reasoning (decisions,
+# reasons and rules: how things work, why) last. Goal, constraints, unknown outcomes and the
+# latest request never give way.
+_SHED_ORDER = ("Files read", "Links the user gave", "Artifacts", "Commands run", "Tests",
+               "Current plan / todos", "Agent's reports (newest first)", "User requests",
+               "Files changed", "Errors and failed approaches", "Decisions", "Reasons and rules")
+_NOTHING = {"", "- (none)", "(none)", "- none", "none", "- (none recorded)"}
 TRIMMED = "trimmed"
 
 
@@ -128,9 +131,23 @@ def fit_completed(text: str, state: Any, budget: int, *, latest_full: bool = Fal
     done, completed = complete_from_state(text, state, budget, latest_full=latest_full)
     if count_text(done) <= budget:
         return done, completed
+    from compactor.summarize.acceptance import done_claims, foreign_language
+
+    if foreign_language(text, state) is not None or any(True for _ in done_claims(text, state)):
+        return done, completed  # an answer that breaks a must-have is judged whole, never trimmed into passing
     blocks = _sections(text)
-    order = (["## Latest request"] if latest_full else []) + [f"## {h}" for h in _SHED_ORDER]
     dropped = 0
+    for block in blocks:  # sections that say nothing go first, heading and all
+        if block and block[0].startswith("## ") and len(block) > 1 and \
+                all(line.strip().lower() in _NOTHING for line in block[1:]):
+            dropped += 1
+            block.clear()
+    if dropped:
+        candidate = "\n".join("\n".join(b) for b in blocks if b)
+        done, completed = complete_from_state(candidate, state, budget, latest_full=latest_full)
+        if count_text(done) <= budget:
+            return done, [*completed, TRIMMED]
+    order = (["## Latest request"] if latest_full else []) + [f"## {h}" for h in _SHED_ORDER]
     for heading in order:
         for block in blocks:
             if not block or block[0].strip() != heading:
@@ -141,7 +158,7 @@ def fit_completed(text: str, state: Any, budget: int, *, latest_full: bool = Fal
                 block.pop()
                 if heading != "## Latest request" and dropped % 2:
                     continue  # re-measure every other line (each measure runs the completion)
-                candidate = "\n".join("\n".join(b) for b in blocks)
+                candidate = "\n".join("\n".join(b) for b in blocks if b)
                 done, completed = complete_from_state(candidate, state, budget, latest_full=latest_full)
                 if count_text(done) <= budget:
                     return done, [*completed, TRIMMED]

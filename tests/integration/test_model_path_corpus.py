@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from compactor.bench.model_path import EXPECTED, KINDS, RATIOS, run_bench
+from compactor.bench.model_path import KINDS, RATIOS, expected_outcomes, run_bench
 from tests.conftest import corpus_files
 
 pytestmark = [pytest.mark.integration, pytest.mark.corpus]
@@ -22,9 +22,8 @@ def _check(result: dict, paths: tuple[str, ...]) -> None:
         for p in paths:
             out = row[p]
             assert out["truthful"], (row["name"], row["kind"], p, out)
-            assert out["outcome"] in EXPECTED[row["kind"]] or (
-                row["kind"] == "no-constraints" and row["note"] and out["outcome"] in EXPECTED["faithful"]
-            ), (row["name"], row["kind"], p, out)
+            assert out["outcome"] in expected_outcomes(row["kind"], row["note"], out.get("detail", "")), \
+                (row["name"], row["kind"], p, out)
 
 
 def test_every_stand_in_answer_is_used_inline(corpus_dir):
