@@ -201,13 +201,18 @@ async def test_dead_collector_does_not_slow_a_command(temporal_address, tmp_path
     try:
         async with running_worker(temporal_address, store, task_queue):
             plain = [await asyncio.to_thread(_timed_cli, args, env) for _ in range(3)]
-            runs = [await asyncio.to_thread(_timed_cli, args, {**env, "COMPACTOR_OTLP_ENDPOINT": dead})
+            # an export timeout far above the command's own time: a command that waited for
+            # the collector would take it (the CLI waits at most 0.2 s for its spans)
+            runs = [await asyncio.to_thread(_timed_cli, args, {**env, "COMPACTOR_OTLP_ENDPOINT": dead,
+                                                               "COMPACTOR_OTLP_TIMEOUT_S": "10"})
                     for _ in range(3)]
     finally:
         black.close()
     assert all(cp.returncode == 0 for _, cp in plain + runs), [cp.stderr for _, cp in plain + runs]
     fast, slow = min(t for t, _ in plain), min(t for t, _ in runs)
     print(f"\ndead collector: best {slow:.2f}s vs {fast:.2f}s without")
-    assert slow - fast < 0.5, f"dead collector: {slow:.2f}s vs {fast:.2f}s"
+    # never waits for the collector (a wait would add the 10 s timeout); how much a dead
+    # collector costs is a figure for benchmarks, not a timed test on a shared machine
+    assert slow - fast < 3.0, f"dead collector: {slow:.2f}s vs {fast:.2f}s"
     for _, cp in runs:
         assert "export" not in cp.stderr.lower() and "Traceback" not in cp.stderr, cp.stderr
