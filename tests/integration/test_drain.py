@@ -85,7 +85,7 @@ async def test_readiness_follows_the_store_and_drains_on_sigterm_without_cancell
             worker.send_signal(signal.SIGTERM)
             t0 = time.monotonic()
             code, body = wait_for(lambda: (r := _get(ready))[0] == 503 and r, 5, "/readyz 503 while draining")
-            assert body == {"worker": "shutting down"}
+            assert body["worker"] == "shutting down"  # a check begun before the signal may add its results
             assert worker.poll() is None  # still finishing the model call
             assert worker.wait(60) == 0
             assert time.monotonic() - t0 >= 3  # it waited for the call, not for the 1 s setting

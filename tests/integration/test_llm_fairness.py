@@ -26,7 +26,6 @@ from tests.integration.durable_support import coding_session
 
 pytestmark = pytest.mark.integration
 BUSY = 10
-PARTITIONS = 4
 
 
 def _session(store, tenant: str, session: str) -> None:
@@ -77,10 +76,12 @@ async def test_a_busy_tenant_does_not_delay_another_tenants_model_call(temporal_
     assert sorted(order) == sorted([f"{busy}/s{i}" for i in range(BUSY + 1)] + [f"{quiet}/s0"]), order
     b, late = order.index(f"{quiet}/s0"), order.index(f"{busy}/s{BUSY}")
     assert b < late, order  # B overtook A's backlog ...
-    # ... waiting for at most one call per other partition of the task queue (the dev server,
-    # like a default cluster, splits a queue in 4 partitions, each dispatching fairly), where
-    # first come, first served would have made it wait for most of the backlog.
-    assert b <= PARTITIONS - 1, order
+    # ... and ahead of most of it: first come, first served puts it behind all BUSY of A's
+    # earlier calls (10th or later). With fairness it went 1st-4th on a quiet machine (at most
+    # one call per other partition: the dev server, like a default cluster, splits a queue in
+    # 4 partitions, each dispatching fairly); a loaded machine dispatches the partitions
+    # unevenly (7th seen), so the bound is the first 8 of the 12 calls.
+    assert b < BUSY - 2, order
 
 def _calls(fake: FakeAnthropic) -> list:
     return [r for r in list(fake.requests) if r.method == "POST" and r.path.startswith("/v1/messages")
