@@ -1,10 +1,12 @@
 """Fixtures for tests that run on both store backends from a cold process.
 
-Import the ones a module uses (``from tests.unit.store_fixtures import store, cli_url``); pytest
+Import the ones a module uses (``from tests.unit.store_fixtures import make_store, store, cli_url``); pytest
 finds imported fixtures by name.
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import pytest
 
@@ -28,13 +30,19 @@ def cold_process():
 
 
 @pytest.fixture(params=["local", "s3"])
-def store(request, tmp_path) -> ObjectStore:
-    """A LocalStore under tmp_path, then an S3Store on a fresh moto bucket."""
+def make_store(request, tmp_path) -> Callable[[], ObjectStore]:
+    """Factory of independent store objects (each its own client) on one fresh location: a
+    LocalStore under tmp_path, then an S3Store on a fresh moto bucket."""
     if request.param == "local":
-        return LocalStore(tmp_path / "store")
+        return lambda: LocalStore(tmp_path / "store")
     endpoint = request.getfixturevalue("s3_endpoint")
     bucket = request.getfixturevalue("s3_bucket")
-    return S3Store(bucket, "pfx", endpoint_url=endpoint)
+    return lambda: S3Store(bucket, "pfx", endpoint_url=endpoint)
+
+
+@pytest.fixture
+def store(make_store) -> ObjectStore:
+    return make_store()
 
 
 @pytest.fixture

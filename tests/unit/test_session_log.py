@@ -21,23 +21,11 @@ from compactor.records import Checkpoint, CompactionRecord, SeqRange
 import compactor.store.log as logmod
 from compactor.store import LocalStore, ObjectStore, SessionLog, list_sessions, validate_id
 from compactor.store.s3 import S3Store
+from tests.unit.store_fixtures import make_store, store  # noqa: F401 (pytest fixtures)
 
 T = "acme"
 
 
-@pytest.fixture(params=["local", "s3"])
-def make_store(request, tmp_path) -> Callable[[], ObjectStore]:
-    """Factory of independent store objects (each its own client) on one fresh location."""
-    if request.param == "local":
-        return lambda: LocalStore(tmp_path / "store")
-    endpoint = request.getfixturevalue("s3_endpoint")
-    bucket = request.getfixturevalue("s3_bucket")
-    return lambda: S3Store(bucket, "pfx", endpoint_url=endpoint)
-
-
-@pytest.fixture
-def store(make_store) -> ObjectStore:
-    return make_store()
 
 
 def ev(i: str, text: str = "", role: str = "user", kind: str = "message") -> Event:

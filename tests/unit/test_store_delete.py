@@ -17,22 +17,11 @@ from compactor.store import LocalStore, ObjectStore, SessionLog
 from compactor.store.erase import delete_session, delete_tenant
 from compactor.store.s3 import S3Store
 from compactor.store.verify import verify_session
+from tests.unit.store_fixtures import make_store, store  # noqa: F401 (pytest fixtures)
 
 SECRET = "zebra-quartz-7731"  # conversation text that must never reach a deletion record
 
 
-@pytest.fixture(params=["local", "s3"])
-def make_store(request, tmp_path) -> Callable[[], ObjectStore]:
-    if request.param == "local":
-        return lambda: LocalStore(tmp_path / "store")
-    endpoint = request.getfixturevalue("s3_endpoint")
-    bucket = request.getfixturevalue("s3_bucket")
-    return lambda: S3Store(bucket, "pfx", endpoint_url=endpoint)
-
-
-@pytest.fixture
-def store(make_store) -> ObjectStore:
-    return make_store()
 
 
 def with_artifact(store: ObjectStore, tenant: str, session: str, data: bytes) -> str:
