@@ -20,7 +20,7 @@ from compactor.events import Event, TextBlock
 from compactor.records import CompactionRecord
 from compactor.store import ObjectStore, SessionLog
 from compactor.store.verify import verify_session
-from tests.unit.store_fixtures import cli_url, cold_process, store  # noqa: F401 - fixtures
+from tests.unit.store_fixtures import cli_url, cold_process, make_store, store  # noqa: F401 - fixtures
 
 SECRET = "SECRET-OF-OTHER-TENANT"
 

@@ -233,8 +233,8 @@ def test_a_segment_not_yet_in_the_head_is_kept(store):
 
 def test_gc_concurrent_with_appends_and_compactions_loses_nothing(store):
     first = asyncio.run(busy_session(store, T, S, appends=20, compactions=4))
-    time.sleep(1.2)  # what the first part left behind is past the grace period now
     cfg = GcSettings(grace_s=1.0)
+    time.sleep(cfg.grace_s + cfg.slack + 0.3)  # what the first part left behind is past the grace period now
     stop = threading.Event()
     runs: list = []
     errors: list[BaseException] = []

@@ -16,7 +16,7 @@ from compactor.events import Event, TextBlock
 from compactor.records import Checkpoint, CompactionRecord, SeqRange
 from compactor.store import LocalStore, ObjectStore, SessionLog
 from compactor.store.verify import verify_session
-from tests.unit.store_fixtures import cli_url, cold_process, store  # noqa: F401 - fixtures
+from tests.unit.store_fixtures import cli_url, cold_process, make_store, store  # noqa: F401 - fixtures
 
 T, S = "acme", "sess"
 RULE = "Do not change the public API"
