@@ -3,7 +3,8 @@
 The conversation is the ``response_item`` payloads. ``event_msg`` lines repeat what the UI
 showed and are used only for provider usage (``token_count``) and aborted turns. Developer
 messages and the first-turn context blocks (AGENTS.md, ``<environment_context>``, permissions)
-are marked injected; ``session_meta.base_instructions`` is the pinned system prompt.
+are marked injected; ``session_meta.base_instructions`` is the pinned system prompt, and
+developer messages and the standing context blocks (``STANDING_PREFIXES``) are pinned too.
 """
 
 from __future__ import annotations
@@ -40,6 +41,21 @@ INJECTED_PREFIXES = (
     "<turn_aborted>",
     "<user_shell_command>",
     "<skill>",
+    "<personality>",
+)
+
+#: Injected user-role context that stands for the whole session (AGENTS.md, the environment,
+#: permissions, collaboration mode): pinned like developer messages. Codex rebuilds exactly
+#: this context (``build_initial_context``) after its own compaction, so a compaction here
+#: keeps it verbatim instead of summarizing the agent's standing rules away. Per-turn notes
+#: (``<turn_aborted>``, ``<user_shell_command>``, ``<skill>``) stay ordinary events.
+STANDING_PREFIXES = (
+    "# AGENTS.md instructions",
+    "<environment_context>",
+    "<user_instructions>",
+    "<permissions instructions>",
+    "<collaboration_mode>",
+    "<INSTRUCTIONS>",
     "<personality>",
 )
 
@@ -139,14 +155,18 @@ class _State:
             ]
             if not texts and not images:
                 return
+            kind = "message"
             if role == "developer":
                 meta["source_role"] = "developer"
                 injected = True
             else:
                 injected = bool(texts) and all(x.lstrip().startswith(INJECTED_PREFIXES) for x in texts)
+            if injected and not images and (role == "developer" or all(
+                    x.lstrip().startswith(STANDING_PREFIXES) for x in texts)):
+                kind = "pinned"  # standing instructions: Codex puts them back after its own compaction
             blocks: list[Any] = [TextBlock(text=x) for x in texts]
             blocks.extend(_image(c.get("image_url"), meta) for c in images)
-            self.b.new("user", self.eid(no), at=at, injected=injected, blocks=blocks, meta=meta)
+            self.b.new("user", self.eid(no), at=at, kind=kind, injected=injected, blocks=blocks, meta=meta)
         elif t == "reasoning":
             summary = "\n\n".join(
                 str(s.get("text", "")) for s in p.get("summary") or [] if isinstance(s, dict)

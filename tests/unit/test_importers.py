@@ -156,13 +156,14 @@ def test_claude_code_merges_response_split_around_a_result():
 def test_codex_counts_pinned_injected_and_usage():
     res = load("codex/rollout.jsonl")
     s = res.stats
-    assert (s["events"], s["pinned"], s["injected"], s["user_messages"]) == (13, 1, 2, 2)
+    assert (s["events"], s["pinned"], s["injected"], s["user_messages"]) == (13, 3, 2, 2)
     assert (s["tool_calls"], s["tool_results"], s["unresolved_tool_calls"]) == (4, 3, 1)
     assert [k.line for k in res.skipped] == [17]
     ev = res.events
     assert ev[0].kind == "pinned" and ev[0].role == "system" and "You are Codex" in ev[0].text
-    assert ev[1].injected and ev[1].meta["source_role"] == "developer"
-    assert ev[2].injected and "AGENTS.md" in ev[2].text
+    # developer instructions and AGENTS.md stand for the whole session: pinned (Codex re-injects them)
+    assert ev[1].injected and ev[1].meta["source_role"] == "developer" and ev[1].kind == "pinned"
+    assert ev[2].injected and "AGENTS.md" in ev[2].text and ev[2].kind == "pinned"
     assert ev[3].is_user_request and ev[3].text == "Fix the failing test in tests/test_parser.py"
     a = ev[4]
     assert [b.type for b in a.blocks] == ["thinking", "text", "tool_use"]
@@ -171,6 +172,21 @@ def test_codex_counts_pinned_injected_and_usage():
     assert (a.usage.input_tokens, a.usage.cache_read_input_tokens, a.usage.output_tokens) == (2000, 3000, 200)
     patch = ev[6].tool_uses[0]
     assert patch.name == "apply_patch" and patch.input["input"].startswith("*** Begin Patch")
+
+
+def test_codex_standing_instructions_survive_a_compaction_verbatim():
+    from compactor.engine.compact import compact
+    from compactor.engine.policy import make_policy
+
+    events = load("codex/rollout.jsonl").events
+    agents = next(e for e in events if "AGENTS.md" in e.text)
+    developer = next(e for e in events if e.meta.get("source_role") == "developer")
+    res = compact(events, make_policy("codex"), 400)
+    assert res.checkpoint is not None and res.checkpoint.covers.end >= agents.seq
+    texts = [e.text for e in res.view]
+    assert agents.text in texts and developer.text in texts  # kept whole, not summarized away
+    assert texts.index(agents.text) < next(i for i, e in enumerate(res.view) if e.kind == "summary" or
+                                           "continued from an earlier conversation" in e.text)
 
 
 def test_codex_compaction_and_unresolved_call():

@@ -16,6 +16,7 @@ import pytest
 
 from compactor.events import Event, TextBlock, to_anthropic
 from compactor.importers import ImportResult, import_file
+from compactor.importers._codex import STANDING_PREFIXES
 from tests.conftest import corpus_files
 
 pytestmark = pytest.mark.corpus
@@ -103,13 +104,13 @@ def check_codex(path: Path, res: ImportResult) -> None:
         e
         for e in ev
         if e.role == "user"
-        and e.kind == "message"
+        and e.kind in ("message", "pinned")
         and not e.tool_results
         and e.meta.get("source_role") != "developer"
     ]
     assert len(users) == roles["user"]
     assert sum(1 for e in ev if e.meta.get("source_role") == "developer") == roles["developer"]
-    assert all(e.injected for e in ev if e.meta.get("source_role") == "developer")
+    assert all(e.injected and e.kind == "pinned" for e in ev if e.meta.get("source_role") == "developer")
     outputs = items["function_call_output"] + items["custom_tool_call_output"]
     synthesized = sum(1 for e in ev if e.meta.get("synthesized_from_status"))
     assert _n_results(ev) == outputs + synthesized
@@ -117,7 +118,11 @@ def check_codex(path: Path, res: ImportResult) -> None:
     has_instructions = any(
         o.get("type") == "session_meta" and (o.get("payload") or {}).get("base_instructions") for o in objs
     )
-    assert res.stats["pinned"] == int(has_instructions)
+    standing = sum(1 for e in ev if e.role == "user" and e.kind == "pinned")  # developer + AGENTS.md, environment...
+    assert standing >= roles["developer"]
+    assert all(e.text.lstrip().startswith(STANDING_PREFIXES) for e in ev
+               if e.kind == "pinned" and e.role == "user" and e.meta.get("source_role") != "developer")
+    assert res.stats["pinned"] == int(has_instructions) + standing
     assert [k.line for k in res.skipped] == bad
     reported = any(
         o.get("type") == "event_msg"
