@@ -54,6 +54,12 @@ MIN_SUMMARY_TOKENS = 200
 TAIL_SHARE = 0.5
 """Share of the room left after pinned events that the verbatim tail may take."""
 TAIL_MAX_SHARE = 0.6
+INFEASIBLE_SUMMARY_SHARE = 0.25
+"""When the pinned instructions alone exceed the target, no view can meet it (the record says
+so, with the irreducible tokens); the summary then gets this share of the target instead of
+the bare minimum, so the view that goes over by the pinned part still carries the work (a
+200-token summary of a Codex session whose developer instructions fill the target told the
+next turn almost nothing)."""
 
 
 class Plan(BaseModel):
@@ -347,6 +353,8 @@ def apply_layers(
                 covered = covered_all[:bisect_right(covered_seqs, cut)]
                 frame = build_view(evs, checkpoint(cut, summary="", sections={}, state={}, summary_tokens=0))
                 room = target - view_tokens(frame) - 4
+                if not plan.available_tokens:  # the pinned instructions alone exceed the target
+                    room = max(room, int(target * INFEASIBLE_SUMMARY_SHARE))
                 replaced = sum(count_event(e) for e in covered) + prev_summary_tokens
                 limit = min(room, policy.summary_max_tokens)
                 if policy.summary_must_shrink:

@@ -93,6 +93,22 @@ def test_over_budget_names_what_alone_exceeds_the_target():
     assert "pinned events" in rec.error and "cannot be met" in rec.error
 
 
+def test_a_target_the_pinned_instructions_exceed_still_gets_a_summary_that_carries_the_work():
+    c = Conv(system="Rules of the house. " * 800)  # ~3.2k tokens of instructions, target 2k
+    c.user("Port src/legacy.py to the new API. Never change the wire format.")
+    for i in range(40):
+        c.call("Edit", {"file_path": f"src/mod_{i}.py", "old_string": "old()", "new_string": "new()"}, "ok " * 60)
+    c.user("Now run the whole suite.")
+    res = compact(c.events, POLICY, target_tokens=2_000)
+    rec = res.record
+    assert "pinned events" in rec.error and "cannot be met" in rec.error  # said, as before
+    from compactor.engine.compact import INFEASIBLE_SUMMARY_SHARE
+    assert rec.summary_tokens > 2_000 * INFEASIBLE_SUMMARY_SHARE * 0.5  # not the 200-token minimum
+    assert "Never change the wire format." in res.checkpoint.summary
+    assert sum(f"src/mod_{i}.py" in res.checkpoint.summary for i in range(40)) >= 10
+    assert rec.tokens_after < rec.tokens_before
+
+
 def test_mid_turn_is_said_in_the_record():
     c = Conv()
     c.user("Start the migration. Never drop tables.")
