@@ -350,6 +350,10 @@ class SummarizeInput(BaseModel):
     model: str
     mode: Literal["template", "native"]
     output_key: str
+    latest_full: bool = Field(
+        default=False, description="The cut passes the latest request (mid-turn): the view quotes it "
+        "in full after the summary, so the model's budget leaves room for it.",
+    )
 
 
 class SummarizeOutput(BaseModel):

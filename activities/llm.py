@@ -183,6 +183,7 @@ class _Loaded(BaseModel):
     first_seq: int
     previous_summary: str | None = None
     previous_native: dict[str, Any] | None = None
+    latest_full: bool = False
 
 
 class _Usage(BaseModel):
@@ -310,6 +311,7 @@ class LlmActivities:
             first_seq=prev_end + 1,
             previous_summary=prev_summary,
             previous_native=prev_native,
+            latest_full=inp.latest_full,
         )
 
     def _max_tokens(self, budget: int) -> int:
@@ -384,6 +386,7 @@ class LlmActivities:
         first_seq: int = 1,
         model: str | None = None,
         previous_summary: str | None = None,
+        latest_full: bool = False,
     ) -> tuple[str, dict[str, list[str]], dict[str, int]]:
         """The template summary in this process (``compact --inline --summarizer anthropic``):
         the same request, call, shrinking and answer checks as the activity.
@@ -394,7 +397,7 @@ class LlmActivities:
         if self.client is None:
             raise _failed(f"anthropic summarizer unavailable: {self.unavailable}")
         loaded = _Loaded(state=state, events=list(events), first_seq=first_seq,
-                         previous_summary=previous_summary)
+                         previous_summary=previous_summary, latest_full=latest_full)
         progress: dict[str, Any] = {"phase": "call", "dropped_rounds": 0, "chars": 0}
         try:
             text, sections, _, usage, dropped = await self._template(
@@ -418,6 +421,7 @@ class LlmActivities:
             return prompting.build_prompt(
                 loaded.state, events, budget_tokens=budget_tokens, covers=covers,
                 previous_summary=loaded.previous_summary, dropped_rounds=dropped,
+                latest_full=loaded.latest_full,
             )
 
         async def count(p: prompting.SummaryPrompt) -> int:

@@ -543,6 +543,7 @@ class CompactSessionWorkflow:
             model=inp.model if name != "structured" else "structured",
             mode=mode,  # type: ignore[arg-type]
             output_key=f"{prefix}summary-{name}.json",
+            latest_full=ext.mid_turn,
         )
 
     async def _structured(

@@ -58,7 +58,8 @@ def summarize_inline(
 
     try:
         text, sections, usage = asyncio.run(llm.template_summary(
-            ckpt.state, covered, covers_end=ckpt.covers.end, budget_tokens=budget, model=model))
+            ckpt.state, covered, covers_end=ckpt.covers.end, budget_tokens=budget, model=model,
+            latest_full=rec.mid_turn))
     except ApplicationError as e:
         return _fallback(result, f"{summarizer} failed: {e.type or 'ApplicationError'}: {e.message}")
     cand, completed = with_summary(ckpt, text, summarizer=summarizer, budget=budget, mid_turn=rec.mid_turn,

@@ -98,12 +98,13 @@ def over_budget(view_tokens: int, target_tokens: int | None, structured_tokens: 
 
 # Sections of a model's answer that give way first when the completed summary overruns its
 # budget (a model that wrote past the budget it was asked for): first sections that say nothing
-# ("- (none)"), then the least a continuing agent acts on; the agent's reasoning (decisions,
-# reasons and rules: how things work, why) last. Goal, constraints, unknown outcomes and the
-# latest request never give way.
+# ("- (none)"), then the least a continuing agent acts on; what the agent built (files changed:
+# what they hold and do), why, and what failed last. Goal, constraints, unknown outcomes and
+# the latest request never give way. (Probes, issue 14: a trimmed answer that had lost its
+# "Files changed" left readers unable to say what the fix changed.)
 _SHED_ORDER = ("Files read", "Links the user gave", "Artifacts", "Commands run", "Tests",
-               "Current plan / todos", "Agent's reports (newest first)", "User requests",
-               "Files changed", "Errors and failed approaches", "Decisions", "Reasons and rules")
+               "User requests", "Agent's reports (newest first)", "Current plan / todos",
+               "Reasons and rules", "Decisions", "Errors and failed approaches", "Files changed")
 _NOTHING = {"", "- (none)", "(none)", "- none", "none", "- (none recorded)"}
 TRIMMED = "trimmed"
 

@@ -106,6 +106,8 @@ def complete_from_state(text: str, state: LiftedState, budget_tokens: int, *,
             continue  # the latest request: quoted below when needed, else it is in the tail
         if is_named(ln.section, ln.text, text, latest_full=latest_full):
             continue
+        if quote_latest and ln.section == CONSTRAINTS and _norm(_body(ln.text)) in _norm(latest.text):
+            continue  # the request quoted whole below carries it word for word
         if ln.section in _MUST:
             must.append((ln.section, ln.text))
         else:

@@ -81,3 +81,17 @@ def test_a_changed_file_the_model_left_out_comes_back_with_what_it_holds():
     assert "Files changed" in added
     item = text[text.index("src/score.py"):]
     assert "WEIGHT_RECENCY" in item.split("\n- ", 1)[0]  # on the file's own item
+
+
+def test_after_a_mid_turn_cut_a_constraint_inside_the_quoted_request_is_not_repeated():
+    c = Conv()
+    c.user("Fix the flaky upload test in tests/test_upload.py. Never retry a POST. Keep the public API.")
+    c.call("Bash", {"command": "pytest tests/test_upload.py"}, "1 failed", is_error=True)
+    state = lift_state(c.events)
+    assert any(x.text == "Never retry a POST." for x in state.constraints)
+    answer = "## Goal\n- Fix the flaky upload test\n## Errors and failed approaches\n- pytest tests/test_upload.py: 1 failed"
+    text, added = complete_from_state(answer, state, 2_000, latest_full=True)
+    request = c.events[1].text  # (events[0]: Conv's pinned system prompt)
+    assert request in text  # quoted whole, so the constraint is there word for word ...
+    assert text.count("Never retry a POST.") == 1  # ... and only there
+    assert "Latest request" in added

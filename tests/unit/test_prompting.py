@@ -168,3 +168,30 @@ def test_template_asks_for_reports_reasons_and_error_status():
     assert "lifted_state.reasons" in reasons
     errors = prompt.split("## Errors and failed approaches\n", 1)[1].split("\n## ", 1)[0]
     assert "cause" in errors and "status" in errors
+
+
+def test_a_mid_turn_request_leaves_the_model_room_for_the_quoted_latest_request():
+    """After a mid-turn cut the service quotes the latest request whole after the summary: the
+    model is asked for the budget minus that quote, told not to repeat it, and not handed the
+    constraints the quote already carries (swe-agent: an 800-token task statement used to fill
+    the model's budget, and the model's own findings were trimmed away)."""
+    task = ("Solve the issue in the parser. " + "The parser drops trailing commas in lists. " * 40
+            + "Never push to main.")
+    ev = [Event(seq=1, id="e1", role="user", blocks=[TextBlock(text=task)]),
+          Event(seq=2, id="e2", role="assistant", blocks=[TextBlock(text="Reading parser.py first.")])]
+    state = lift_state(ev)
+    assert any("Never push to main" in c.text for c in state.constraints)
+    plain = prompting.build_prompt(state, ev, budget_tokens=1_000, covers=(1, 2))
+    mid = prompting.build_prompt(state, ev, budget_tokens=1_000, covers=(1, 2), latest_full=True)
+
+    def stated(p):
+        return int(re.search(r"Budget: at most (\d+) tokens", p.messages[0]["content"][0]["text"]).group(1))
+
+    quote = prompting.count_text(task)
+    assert stated(plain) == int(1_000 * prompting.MODEL_BUDGET_SHARE)
+    assert stated(mid) == max(prompting.MIN_MODEL_BUDGET, int((1_000 - quote - 24) * prompting.MODEL_BUDGET_SHARE))
+    assert stated(mid) < stated(plain)
+    assert "quotes it in full right after your summary" in _outside_fences(mid)
+    _, data = split_fenced("\n".join(b["text"] for b in mid.messages[0]["content"]))
+    assert not any("Never push to main" in c["text"] for c in json.loads(data["lifted_state"])["constraints"])
+    assert prompting.build_prompt(state, ev, budget_tokens=1_000, covers=(1, 2)).system == mid.system
