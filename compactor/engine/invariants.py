@@ -14,7 +14,7 @@ workflow assert them); messages are for people.
 | 6 | ``unknown_reported_done`` | actions of unknown outcome stay unknown unless a result arrived; none is listed as done (a model's text included: no line reports as done an action with no recorded result) |
 | 7 | ``artifact_unresolved`` | every artifact ref the compaction introduced resolves and its sha256 matches |
 | 8 | ``summary_not_smaller`` / ``over_budget`` | the summary is smaller than what it replaces; the view fits the target |
-| 9 | ``unknown_identifier`` | paths, URLs and tool ids the summary states occur in the covered range |
+| 9 | ``unknown_identifier`` | paths, URLs and tool ids the summary states occur in the session (covered range or tail) |
 | - | ``summary_incomplete`` | a model's answer carries a measurable part of the lifted state by itself (else it is empty or a placeholder, and refused) |
 | - | ``summary_language`` | a model's answer is written in a language the user or the agent used in the session |
 | 10 | ``range_not_contiguous`` / ``event_duplicated`` / ``event_missing`` / ``event_unexpected`` | the checkpoint covers a contiguous prefix ending at or before the snapshot, and every later event is in the view exactly once |
@@ -519,6 +519,9 @@ _FILE_RE = re.compile(
     r"vue|svelte|proto|xml|csv|ipynb|env|gradle|mk)\b"
 )
 _TRUNC = ("…", "...")
+_CJK_TAIL_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+$")
+"""Korean, Japanese and Chinese particles written onto a path (``/home/user/tmp에``: "in
+/home/user/tmp") are not part of it."""
 
 
 _EXT_RE = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,7}$")
@@ -530,15 +533,18 @@ def _actionable_path(tok: str) -> bool:
     Absolute, home- and dot-relative paths count (``/usr/bin/x``, ``~/x``, ``./x``); a bare
     relative token counts only when its last part has a file extension (``src/app.py``).
     Dates (``4/18``), slash-joined words (``analyze/filters``, ``author/state/comments``,
-    ``NONE/FIRST_TIME``) and ``read/write``-style prose are not identifiers: a summary that
-    writes them invents nothing.
+    ``NONE/FIRST_TIME``), slash-joined file names (``a.py/b.py``) and ``read/write``-style
+    prose are not identifiers: a summary that writes them invents nothing.
     """
     core = tok.strip("/")
     if "/" not in core:
         return False
     if tok.startswith(("/", "~/", "./", "../")):
         return any(c.isalpha() for c in core)
-    return bool(_EXT_RE.search(core.rsplit("/", 1)[-1]))
+    parts = core.split("/")
+    if all(_EXT_RE.search(p) for p in parts):
+        return False  # ``pineconedb.py/upstashdb.py``: file names joined by a slash, "this or that"
+    return bool(_EXT_RE.search(parts[-1]))
 
 
 def identifiers(text: str) -> set[str]:
@@ -546,7 +552,7 @@ def identifiers(text: str) -> set[str]:
     found: set[str] = set()
     for rx in (_URL_RE, _TOOL_ID_RE, _PATH_RE, _FILE_RE):
         for m in rx.finditer(text):
-            tok = m.group(0).rstrip(".,;:!?'\")]}")
+            tok = _CJK_TAIL_RE.sub("", m.group(0)).rstrip(".,;:!?'\")]}")
             end = m.end()
             if text[end:end + 1] == "…" or text[end:end + 3] == "...":
                 continue  # cut short by the renderer: only a prefix is stated
@@ -629,19 +635,20 @@ def check_identifiers(
 ) -> list[Violation]:
     if ckpt.covers.empty or not ckpt.summary:
         return []
-    # Where an identifier may come from: the covered events, the previous summary and state.
-    # Tool-result bodies are kept apart and searched last: they are most of the text (a
+    # Where an identifier may come from: the session's events (the covered range, and the tail
+    # the view shows verbatim: a model that joins a directory listed in the covered range with a
+    # file name the agent only spells out whole later states nothing the session never had),
+    # the previous summary and state. Tool-result bodies are kept apart and searched last: they are most of the text (a
     # session's whole output) while identifiers are nearly always found in the calls, requests
     # and the previous state. Identifiers hold no whitespace, so none can span two parts and
     # searching the parts one after the other finds exactly what one joined haystack would.
     parts: list[str] = []
     bodies: list[str] = []
     for e in events:
-        if e.seq <= ckpt.covers.end or e.kind == "pinned":
-            for b in e.blocks:
-                parts.extend(_block_texts(b))
-                if isinstance(b, ToolResultBlock):
-                    bodies.extend(_result_texts(b))
+        for b in e.blocks:
+            parts.extend(_block_texts(b))
+            if isinstance(b, ToolResultBlock):
+                bodies.extend(_result_texts(b))
     if prev is not None:
         parts.append(_prev_text(prev))
     parts.extend(_strings(ckpt.state.get("artifacts", [])))
@@ -658,7 +665,7 @@ def check_identifiers(
             continue
         out.append(Violation(code="unknown_identifier",
                              message="the summary states an identifier (path, URL or id) that is "
-                             "not in the covered range", detail=ident))
+                             "not in the session", detail=ident))
     return out
 
 

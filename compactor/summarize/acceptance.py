@@ -241,11 +241,31 @@ def session_languages(state: LiftedState) -> set[str]:
 def foreign_language(text: str, state: LiftedState) -> tuple[str, set[str]] | None:
     """(the answer's language, the session's) when the model's text is written in a language
     neither the user nor the agent used; else None."""
-    own = language(model_part(text))
+    own_text = model_part(text)
+    own = language(own_text)
     langs = session_languages(state)
     if own is None or not langs or own in langs:
         return None
+    if any(script_share(own_text, lang) >= MIN_SCRIPT_SHARE for lang in langs):
+        return None  # the session's script carries the prose; paths, commands and code are Latin
     return own, langs
+
+
+MIN_SCRIPT_SHARE = 0.1
+"""An answer whose prose letters are at least this share in the script of a session language
+(Hangul, kana, Cyrillic...) is written in it, however many Latin paths, commands and code
+words it quotes (a faithful Korean summary of a coding session was 29.6% Hangul letters, one
+syllable block per two or three Latin letters, and was refused as English)."""
+
+
+def script_share(text: str, lang: str) -> float:
+    """Share of the prose letters of ``text`` in ``lang``'s own script (0 for Latin languages)."""
+    rx = dict(_SCRIPTS).get(lang)
+    if rx is None:
+        return 0.0
+    prose = _CODEISH_RE.sub(" ", text)
+    letters = sum(1 for c in prose if c.isalpha())
+    return len(rx.findall(prose)) / letters if letters else 0.0
 
 
 # --- claims of done ------------------------------------------------------------------------

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from compactor.engine.compact import compact, repair_candidate
 from compactor.events import TextBlock
-from compactor.engine.invariants import identifiers, validate
+from compactor.engine.invariants import check_identifiers, identifiers, validate
+from compactor.records import Checkpoint, SeqRange
 from compactor.engine.measure import view_tokens
 from compactor.engine.policy import make_policy
 from compactor.engine.view import build_view
@@ -54,6 +55,25 @@ def test_identifiers_are_paths_urls_and_ids_not_prose():
             "https://example.com/a and toolu_0123456789.")
     assert identifiers(text) == {"src/pages/index.tsx", "/usr/local/bin/run", "./x/y",
                                  "https://example.com/a", "toolu_0123456789"}
+    # "this file or that one": each name is checked, the slash-joined pair is not one path
+    assert identifiers("pineconedb.py/upstashdb.py store the text") == {"pineconedb.py"}
+    # a Korean particle written onto a path ("in /home/user/tmp") is not part of it
+    assert identifiers("/home/user/tmp에 저장, src/app.py를 수정") == {"/home/user/tmp", "src/app.py"}
+
+
+def test_an_identifier_the_tail_spells_out_is_not_invented():
+    """A model that joins a directory listed in the covered range with a file name the agent
+    only writes out whole after the cut states a path the session has (the view shows it)."""
+    c = Conv()
+    c.user("Find the session file and upload it.")
+    c.call("Bash", {"command": "ls /home/user/.gjc/agent/sessions/-tmp/"}, "2026-07-14T04-52_s3a.jsonl\n")
+    c.say("Found /home/user/.gjc/agent/sessions/-tmp/2026-07-14T04-52_s3a.jsonl, uploading it next.")
+    full = "/home/user/.gjc/agent/sessions/-tmp/2026-07-14T04-52_s3a.jsonl"
+    cut = c.events[-2].seq  # the covered range ends before the agent spells the path out
+    ckpt = Checkpoint(id="c1", tenant="t", session="s", covers=SeqRange(start=1, end=cut),
+                      summary=f"## Files read\n- {full}\n## Files changed\n- /etc/never/seen.conf")
+    vio = check_identifiers(c.events, ckpt, None)
+    assert [v.detail for v in vio] == ["/etc/never/seen.conf"]
 
 
 def test_candidate_with_one_unknown_identifier_is_repaired_not_dropped():

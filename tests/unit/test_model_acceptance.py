@@ -20,8 +20,10 @@ from compactor.engine.measure import view_tokens
 from compactor.engine.model_summary import with_summary
 from compactor.engine.policy import make_policy
 from compactor.engine.view import build_view
-from compactor.lifting.lift import LiftedState
-from compactor.summarize.acceptance import ALSO_HEADING, carried, language, session_languages
+from compactor.lifting.lift import LiftedState, lift_state
+from compactor.summarize.acceptance import (
+    ALSO_HEADING, MIN_SCRIPT_SHARE, carried, foreign_language, language, model_part, script_share, session_languages,
+)
 from tests.unit.engine_fixtures import Conv
 
 FAITHFUL = """## Goal
@@ -133,6 +135,27 @@ def test_an_answer_in_another_language_is_rejected(done):
 def test_the_users_own_language_is_not_another_language():
     assert language("이제 그영상들 트랜스크립트 뽑아서 분석해서 사이트 만들어줘") == "ko"
     assert language("The agent added retries to the client and the tests pass with the fix.") == "en"
+
+
+def test_a_korean_summary_full_of_paths_and_commands_is_korean():
+    """A faithful answer to a Korean session quotes Latin paths, commands and code; its prose is
+    Korean (one Hangul block per two or three Latin letters) and it is not refused as English."""
+    c = Conv()
+    c.user("이제 그 영상들 트랜스크립트 뽑아서 병렬로 분석해서 사이트 만들어줘. 영상링크와 요약을 모두 사이트에 기재해줘")
+    c.call("Bash", {"command": "python /tmp/yt_fetch_all.py --out /tmp/transcripts"}, "0/49 ok", is_error=True)
+    c.say("트랜스크립트 수집이 실패했습니다. 다른 방법을 조사하겠습니다.")
+    state = lift_state(c.events)
+    assert session_languages(state) == {"ko"}
+    answer = ("## Goal\n- 영상 49개 트랜스크립트 → 병렬 분석 → 사이트 (영상링크-요약 기재)\n"
+              "## Commands run\n- `python /tmp/yt_fetch_all.py --out /tmp/transcripts` → 0/49 (exit 1): "
+              "the YouTube transcript API returned RequestBlocked for every video from this IP; "
+              "retry with the tor SOCKS proxy on port 9050 and the cookies file\n"
+              "## Errors and failed approaches\n- 수집 실패, 원인 조사 중\n")
+    assert language(model_part(answer)) == "en"  # by the letter count alone it reads as English
+    assert script_share(model_part(answer), "ko") >= MIN_SCRIPT_SHARE
+    assert foreign_language(answer, state) is None
+    german = "## Goal\n- Die Transkripte aller Videos werden geholt und die Seite wird gebaut, mit den Links.\n"
+    assert foreign_language(german, state) == ("de", {"ko"})
 
 
 def test_a_mid_turn_cut_quotes_the_latest_request_verbatim():
