@@ -41,6 +41,7 @@ _SIGS: dict[str, re.Pattern[str]] = {
     "go": re.compile(r"^(func\s+(?:\([^)]*\)\s*)?[A-Za-z_]\w*\s*\([^)]*\)[^{\n]*|type\s+[A-Za-z_]\w*\s+\w+)", re.M),
     "sh": re.compile(r"^[ \t]*((?:function\s+)?[A-Za-z_][\w-]*\s*\(\))\s*\{", re.M),
 }
+_BARE_SIG = re.compile(r"\bdef\s+__\w+__\s*\(\s*self\s*\)|\bdef\s+\w+\s*\(\s*self\s*(?:,\s*\w+\s*)?\)\s*$|\bconstructor\s*\(\s*\)")
 _CONSTS: dict[str, re.Pattern[str]] = {
     "py": re.compile(r"^([A-Z][A-Z0-9_]{1,})\s*(?::\s*[^=\n]+)?=\s*([^\n]+)$", re.M),
     "js": re.compile(r"^(?:export\s+)?(?:const|let|var)\s+([A-Za-z_$][\w$]*)\s*(?::\s*[^=\n]+)?=\s*"
@@ -61,7 +62,10 @@ _LOCAL_LITERALS: dict[str, re.Pattern[str]] = {
 # settings passed or looped over: ``lr=0.001``, ``for epoch in range(20)``
 # an assignment whose value holds a number: the settings and formulas the code computes with
 # (``optimizer = optim.Adam(model.parameters(), lr=0.001)``, ``score = 0.7 * a + 0.3 * b``)
-_PY_NUMERIC_SET = re.compile(r"^[ \t]*([A-Za-z_][\w.]*(?:\[[^\]\n]{1,20}\])?)\s*=\s*([^=\n][^\n]{0,100})$", re.M)
+_PY_NUMERIC_SET = re.compile(r"^[ \t]*([A-Za-z_][\w.]*(?:\[[^\]\n]{1,20}\])?)\s*=\s*([^=\n][^\n]{0,240})$", re.M)
+FORMULA_CHARS = 130
+"""A numeric assignment (a setting or a formula: ``target = 0.5 * t + 0.3 * h + noise``) is
+clipped to this many characters: the whole formula is what "how is X computed" asks."""
 _NUMBER = re.compile(r"(?<![\w\[.:])-?(?:\d+\.\d+|[2-9]|\d{2,})(?![\w\]])")  # not 0/1, no index or slice
 _PY_RANGE = re.compile(r"^[ \t]*for\s+(\w+)\s+in\s+range\(([^()\n]{1,30})\)", re.M)
 _TRIVIAL = frozenset({"0", "1", "-1", "0.0", "1.0", "''", '""', "[]", "{}"})
@@ -141,7 +145,9 @@ def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
             found.append((0, -1, "about: " + _flat(about)))
     sig = _SIGS.get(kind)
     if sig is not None:
-        found += [(2, m.start(), _flat(m.group(1))) for m in sig.finditer(text)]
+        # a signature that says nothing a reader asks for (``def __init__(self)``) goes last
+        found += [(5 if _BARE_SIG.search(m.group(1)) else 2, m.start(), _flat(m.group(1)))
+                  for m in sig.finditer(text)]
     const = _CONSTS.get(kind)
     if const is not None:
         for m in const.finditer(text):
@@ -154,7 +160,7 @@ def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
         found += [(4, m.start(), f"{m.group(1)} = {_value(m.group(2))}") for m in local.finditer(text)
                   if m.group(2) not in _TRIVIAL]
     if kind == "py":
-        found += [(4, m.start(), f"{m.group(1)} = {_flat(m.group(2).split('  #')[0], FACT_CHARS - 20)}")
+        found += [(4, m.start(), f"{m.group(1)} = {_flat(m.group(2).split('  #')[0], FORMULA_CHARS)}")
                   for m in _PY_NUMERIC_SET.finditer(text)
                   if _NUMBER.search(m.group(2)) and m.group(2).strip() not in _TRIVIAL
                   and not m.group(1).isupper()]  # constants are said above
@@ -174,6 +180,8 @@ def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
 
     # the most telling first (the file's own line, constants, config, ids, signatures, data
     # files, then settings) up to MAX_FACTS, shown in file order
+    if any(p < 5 for p, _, _ in found):
+        found = [f for f in found if f[0] < 5]  # a bare ``def __init__(self)`` only when nothing else is said
     seen: set[str] = set()
     picked: list[tuple[int, int, str]] = []
     for item in sorted(found):

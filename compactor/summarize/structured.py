@@ -18,12 +18,13 @@ report is still there, and at a large one they cannot crowd out the lifted lists
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
 from compactor.lifting.lift import FailedApproach, FileRef, LastAction, LiftedState, Request
-from compactor.lifting.narrative import fit_report, norm, select_reasons, select_reports
+from compactor.lifting.narrative import cut_words, fit_report, norm, select_reasons, select_reports
 from compactor.tokens import count_text
 
 GOAL = "Goal"
@@ -69,6 +70,12 @@ section_names = SECTION_NAMES
 PROTECTED_SECTIONS = frozenset({GOAL, CONSTRAINTS, UNKNOWN, LATEST})
 """Sections whose content never leaves the summary for budget."""
 
+ANSWERED_REQUEST_CHARS = 220
+"""An older request the agent answered is one line of this many characters at most."""
+OPEN_REQUEST_CHARS = 420
+"""An older request no report answered (it may still be pending): a longer line."""
+_LIST_MARK = re.compile(r"(?m)^\s*(?:[-*•]|\d{1,2}[.)])(?=\s|[A-Za-z])")
+
 SHORT_QUOTE_CHARS = 600
 """Last resort when even the protected items do not fit: goal/latest shrink to a head quote."""
 
@@ -100,11 +107,11 @@ _TIER_FILE_CHANGED = 85
 _TIER_TODO_OPEN = 90
 _TIER_NEWEST_REPORT = 92  # the agent's own account of the latest turn, clipped to its share
 _TIER_LAST_TEST = 95
-_TIER_FILE_DETAIL = 36  # what a changed file holds (within its share): goes before the file's line
+_TIER_FILE_DETAIL = 56  # what a changed file holds (within its share): after the older requests and reports, before the file's line
 _TIER_LAST_CALL = 93  # a call whose result never came, or failed: the next turn starts there
 _TIER_LAST_DONE = 37  # a call that worked, or a reply: the reports say as much; goes before them
 
-ARTIFACT_SHARE = 0.15
+ARTIFACT_SHARE = 0.3
 """Share of the summary budget for what changed files hold (notes and facts), newest files first."""
 MIN_ARTIFACT_TOKENS = 80
 
@@ -172,6 +179,31 @@ def _request_body(r: Request, short: bool = False) -> str:
     return text
 
 
+def _answered(state: LiftedState) -> dict[int, int]:
+    """Request seq -> seq of the agent's report that closed its turn (the newest one)."""
+    out: dict[int, int] = {}
+    for o in state.outcomes:
+        if o.request_seq:
+            out[o.request_seq] = max(out.get(o.request_seq, 0), o.seq)
+    return out
+
+
+def _request_line(r: Request, answered_at: int | None) -> str:
+    """An older request (a later one followed it) as one line: its head, whitespace and list
+    markers folded, cut at a word, with where its full text is and whether the agent answered it.
+
+    The latest request stays verbatim (the validator requires it after a mid-turn cut); an
+    older one is history the reports and files say more about, so its words get a line, not
+    the room the agent's work needs.
+    """
+    flat = " ".join(_LIST_MARK.sub(" ", r.text).split())
+    n = ANSWERED_REQUEST_CHARS if answered_at else OPEN_REQUEST_CHARS
+    head = cut_words(flat, n)
+    status = f"answered at #{answered_at}" if answered_at else "no closing report in the log"
+    where = f"; full text at #{r.seq}" if head != flat or r.truncated else ""
+    return f"- #{r.seq} ({status}{where}): {head}"
+
+
 def _failure_line(fa: FailedApproach) -> tuple[str, int]:
     """``#57 `anchor build` → failed, still open: "cause"; next: …`` and its keep-tier (the
     status first: it decides what the next turn does)."""
@@ -214,7 +246,7 @@ def _file_details(files: list[FileRef], budget: int | None) -> dict[str, str]:
         for fact in f.facts:
             cost = count_text(fact) + 1
             if left is not None and cost > left:
-                break
+                continue  # a shorter fact further on may still fit
             facts.append(fact)
             left = None if left is None else left - cost
         if facts:
@@ -251,11 +283,11 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
                 + _request_body(goal, short_requests and not (latest_full and goal_is_latest)),
                 None, goal.seq)
 
+    answered = _answered(state)
     for r in requests:
         if (goal is not None and r.seq == goal.seq) or (latest is not None and r.seq == latest.seq):
             continue
-        body = _request_body(r, short=True)
-        doc.add(REQUESTS, f"- #{r.seq}: " + body.replace("\n", "\n  "), _TIER_MIDDLE_REQUEST, r.seq)
+        doc.add(REQUESTS, _request_line(r, answered.get(r.seq)), _TIER_MIDDLE_REQUEST, r.seq)
 
     shown_in_full = [_request_body(r, short_requests and not (latest_full and r.seq == latest.seq))
                      for r in (goal, latest) if r is not None and latest is not None]
