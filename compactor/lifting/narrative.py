@@ -147,9 +147,26 @@ def cut_words(text: str, max_chars: int) -> str:
     return head.rstrip(" ,;:") + ELLIPSIS
 
 
+_BOILERPLATE_RE = re.compile(
+    r"^(?:here (?:is|are) the (?:\*?search/replace\*? blocks?|updated|changes)\b[^.]*[:.]?$"
+    r"|please confirm if you would like to proceed\b|let me know if you (?:would like|want|need)\b"
+    r"|would you like me to proceed with (?:these|this) changes?\b)", re.IGNORECASE)
+_PATH_ONLY_RE = re.compile(r"^(?:`?[\w.~-]*[/.][\w./~-]*`?\s*)+$")
+
+
+def _says_something(unit: str) -> bool:
+    """False for a tool's boilerplate ("Here are the *SEARCH/REPLACE* blocks:", "Please confirm
+    if you would like to proceed with these changes.") and a line of bare paths (the file names
+    aider prints above its edit blocks): a report clipped to its telling sentences skips them."""
+    u = unit.strip().replace("*", "")
+    return not (_BOILERPLATE_RE.match(u) or _PATH_ONLY_RE.match(u))
+
+
 def _ranked(text: str) -> tuple[list[str], list[int]]:
     """``text``'s units and their indexes, most telling first (independent of any length)."""
     units = report_units(text)
+    telling = [u for u in units if _says_something(u)]
+    units = telling or units
     return units, sorted(range(len(units)), key=lambda i: (-_score(units[i], i == 0), i))
 
 

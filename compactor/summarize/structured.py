@@ -94,6 +94,7 @@ _TIER_COMMAND_RECENT_OK = 46  # one of the newest commands that worked
 _RECENT_OK_COMMANDS = 4
 _TIER_ARTIFACT = 55
 _TIER_FAILED_RESOLVED = 60  # a failure a later run fixed: history, still what not to repeat
+_TIER_FAILED_FIXED = 66  # a failure fixed by changing files: what failed, why, and what fixed it
 _TIER_ERROR_RESOLVED = 62  # an error name whose failures were all fixed
 _TIER_FAILED_APPROACH = 60
 _TIER_FAILED_OPEN = 70  # a failure nothing fixed yet: the next agent meets it again
@@ -204,14 +205,32 @@ def _request_line(r: Request, answered_at: int | None) -> str:
     return f"- #{r.seq} ({status}{where}): {head}"
 
 
-def _failure_line(fa: FailedApproach) -> tuple[str, int]:
+def _fixed_by(fa: FailedApproach, files: list[FileRef]) -> str:
+    """`` after changing a.py (#20)``: the files whose latest change falls between a failure and
+    the run that worked (what fixed it, as far as the log shows; a file changed again later is
+    not named, so this never claims more than happened in that window)."""
+    if fa.resolved_at is None:
+        return ""
+    # (a change at the resolving seq is the rerun itself: a retried edit that worked)
+    between = sorted((f for f in files if fa.seq < f.seq < fa.resolved_at), key=lambda f: f.seq)
+    if not between:
+        return ""
+    names = [f"{f.path} (#{f.seq})" for f in between[:3]]
+    more = f" and {len(between) - 3} more" if len(between) > 3 else ""
+    return " after changing " + ", ".join(names) + more
+
+
+def _failure_line(fa: FailedApproach, files: list[FileRef] | None = None) -> tuple[str, int]:
     """``#57 `anchor build` → failed, still open: "cause"; next: …`` and its keep-tier (the
     status first: it decides what the next turn does)."""
     if not fa.tool_use_id:  # the agent's own words ("that didn't work")
         return f"- #{fa.seq} the agent said: \"{_one_line(fa.what)}\"", _TIER_FAILED_APPROACH
     cause = fa.cause or fa.error
     if fa.resolved_at is not None:
-        status, tier = f", resolved at #{fa.resolved_at}", _TIER_FAILED_RESOLVED
+        fix = _fixed_by(fa, files or [])
+        # a failure that changes to files fixed (the bug the session is about) says more than
+        # one a plain retry fixed (a rejected edit, a wrong directory)
+        status, tier = f", resolved at #{fa.resolved_at}{fix}", _TIER_FAILED_FIXED if fix else _TIER_FAILED_RESOLVED
     elif fa.key and fa.failed_again is not None:
         status, tier = f", failed again at #{fa.failed_again}", _TIER_FAILED_OPEN
     elif fa.key:
@@ -385,7 +404,7 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     for runs in groups.values():
         open_runs = [fa for fa in runs if fa.resolved_at is None and fa.key]
         lead = open_runs[-1] if open_runs else runs[-1]
-        line, tier = _failure_line(lead)
+        line, tier = _failure_line(lead, state.files_changed)
         if len(runs) > 1:
             others = [fa for fa in runs if fa is not lead]
             also = ", ".join(f"#{fa.seq}" for fa in others[-4:]) + (", …" if len(others) > 4 else "")
