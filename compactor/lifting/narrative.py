@@ -323,16 +323,18 @@ def fit_report(text: str, max_tokens: int) -> str:
     return cut_words(text, 20)
 
 
-def select_reports(outcomes: list[TurnOutcome], budget_tokens: int | None) -> list[tuple[TurnOutcome, str]]:
+def select_reports(outcomes: list[TurnOutcome], budget_tokens: int | None,
+                   share: float = REPORT_SHARE) -> list[tuple[TurnOutcome, str]]:
     """Newest-first reports with their text clipped to fit the reports' share of the budget.
 
     The newest report always gets room (clipped, never dropped here); older ones follow while
     the share lasts, each clipped to what is left. ``None`` budget: everything, unclipped.
+    ``share``: of ``budget_tokens`` (the renderer adds what the files' detail lines leave unused).
     """
     newest_first = sorted(outcomes, key=lambda o: o.seq, reverse=True)
     if budget_tokens is None:
         return [(o, o.text) for o in newest_first]
-    left = max(MIN_REPORT_TOKENS, int(budget_tokens * REPORT_SHARE))
+    left = max(MIN_REPORT_TOKENS, int(budget_tokens * share))
     out: list[tuple[TurnOutcome, str]] = []
     for o in newest_first:
         if out and left < MIN_ITEM_TOKENS:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, Field
 
 from compactor.lifting.lift import FailedApproach, FileRef, LastAction, LiftedState, Request
-from compactor.lifting.narrative import cut_words, fit_report, norm, select_reasons, select_reports
+from compactor.lifting.narrative import REPORT_SHARE, cut_words, fit_report, norm, select_reasons, select_reports
 from compactor.tokens import count_text
 
 GOAL = "Goal"
@@ -322,7 +322,14 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         doc.add(TODOS, f"- {status}{t.text}", _TIER_TODO_DONE if done else _TIER_TODO_OPEN,
                 state.todos_seq)
 
-    reports = select_reports(state.outcomes, budget)
+    details = _file_details(state.files_changed, budget)
+    # A session that wrote little (a review, research, questions) gives the room the files'
+    # detail lines leave unused to the agent's reports: there, its answers are the work.
+    share = REPORT_SHARE
+    if budget is not None:
+        used = sum(count_text(d) for d in details.values())
+        share += max(0.0, ARTIFACT_SHARE - used / budget)
+    reports = select_reports(state.outcomes, budget, share)
     for rank, (o, text) in enumerate(reports):
         tier = _TIER_NEWEST_REPORT if rank == 0 else _TIER_RECENT_REPORT if rank < 3 else _TIER_OLD_REPORT
         answers = f" (answering #{o.request_seq})" if o.request_seq else ""
@@ -339,7 +346,6 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     reasons = select_reasons(state.reasons, budget, [t for _, t in reports])
     shown = [norm(t) for _, t in reports] + [norm(r.text) for r in reasons]
 
-    details = _file_details(state.files_changed, budget)
     for f in state.files_changed:
         ops = ", ".join(f.ops) if f.ops else "changed"
         times = f" ×{f.count}" if f.count > 1 else ""
