@@ -146,3 +146,24 @@ def test_an_error_is_said_once_with_what_hit_it_and_whether_it_was_fixed() -> No
     assert len(lines) == 1
     assert "`python -m pytest -q tests/api` → failed, resolved at #4" in lines[0]
     assert "ValueError: invalid budget: -1" in lines[0]
+
+
+def test_a_whole_formula_is_a_fact_and_a_bare_constructor_is_not() -> None:
+    code = (
+        "import numpy as np\n\n"
+        "def generate(num_rows=1000):\n"
+        "    temperature = np.random.normal(loc=20, scale=5, size=num_rows)\n"
+        "    target = (0.5 * temperature) + (0.3 * humidity) + (0.1 * light) + (0.1 * co2) + "
+        "np.random.normal(loc=0, scale=2, size=num_rows)\n"
+        "    return target\n\n"
+        "class Model:\n"
+        "    def __init__(self):\n"
+        "        self.fc = Linear(4, 1)\n"
+    )
+    facts = content_facts("scripts/generate.py", code)
+    assert ("target = (0.5 * temperature) + (0.3 * humidity) + (0.1 * light) + (0.1 * co2) + "
+            "np.random.normal(loc=0, scale=2, size=num_rows)") in facts
+    assert "def generate(num_rows=1000)" in facts and "self.fc = Linear(4, 1)" in facts
+    assert "def __init__(self)" not in facts  # says nothing a reader asks for
+    # a file that holds nothing else still shows its bare signature
+    assert content_facts("m.py", "    def __init__(self):\n        pass\n", whole=False) == ["def __init__(self)"]

@@ -215,3 +215,15 @@ def test_reconcile_keeps_reports_and_reasons() -> None:
     after, resolved = reconcile(st, [result(10, "t9", "ok")])
     assert resolved == ["t9"]
     assert after.outcomes == st.outcomes and after.reasons == st.reasons
+
+
+def test_a_report_skips_aider_boilerplate_and_bare_path_lines() -> None:
+    text = ("To fix the frontend UI so that it does not use Chart.js, I will modify `frontend/ui.ts` to draw "
+            "the chart on a `<canvas>`. Here are the *SEARCH/REPLACE* blocks:\n\nfrontend/ui.ts\n```typescript\n"
+            "<<<<<<< SEARCH\nold\n=======\nnew\n>>>>>>> REPLACE\n```\n\nfrontend/ui.ts\n```typescript\nx\n```\n\n"
+            "Please confirm if you would like to proceed with these changes.")
+    clipped, _ = clip_report(text, 1500)
+    assert clipped == ("To fix the frontend UI so that it does not use Chart.js, I will modify `frontend/ui.ts` "
+                       "to draw the chart on a `<canvas>`.")
+    # a message that is nothing but boilerplate is kept as it is (there is nothing better to say)
+    assert clip_report("Please confirm if you would like to proceed with these changes.", 500)[0].startswith("Please")

@@ -27,6 +27,7 @@ from compactor.summarize.structured import (
     COMMANDS,
     CONSTRAINTS,
     DECISIONS,
+    ERRORS,
     FILES_CHANGED,
     FILES_READ,
     GOAL,
@@ -267,3 +268,64 @@ def test_a_decision_that_is_also_a_reason_is_said_once_even_beside_failures() ->
     c.call("Bash", {"command": "pytest -q"}, "E   AssertionError: boom again\n1 failed", is_error=True)
     text = render_summary(lift_state(c.events), 10_000).text
     assert text.count("because it keeps the public API unchanged") == 1
+
+
+# --- what a reader of a small summary needs (issue 14 item 4, round two) -----------------------
+
+LONG_OLD = ("Implement the synthetic data generation script in scripts/generate_data.py\n\n"
+            "Using numpy and pandas:\n\n-Generate 1000 rows of a synthetic IoT dataset with these columns: "
+            "temperature, humidity, light, co2, and a label such as target\n\n-Use random normal "
+            "distribution for the sensor values and target should be computed as a linear combination of "
+            "the 4 sensor values. Add some noise to be more realistic.\n-Save the CSV file in data/iot_data.csv")
+LONG_LATEST = ("Rewrite drawChart() so that:\n   - The chart has visible X and Y axes.\n   - Axes have labels: "
+               "\"Epoch\" (X-axis) and \"MSE\" (Y-axis).\n   - There is enough padding so the labels are not cut "
+               "off.\n   - The chart scales correctly even if MSE values are large.")
+
+
+def _requests_state() -> LiftedState:
+    reqs = [Request(seq=1, text="Create the project layout."), Request(seq=7, text=LONG_OLD),
+            Request(seq=20, text=LONG_OLD.replace("scripts/generate_data.py", "scripts/other.py")),
+            Request(seq=40, text=LONG_LATEST)]
+    return LiftedState(goal=reqs[0], requests=reqs,
+                       outcomes=[TurnOutcome(seq=8, request_seq=7, text="Wrote scripts/generate_data.py.")])
+
+
+def test_an_older_answered_request_is_one_line_and_the_latest_stays_verbatim() -> None:
+    r = render_summary(_requests_state(), 100_000, latest_full=True)
+    (line7, line20) = r.sections[REQUESTS]
+    assert "\n" not in line7 and line7.startswith("- #7 (answered at #8; full text at #7): Implement the synthetic")
+    assert len(line7) < len(LONG_OLD) * 0.75
+    # one no report answered (it may still be pending) says so and keeps more of its words
+    assert line20.startswith("- #20 (no closing report in the log") and len(line20) > len(line7)
+    assert LONG_LATEST in r.text  # verbatim, line breaks and all
+    assert LONG_OLD not in r.text
+
+
+def test_file_details_outlast_older_requests_and_reports() -> None:
+    facts = ["def generate_synthetic_data(num_rows=1000)",
+             "target = (0.5 * temperature) + (0.3 * humidity) + (0.1 * light) + (0.1 * co2)",
+             "uses data/iot_data.csv"]
+    st = _requests_state().model_copy(update={
+        "files_changed": [FileRef(path="scripts/generate_data.py", seq=8, ops=["edit"], facts=facts)],
+        "outcomes": [TurnOutcome(seq=8, request_seq=7, text="Wrote the generator. " * 30)]})
+    full = render_summary(st, 100_000, latest_full=True)
+    r = render_summary(st, full.tokens - 60, latest_full=True)
+    assert r.dropped  # something had to go ...
+    assert "target = (0.5 * temperature) + (0.3 * humidity)" in r.text  # ... not what the file computes
+    assert "uses data/iot_data.csv" in r.text
+
+
+def test_a_failure_fixed_by_a_file_change_names_the_change_and_a_retry_does_not() -> None:
+    files = [FileRef(path="pkg/handler.py", seq=20, ops=["edit"])]
+    st = LiftedState(
+        goal=Request(seq=1, text="Fix the pixel bug."), requests=[Request(seq=1, text="Fix the pixel bug.")],
+        files_changed=files,
+        failed_approaches=[
+            FailedApproach(seq=8, what="python repro.py", tool_use_id="t8", key="python repro.py",
+                           cause="AttributeError: PixelRepresentation is missing", resolved_at=22),
+            FailedApproach(seq=14, what="edit 287:295 (pkg/handler.py)", tool_use_id="t14", key="edit handler",
+                           cause="E999 SyntaxError: unmatched ']'", resolved_at=20)])
+    r = render_summary(st, 100_000)
+    fixed, retried = r.sections[ERRORS]
+    assert "resolved at #22 after changing pkg/handler.py (#20)" in fixed
+    assert "resolved at #20:" in retried and "after changing" not in retried  # #20 is the retry itself
