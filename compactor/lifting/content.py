@@ -79,6 +79,36 @@ _DATA_FILE = re.compile(
     r"pt|pth|pkl|pickle|h5|hdf5|html|md|wav|mp3|mp4|png|jpe?g|svg|pdf|zip|gz))[\"'`]")
 _IDS = re.compile(r"declare_id!\(\s*\"(\w+)\"\s*\)|\b([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b")
 
+# what the code reads from or talks to, by name: one fact per kind, its names joined
+# (``localStorage: random-min, random-max``, ``env: API_KEY``, ``routes: POST /login``)
+_STORAGE = re.compile(r"\b(localStorage|sessionStorage)\.(?:getItem|setItem|removeItem)\(\s*[\"'`]([^\"'`\n]{1,40})[\"'`]")
+_ENV_READ = re.compile(r"\bos\.environ(?:\.get)?[\[(]\s*[\"']([A-Za-z_]\w*)[\"']|\bos\.getenv\(\s*[\"']([A-Za-z_]\w*)[\"']"
+                       r"|\bprocess\.env\.([A-Za-z_]\w*)|\bprocess\.env\[\s*[\"']([A-Za-z_]\w*)[\"']"
+                       r"|\benv::var\(\s*\"([A-Za-z_]\w*)\"|\bos\.Getenv\(\s*\"([A-Za-z_]\w*)\"")
+_ROUTE = re.compile(r"(?:@|\b)(?:app|router|bp|api|blueprint|server)\.(get|post|put|patch|delete|route)\(\s*"
+                    r"[\"'`](/[^\"'`\s]{0,60})[\"'`]", re.I)
+_FETCH = re.compile(r"\b(?:fetch|axios\.(?:get|post|put|delete)|requests\.(?:get|post|put|delete))\(\s*[fr]?"
+                    r"[\"'`]((?:https?://|/)[^\"'`\s]{1,80})[\"'`]")
+_TITLE = re.compile(r"<title>([^<\n]{1,60})</title>", re.I)
+
+
+def _used(text: str) -> list[tuple[int, str]]:
+    """(position, fact) for the storage keys, env variables, routes and URLs the text uses."""
+    found: dict[str, tuple[int, list[str]]] = {}  # label -> (first position, names)
+    for rx in (_STORAGE, _ENV_READ, _ROUTE, _FETCH):
+        for m in rx.finditer(text):
+            if rx is _STORAGE:
+                label, name = m.group(1), m.group(2)
+            elif rx is _ROUTE:
+                label, name = "routes", f"{m.group(1).upper()} {m.group(2)}"
+            else:
+                label, name = ("env" if rx is _ENV_READ else "fetches"), next(g for g in m.groups() if g)
+            pos, names = found.setdefault(label, (m.start(), []))
+            if name not in names:
+                names.append(name)
+    return [(pos, f"{label}: " + _flat(", ".join(names), FACT_CHARS)) for label, (pos, names) in found.items()]
+
+
 _KINDS = {
     "py": "py", "pyi": "py", "js": "js", "mjs": "js", "cjs": "js", "jsx": "js", "ts": "js", "tsx": "js",
     "rs": "rs", "go": "go", "sh": "sh", "bash": "sh", "zsh": "sh", "json": "json", "yaml": "yaml",
@@ -175,6 +205,11 @@ def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
     if kind not in ("json", "yaml", "toml", "env", ""):
         for m in _DATA_FILE.finditer(text):
             found.append((3, m.start(), "uses " + m.group(1)))
+    if kind in ("py", "js", "rs", "go", "sh"):
+        found += [(3, pos, fact) for pos, fact in _used(text)]
+    title = _TITLE.search(text) if whole and path.lower().endswith((".html", ".htm")) else None
+    if title and title.group(1).strip():
+        found.append((0, -1, "title: " + _flat(title.group(1).strip())))
     for m in _IDS.finditer(text):
         found.append((1, m.start(), "id " + (m.group(1) or m.group(2))))
 

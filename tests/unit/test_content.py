@@ -167,3 +167,17 @@ def test_a_whole_formula_is_a_fact_and_a_bare_constructor_is_not() -> None:
     assert "def __init__(self)" not in facts  # says nothing a reader asks for
     # a file that holds nothing else still shows its bare signature
     assert content_facts("m.py", "    def __init__(self):\n        pass\n", whole=False) == ["def __init__(self)"]
+
+
+def test_what_the_code_stores_reads_and_serves_is_named() -> None:
+    page = ("<title>Random</title>\n<script>\n  const saved = localStorage.getItem('random-min');\n"
+            "  maxInput.addEventListener('input', () => localStorage.setItem('random-max', maxInput.value));\n"
+            "  fetch('/api/roll');\n</script>\n")
+    facts = content_facts("web/index.html", page)
+    assert "title: Random" in facts
+    assert "localStorage: random-min, random-max" in facts
+    assert "fetches: /api/roll" in facts
+    app = ('import os\n\nKEY = os.environ["API_KEY"]\n\n@app.post("/login")\ndef login():\n'
+           '    return os.getenv("DEBUG")\n')
+    facts = content_facts("app.py", app)
+    assert "env: API_KEY, DEBUG" in facts and "routes: POST /login" in facts
