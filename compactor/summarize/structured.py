@@ -112,6 +112,9 @@ _TIER_FILE_DETAIL = 56  # what a changed file holds (within its share): after th
 _TIER_LAST_CALL = 93  # a call whose result never came, or failed: the next turn starts there
 _TIER_LAST_DONE = 37  # a call that worked, or a reply: the reports say as much; goes before them
 
+_SHORT_FACT_TOKENS = 10
+"""A fact this short (``uses data/x.csv``) is said again for every file that has it; a longer one
+a newer file already says (a copied header, settings) is counted there instead."""
 ARTIFACT_SHARE = 0.3
 """Share of the summary budget for what changed files hold (notes and facts), newest files first."""
 MIN_ARTIFACT_TOKENS = 80
@@ -251,6 +254,7 @@ def _file_details(files: list[FileRef], budget: int | None) -> dict[str, str]:
     within ``ARTIFACT_SHARE`` of the budget (everything when ``budget`` is None)."""
     left = None if budget is None else max(MIN_ARTIFACT_TOKENS, int(budget * ARTIFACT_SHARE))
     out: dict[str, str] = {}
+    shown_in: dict[str, str] = {}  # fact -> the (newer) file whose line already says it
     for f in sorted(files, key=lambda x: x.seq, reverse=True):
         if left is not None and left < 12:
             break
@@ -262,12 +266,19 @@ def _file_details(files: list[FileRef], budget: int | None) -> dict[str, str]:
                 parts.append(note)
                 left = None if left is None else left - cost
         facts: list[str] = []
+        same: dict[str, int] = {}  # a newer file already says these (copied settings): named once
         for fact in f.facts:
             cost = count_text(fact) + 1
+            if fact in shown_in and cost > _SHORT_FACT_TOKENS:
+                same[shown_in[fact]] = same.get(shown_in[fact], 0) + 1
+                continue
             if left is not None and cost > left:
                 continue  # a shorter fact further on may still fit
             facts.append(fact)
+            shown_in[fact] = f.path
             left = None if left is None else left - cost
+        for other, n in same.items():
+            facts.append(f"{n} more as in {other}")
         if facts:
             parts.append("holds: " + " · ".join(facts))
         if parts:

@@ -329,3 +329,15 @@ def test_a_failure_fixed_by_a_file_change_names_the_change_and_a_retry_does_not(
     fixed, retried = r.sections[ERRORS]
     assert "resolved at #22 after changing pkg/handler.py (#20)" in fixed
     assert "resolved at #20:" in retried and "after changing" not in retried  # #20 is the retry itself
+
+
+def test_a_long_fact_a_newer_file_already_says_is_counted_not_repeated() -> None:
+    ua = "session.headers['User-Agent'] = 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 Chrome/120.0'"
+    st = LiftedState(files_changed=[
+        FileRef(path="/tmp/v1.py", seq=10, ops=["write"], facts=[ua, "uses data/videos.json", "TIMEOUT = 30"]),
+        FileRef(path="/tmp/v2.py", seq=20, ops=["write"], facts=[ua, "uses data/videos.json", "TIMEOUT = 60"])])
+    r = render_summary(st, 100_000)
+    assert r.text.count("Mozilla/5.0") == 1
+    v1 = r.text.split("- /tmp/v1.py", 1)[1]
+    assert "1 more as in /tmp/v2.py" in v1
+    assert "uses data/videos.json" in v1 and "TIMEOUT = 30" in v1  # short facts are said for each file
