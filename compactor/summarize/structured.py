@@ -259,7 +259,8 @@ def _file_details(files: list[FileRef], budget: int | None) -> dict[str, str]:
         if left is not None and left < 12:
             break
         parts: list[str] = []
-        if f.note:
+        if f.note and f.note not in shown_in:  # one sentence naming two files: said once
+            shown_in[f.note] = f.path
             note = f"the agent: {f.note}"
             cost = count_text(note) + 2
             if left is None or cost <= left:

@@ -341,3 +341,11 @@ def test_a_long_fact_a_newer_file_already_says_is_counted_not_repeated() -> None
     v1 = r.text.split("- /tmp/v1.py", 1)[1]
     assert "1 more as in /tmp/v2.py" in v1
     assert "uses data/videos.json" in v1 and "TIMEOUT = 30" in v1  # short facts are said for each file
+
+
+def test_one_sentence_naming_two_files_is_said_once() -> None:
+    note = "printenv.pl prints every environment variable so the upload shows what the server runs."
+    st = LiftedState(files_changed=[FileRef(path="printenv.pl", seq=17, ops=["create"], note=note),
+                                    FileRef(path="/srv/app/printenv.pl", seq=19, ops=["edit"], note=note)])
+    r = render_summary(st, 100_000)
+    assert r.text.count(note) == 1
