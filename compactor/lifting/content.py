@@ -67,6 +67,10 @@ FORMULA_CHARS = 130
 """A numeric assignment (a setting or a formula: ``target = 0.5 * t + 0.3 * h + noise``) is
 clipped to this many characters: the whole formula is what "how is X computed" asks."""
 _NUMBER = re.compile(r"(?<![\w\[.:])-?(?:\d+\.\d+|[2-9]|\d{2,})(?![\w\]])")  # not 0/1, no index or slice
+# in an edit's new lines, a branch and what it does (``if 'PixelData' in ds: required.append(...)``):
+# the decision a fix made, which a signature or constant list does not show
+_PY_BRANCH = re.compile(r"^[ \t]*((?:if|elif)\s+[^\n]{3,80}?):[ \t]*(?:#[^\n]*)?\n[ \t]+([^\n#]{3,80}?)[ \t]*$", re.M)
+MAX_BRANCHES = 3
 _PY_RANGE = re.compile(r"^[ \t]*for\s+(\w+)\s+in\s+range\(([^()\n]{1,30})\)", re.M)
 _TRIVIAL = frozenset({"0", "1", "-1", "0.0", "1.0", "''", '""', "[]", "{}"})
 _CONF_PAIR: dict[str, re.Pattern[str]] = {
@@ -196,6 +200,9 @@ def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
                   and not m.group(1).isupper()]  # constants are said above
         found += [(4, m.start(), f"for {m.group(1)} in range({_flat(m.group(2), 30)})")
                   for m in _PY_RANGE.finditer(text)]
+        if not whole:
+            found += [(4, m.start(), _flat(f"{m.group(1)}: {m.group(2).strip()}", FORMULA_CHARS))
+                      for m in [b for b in _PY_BRANCH.finditer(text) if "__name__" not in b.group(1)][:MAX_BRANCHES]]
     if kind == "json":
         found += [(1, i, p) for i, p in enumerate(_json_pairs(text))]
     elif kind in _CONF_PAIR:

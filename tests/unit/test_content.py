@@ -181,3 +181,15 @@ def test_what_the_code_stores_reads_and_serves_is_named() -> None:
            '    return os.getenv("DEBUG")\n')
     facts = content_facts("app.py", app)
     assert "env: API_KEY, DEBUG" in facts and "routes: POST /login" in facts
+
+
+def test_an_edit_says_which_branch_it_added() -> None:
+    new_lines = ("    required = ['BitsAllocated', 'Rows']\n"
+                 "    if 'PixelData' in ds:\n"
+                 "        required.append('PixelRepresentation')\n"
+                 "if __name__ == \"__main__\":\n    main()\n")
+    facts = content_facts("pkg/numpy_handler.py", new_lines, whole=False)
+    assert "if 'PixelData' in ds: required.append('PixelRepresentation')" in facts
+    assert not any("__name__" in f for f in facts)
+    # a whole file is described by its signatures and settings, not by each branch
+    assert not any(f.startswith("if ") for f in content_facts("pkg/numpy_handler.py", new_lines))
