@@ -118,8 +118,16 @@ _LEFT_RE = re.compile(
 _DIGIT_RE = re.compile(r"\d")
 
 
+_FILLER_RE = re.compile(
+    r"^(?:now,? )?(?:i have|i've got|we have) (?:everything|all) (?:i|we) need\b|^(?:that's it|great|perfect|"
+    r"alright|ok(?:ay)?|got it|let me (?:compile|put together|summari[sz]e) (?:this|that|everything))[.!:]?$",
+    re.IGNORECASE)
+
+
 def _score(unit: str, first: bool) -> int:
     probe = unit.replace("\u2019", "'")
+    if _FILLER_RE.match(probe.strip()):
+        return -5  # "That's it." / "Now I have everything I need.": last, whatever its place
     score = 3 if first else 0
     if _DONE_RE.search(probe):
         score += 2
@@ -187,6 +195,8 @@ def clip_report(text: str, max_chars: int, ranked: tuple[list[str], list[int]] |
     used = 0
     for i in order:
         cost = len(units[i]) + 3
+        if _score(units[i], i == 0) < 0:
+            break  # filler: never worth the room when something had to be left out
         if used + cost <= max_chars:
             chosen.add(i)
             used += cost

@@ -227,3 +227,11 @@ def test_a_report_skips_aider_boilerplate_and_bare_path_lines() -> None:
                        "to draw the chart on a `<canvas>`.")
     # a message that is nothing but boilerplate is kept as it is (there is nothing better to say)
     assert clip_report("Please confirm if you would like to proceed with these changes.", 500)[0].startswith("Please")
+
+
+def test_a_clipped_report_leaves_out_filler() -> None:
+    text = ("Now I have everything I need. Private credit on Solana is $14B tokenized globally. That's it. "
+            + " ".join(f"Finding {i} is that pool {i} holds {i * 3} loans." for i in range(30)))
+    clipped, cut = clip_report(text, 400)
+    assert cut and "Private credit on Solana is $14B" in clipped
+    assert "That's it." not in clipped and "everything I need" not in clipped
