@@ -108,7 +108,9 @@ _TIER_FILE_CHANGED = 85
 _TIER_TODO_OPEN = 90
 _TIER_NEWEST_REPORT = 92  # the agent's own account of the latest turn, clipped to its share
 _TIER_LAST_TEST = 95
-_TIER_FILE_DETAIL = 56  # what a changed file holds (within its share): after the older requests and reports, before the file's line
+_TIER_FILE_DETAIL = 56  # what one of the 3 newest changed files holds: after the older requests and reports
+_TIER_OLD_FILE_DETAIL = 41  # what an older changed file holds: after the older requests, before the older reports
+_RECENT_DETAIL_FILES = 3
 _TIER_LAST_CALL = 93  # a call whose result never came, or failed: the next turn starts there
 _TIER_LAST_DONE = 37  # a call that worked, or a reply: the reports say as much; goes before them
 
@@ -223,6 +225,10 @@ def _fixed_by(fa: FailedApproach, files: list[FileRef]) -> str:
     return " after changing " + ", ".join(names) + more
 
 
+def _names_fixed_file(text: str, files: list[FileRef], fa: FailedApproach) -> bool:
+    return any(f.path in text for f in files if fa.seq < f.seq < (fa.resolved_at or 0))
+
+
 def _failure_line(fa: FailedApproach, files: list[FileRef] | None = None) -> tuple[str, int]:
     """``#57 `anchor build` → failed, still open: "cause"; next: …`` and its keep-tier (the
     status first: it decides what the next turn does)."""
@@ -244,8 +250,8 @@ def _failure_line(fa: FailedApproach, files: list[FileRef] | None = None) -> tup
         cause = fa.error
     line = f"- #{fa.seq} {_code(fa.what, 120)} → failed{status}" + (
         f": {_one_line(cause, 200)}" if cause else ": no error text in the output")
-    if fa.next:
-        line += f"; next: {_one_line(fa.next, 110)}"
+    if fa.next and not (fa.resolved_at is not None and _names_fixed_file(fa.next, files or [], fa)):
+        line += f"; next: {_one_line(fa.next, 110)}"  # (the fix said it already when it names the file)
     return line, tier
 
 
@@ -358,6 +364,7 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     reasons = select_reasons(state.reasons, budget, [t for _, t in reports])
     shown = [norm(t) for _, t in reports] + [norm(r.text) for r in reasons]
 
+    recent = {f.path for f in sorted(state.files_changed, key=lambda x: x.seq)[-_RECENT_DETAIL_FILES:]}
     for f in state.files_changed:
         ops = ", ".join(f.ops) if f.ops else "changed"
         times = f" ×{f.count}" if f.count > 1 else ""
@@ -365,7 +372,8 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         doc.add(FILES_CHANGED, f"- {f.path} ({ops}{times}, last #{f.seq}){digest}", _TIER_FILE_CHANGED,
                 f.seq)
         if details.get(f.path):
-            doc.add(FILES_CHANGED, details[f.path], _TIER_FILE_DETAIL, f.seq, detail=True)
+            tier = _TIER_FILE_DETAIL if f.path in recent else _TIER_OLD_FILE_DETAIL
+            doc.add(FILES_CHANGED, details[f.path], tier, f.seq, detail=True)
 
     changed = {f.path for f in state.files_changed}
     for f in state.files_read:

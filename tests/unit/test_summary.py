@@ -349,3 +349,32 @@ def test_one_sentence_naming_two_files_is_said_once() -> None:
                                     FileRef(path="/srv/app/printenv.pl", seq=19, ops=["edit"], note=note)])
     r = render_summary(st, 100_000)
     assert r.text.count(note) == 1
+
+
+def test_a_fix_that_names_the_file_is_not_said_twice() -> None:
+    st = LiftedState(
+        files_changed=[FileRef(path="tests/api/conftest.py", seq=17, ops=["write"])],
+        failed_approaches=[FailedApproach(seq=15, what="pytest -q tests/api", tool_use_id="t15", key="pytest api",
+                                          cause="E KeyError: 'offset_id'", resolved_at=19,
+                                          next="`cat > tests/api/conftest.py <<'EOF' ...` (#17)")])
+    (line,) = render_summary(st, 100_000).sections[ERRORS]
+    assert "after changing tests/api/conftest.py (#17)" in line and "next:" not in line
+    # still open: the agent's next move is all the reader has
+    open_st = st.model_copy(update={"failed_approaches": [st.failed_approaches[0].model_copy(
+        update={"resolved_at": None})]})
+    assert "next: `cat > tests/api/conftest.py" in render_summary(open_st, 100_000).sections[ERRORS][0]
+
+
+def test_older_files_details_go_before_the_older_reports_and_the_newest_files_after() -> None:
+    files = [FileRef(path=f"src/m{i}.py", seq=10 * i, ops=["write"], facts=[f"LIMIT_{i} = {i * 11}"])
+             for i in range(1, 7)]
+    reports = [TurnOutcome(seq=10 * i + 5, request_seq=10 * i - 1, text=f"Done: module {i} now batches.")
+               for i in range(1, 7)]
+    goal = "Build the six modules. " + " ".join(f"Module {i} batches its writes." for i in range(80))
+    st = LiftedState(goal=Request(seq=1, text=goal), files_changed=files,
+                     requests=[Request(seq=1, text=goal)], outcomes=reports)
+    full = render_summary(st, 100_000)
+    r = render_summary(st, full.tokens - 30)
+    assert "LIMIT_6 = 66" in r.text and "LIMIT_4 = 44" in r.text  # the newest three files
+    assert "LIMIT_1 = 11" not in r.text  # the oldest file's detail went first ...
+    assert "module 1 now batches" in r.text  # ... before an older report
