@@ -13,7 +13,10 @@ reader knows the log has more.
 The agent's own reports (its closing message of each turn) and the reasons and rules it stated
 get a *share* of the budget instead (``compactor.lifting.narrative``): they are clipped to whole
 sentences within it before anything is dropped, newest first, so at a small budget the newest
-report is still there, and at a large one they cannot crowd out the lifted lists.
+report is still there, and at a large one they cannot crowd out the lifted lists. An older
+request is one line (its head, whether a report answered it): only the latest is verbatim. What
+the newest changed files hold outranks the older requests and reports; the share those detail
+lines leave unused goes to the reports (a review or research session's answers are its work).
 """
 
 from __future__ import annotations
