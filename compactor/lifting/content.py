@@ -41,6 +41,7 @@ _SIGS: dict[str, re.Pattern[str]] = {
     "go": re.compile(r"^(func\s+(?:\([^)]*\)\s*)?[A-Za-z_]\w*\s*\([^)]*\)[^{\n]*|type\s+[A-Za-z_]\w*\s+\w+)", re.M),
     "sh": re.compile(r"^[ \t]*((?:function\s+)?[A-Za-z_][\w-]*\s*\(\))\s*\{", re.M),
 }
+_BARE_SIG = re.compile(r"\bdef\s+__\w+__\s*\(\s*self\s*\)|\bdef\s+\w+\s*\(\s*self\s*(?:,\s*\w+\s*)?\)\s*$|\bconstructor\s*\(\s*\)")
 _CONSTS: dict[str, re.Pattern[str]] = {
     "py": re.compile(r"^([A-Z][A-Z0-9_]{1,})\s*(?::\s*[^=\n]+)?=\s*([^\n]+)$", re.M),
     "js": re.compile(r"^(?:export\s+)?(?:const|let|var)\s+([A-Za-z_$][\w$]*)\s*(?::\s*[^=\n]+)?=\s*"
@@ -61,8 +62,15 @@ _LOCAL_LITERALS: dict[str, re.Pattern[str]] = {
 # settings passed or looped over: ``lr=0.001``, ``for epoch in range(20)``
 # an assignment whose value holds a number: the settings and formulas the code computes with
 # (``optimizer = optim.Adam(model.parameters(), lr=0.001)``, ``score = 0.7 * a + 0.3 * b``)
-_PY_NUMERIC_SET = re.compile(r"^[ \t]*([A-Za-z_][\w.]*(?:\[[^\]\n]{1,20}\])?)\s*=\s*([^=\n][^\n]{0,100})$", re.M)
+_PY_NUMERIC_SET = re.compile(r"^[ \t]*([A-Za-z_][\w.]*(?:\[[^\]\n]{1,20}\])?)\s*=\s*([^=\n][^\n]{0,240})$", re.M)
+FORMULA_CHARS = 130
+"""A numeric assignment (a setting or a formula: ``target = 0.5 * t + 0.3 * h + noise``) is
+clipped to this many characters: the whole formula is what "how is X computed" asks."""
 _NUMBER = re.compile(r"(?<![\w\[.:])-?(?:\d+\.\d+|[2-9]|\d{2,})(?![\w\]])")  # not 0/1, no index or slice
+# in an edit's new lines, a branch and what it does (``if 'PixelData' in ds: required.append(...)``):
+# the decision a fix made, which a signature or constant list does not show
+_PY_BRANCH = re.compile(r"^[ \t]*((?:if|elif)\s+[^\n]{3,80}?):[ \t]*(?:#[^\n]*)?\n[ \t]+([^\n#]{3,80}?)[ \t]*$", re.M)
+MAX_BRANCHES = 3
 _PY_RANGE = re.compile(r"^[ \t]*for\s+(\w+)\s+in\s+range\(([^()\n]{1,30})\)", re.M)
 _TRIVIAL = frozenset({"0", "1", "-1", "0.0", "1.0", "''", '""', "[]", "{}"})
 _CONF_PAIR: dict[str, re.Pattern[str]] = {
@@ -74,6 +82,36 @@ _DATA_FILE = re.compile(
     r"[\"'`]((?:[\w.-]+/)*[\w.-]+\.(?:csv|tsv|json|jsonl|ndjson|parquet|txt|db|sqlite3?|ya?ml|toml|xlsx?|npy|npz|"
     r"pt|pth|pkl|pickle|h5|hdf5|html|md|wav|mp3|mp4|png|jpe?g|svg|pdf|zip|gz))[\"'`]")
 _IDS = re.compile(r"declare_id!\(\s*\"(\w+)\"\s*\)|\b([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b")
+
+# what the code reads from or talks to, by name: one fact per kind, its names joined
+# (``localStorage: random-min, random-max``, ``env: API_KEY``, ``routes: POST /login``)
+_STORAGE = re.compile(r"\b(localStorage|sessionStorage)\.(?:getItem|setItem|removeItem)\(\s*[\"'`]([^\"'`\n]{1,40})[\"'`]")
+_ENV_READ = re.compile(r"\bos\.environ(?:\.get)?[\[(]\s*[\"']([A-Za-z_]\w*)[\"']|\bos\.getenv\(\s*[\"']([A-Za-z_]\w*)[\"']"
+                       r"|\bprocess\.env\.([A-Za-z_]\w*)|\bprocess\.env\[\s*[\"']([A-Za-z_]\w*)[\"']"
+                       r"|\benv::var\(\s*\"([A-Za-z_]\w*)\"|\bos\.Getenv\(\s*\"([A-Za-z_]\w*)\"")
+_ROUTE = re.compile(r"(?:@|\b)(?:app|router|bp|api|blueprint|server)\.(get|post|put|patch|delete|route)\(\s*"
+                    r"[\"'`](/[^\"'`\s]{0,60})[\"'`]", re.I)
+_FETCH = re.compile(r"\b(?:fetch|axios\.(?:get|post|put|delete)|requests\.(?:get|post|put|delete))\(\s*[fr]?"
+                    r"[\"'`]((?:https?://|/)[^\"'`\s]{1,80})[\"'`]")
+_TITLE = re.compile(r"<title>([^<\n]{1,60})</title>", re.I)
+
+
+def _used(text: str) -> list[tuple[int, str]]:
+    """(position, fact) for the storage keys, env variables, routes and URLs the text uses."""
+    found: dict[str, tuple[int, list[str]]] = {}  # label -> (first position, names)
+    for rx in (_STORAGE, _ENV_READ, _ROUTE, _FETCH):
+        for m in rx.finditer(text):
+            if rx is _STORAGE:
+                label, name = m.group(1), m.group(2)
+            elif rx is _ROUTE:
+                label, name = "routes", f"{m.group(1).upper()} {m.group(2)}"
+            else:
+                label, name = ("env" if rx is _ENV_READ else "fetches"), next(g for g in m.groups() if g)
+            pos, names = found.setdefault(label, (m.start(), []))
+            if name not in names:
+                names.append(name)
+    return [(pos, f"{label}: " + _flat(", ".join(names), FACT_CHARS)) for label, (pos, names) in found.items()]
+
 
 _KINDS = {
     "py": "py", "pyi": "py", "js": "js", "mjs": "js", "cjs": "js", "jsx": "js", "ts": "js", "tsx": "js",
@@ -141,7 +179,9 @@ def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
             found.append((0, -1, "about: " + _flat(about)))
     sig = _SIGS.get(kind)
     if sig is not None:
-        found += [(2, m.start(), _flat(m.group(1))) for m in sig.finditer(text)]
+        # a signature that says nothing a reader asks for (``def __init__(self)``) goes last
+        found += [(5 if _BARE_SIG.search(m.group(1)) else 2, m.start(), _flat(m.group(1)))
+                  for m in sig.finditer(text)]
     const = _CONSTS.get(kind)
     if const is not None:
         for m in const.finditer(text):
@@ -154,12 +194,15 @@ def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
         found += [(4, m.start(), f"{m.group(1)} = {_value(m.group(2))}") for m in local.finditer(text)
                   if m.group(2) not in _TRIVIAL]
     if kind == "py":
-        found += [(4, m.start(), f"{m.group(1)} = {_flat(m.group(2).split('  #')[0], FACT_CHARS - 20)}")
+        found += [(4, m.start(), f"{m.group(1)} = {_flat(m.group(2).split('  #')[0], FORMULA_CHARS)}")
                   for m in _PY_NUMERIC_SET.finditer(text)
                   if _NUMBER.search(m.group(2)) and m.group(2).strip() not in _TRIVIAL
                   and not m.group(1).isupper()]  # constants are said above
         found += [(4, m.start(), f"for {m.group(1)} in range({_flat(m.group(2), 30)})")
                   for m in _PY_RANGE.finditer(text)]
+        if not whole:
+            found += [(4, m.start(), _flat(f"{m.group(1)}: {m.group(2).strip()}", FORMULA_CHARS))
+                      for m in [b for b in _PY_BRANCH.finditer(text) if "__name__" not in b.group(1)][:MAX_BRANCHES]]
     if kind == "json":
         found += [(1, i, p) for i, p in enumerate(_json_pairs(text))]
     elif kind in _CONF_PAIR:
@@ -169,11 +212,18 @@ def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
     if kind not in ("json", "yaml", "toml", "env", ""):
         for m in _DATA_FILE.finditer(text):
             found.append((3, m.start(), "uses " + m.group(1)))
+    if kind in ("py", "js", "rs", "go", "sh"):
+        found += [(3, pos, fact) for pos, fact in _used(text)]
+    title = _TITLE.search(text) if whole and path.lower().endswith((".html", ".htm")) else None
+    if title and title.group(1).strip():
+        found.append((0, -1, "title: " + _flat(title.group(1).strip())))
     for m in _IDS.finditer(text):
         found.append((1, m.start(), "id " + (m.group(1) or m.group(2))))
 
     # the most telling first (the file's own line, constants, config, ids, signatures, data
     # files, then settings) up to MAX_FACTS, shown in file order
+    if any(p < 5 for p, _, _ in found):
+        found = [f for f in found if f[0] < 5]  # a bare ``def __init__(self)`` only when nothing else is said
     seen: set[str] = set()
     picked: list[tuple[int, int, str]] = []
     for item in sorted(found):

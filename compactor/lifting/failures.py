@@ -26,7 +26,9 @@ CAUSE_LINE_CHARS = 120
 NEXT_CHARS = 80
 
 _NOISE_PREFIXES = ("Chunk ID", "Wall time", "Process exited", "Exit code", "Original token count",
-                   "Output:", "Command exited", "Process running", "Total output lines")
+                   "Output:", "Command exited", "Process running", "Total output lines",
+                   # SWE-agent's advice after a rejected edit: says nothing of the cause
+                   "DO NOT re-run the same failed edit command")
 
 _WEIGHTS: tuple[tuple[int, re.Pattern[str]], ...] = (
     (6, re.compile(r"command not found|No such file or directory|Permission denied|"

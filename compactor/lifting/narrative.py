@@ -118,8 +118,16 @@ _LEFT_RE = re.compile(
 _DIGIT_RE = re.compile(r"\d")
 
 
+_FILLER_RE = re.compile(
+    r"^(?:now,? )?(?:i have|i've got|we have) (?:everything|all) (?:i|we) need\b|^(?:that's it|great|perfect|"
+    r"alright|ok(?:ay)?|got it|let me (?:compile|put together|summari[sz]e) (?:this|that|everything))[.!:]?$",
+    re.IGNORECASE)
+
+
 def _score(unit: str, first: bool) -> int:
     probe = unit.replace("\u2019", "'")
+    if _FILLER_RE.match(probe.strip()):
+        return -5  # "That's it." / "Now I have everything I need.": last, whatever its place
     score = 3 if first else 0
     if _DONE_RE.search(probe):
         score += 2
@@ -147,9 +155,26 @@ def cut_words(text: str, max_chars: int) -> str:
     return head.rstrip(" ,;:") + ELLIPSIS
 
 
+_BOILERPLATE_RE = re.compile(
+    r"^(?:here (?:is|are) the (?:\*?search/replace\*? blocks?|updated|changes)\b[^.]*[:.]?$"
+    r"|please confirm if you would like to proceed\b|let me know if you (?:would like|want|need)\b"
+    r"|would you like me to proceed with (?:these|this) changes?\b)", re.IGNORECASE)
+_PATH_ONLY_RE = re.compile(r"^(?:`?[\w.~-]*[/.][\w./~-]*`?\s*)+$")
+
+
+def _says_something(unit: str) -> bool:
+    """False for a tool's boilerplate ("Here are the *SEARCH/REPLACE* blocks:", "Please confirm
+    if you would like to proceed with these changes.") and a line of bare paths (the file names
+    aider prints above its edit blocks): a report clipped to its telling sentences skips them."""
+    u = unit.strip().replace("*", "")
+    return not (_BOILERPLATE_RE.match(u) or _PATH_ONLY_RE.match(u))
+
+
 def _ranked(text: str) -> tuple[list[str], list[int]]:
     """``text``'s units and their indexes, most telling first (independent of any length)."""
     units = report_units(text)
+    telling = [u for u in units if _says_something(u)]
+    units = telling or units
     return units, sorted(range(len(units)), key=lambda i: (-_score(units[i], i == 0), i))
 
 
@@ -170,6 +195,8 @@ def clip_report(text: str, max_chars: int, ranked: tuple[list[str], list[int]] |
     used = 0
     for i in order:
         cost = len(units[i]) + 3
+        if _score(units[i], i == 0) < 0:
+            break  # filler: never worth the room when something had to be left out
         if used + cost <= max_chars:
             chosen.add(i)
             used += cost
@@ -306,16 +333,18 @@ def fit_report(text: str, max_tokens: int) -> str:
     return cut_words(text, 20)
 
 
-def select_reports(outcomes: list[TurnOutcome], budget_tokens: int | None) -> list[tuple[TurnOutcome, str]]:
+def select_reports(outcomes: list[TurnOutcome], budget_tokens: int | None,
+                   share: float = REPORT_SHARE) -> list[tuple[TurnOutcome, str]]:
     """Newest-first reports with their text clipped to fit the reports' share of the budget.
 
     The newest report always gets room (clipped, never dropped here); older ones follow while
     the share lasts, each clipped to what is left. ``None`` budget: everything, unclipped.
+    ``share``: of ``budget_tokens`` (the renderer adds what the files' detail lines leave unused).
     """
     newest_first = sorted(outcomes, key=lambda o: o.seq, reverse=True)
     if budget_tokens is None:
         return [(o, o.text) for o in newest_first]
-    left = max(MIN_REPORT_TOKENS, int(budget_tokens * REPORT_SHARE))
+    left = max(MIN_REPORT_TOKENS, int(budget_tokens * share))
     out: list[tuple[TurnOutcome, str]] = []
     for o in newest_first:
         if out and left < MIN_ITEM_TOKENS:

@@ -13,17 +13,21 @@ reader knows the log has more.
 The agent's own reports (its closing message of each turn) and the reasons and rules it stated
 get a *share* of the budget instead (``compactor.lifting.narrative``): they are clipped to whole
 sentences within it before anything is dropped, newest first, so at a small budget the newest
-report is still there, and at a large one they cannot crowd out the lifted lists.
+report is still there, and at a large one they cannot crowd out the lifted lists. An older
+request is one line (its head, whether a report answered it): only the latest is verbatim. What
+the newest changed files hold outranks the older requests and reports; the share those detail
+lines leave unused goes to the reports (a review or research session's answers are its work).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
 from compactor.lifting.lift import FailedApproach, FileRef, LastAction, LiftedState, Request
-from compactor.lifting.narrative import fit_report, norm, select_reasons, select_reports
+from compactor.lifting.narrative import REPORT_SHARE, cut_words, fit_report, norm, select_reasons, select_reports
 from compactor.tokens import count_text
 
 GOAL = "Goal"
@@ -69,6 +73,12 @@ section_names = SECTION_NAMES
 PROTECTED_SECTIONS = frozenset({GOAL, CONSTRAINTS, UNKNOWN, LATEST})
 """Sections whose content never leaves the summary for budget."""
 
+ANSWERED_REQUEST_CHARS = 220
+"""An older request the agent answered is one line of this many characters at most."""
+OPEN_REQUEST_CHARS = 420
+"""An older request no report answered (it may still be pending): a longer line."""
+_LIST_MARK = re.compile(r"(?m)^\s*(?:[-*•]|\d{1,2}[.)])(?=\s|[A-Za-z])")
+
 SHORT_QUOTE_CHARS = 600
 """Last resort when even the protected items do not fit: goal/latest shrink to a head quote."""
 
@@ -87,6 +97,7 @@ _TIER_COMMAND_RECENT_OK = 46  # one of the newest commands that worked
 _RECENT_OK_COMMANDS = 4
 _TIER_ARTIFACT = 55
 _TIER_FAILED_RESOLVED = 60  # a failure a later run fixed: history, still what not to repeat
+_TIER_FAILED_FIXED = 66  # a failure fixed by changing files: what failed, why, and what fixed it
 _TIER_ERROR_RESOLVED = 62  # an error name whose failures were all fixed
 _TIER_FAILED_APPROACH = 60
 _TIER_FAILED_OPEN = 70  # a failure nothing fixed yet: the next agent meets it again
@@ -100,11 +111,16 @@ _TIER_FILE_CHANGED = 85
 _TIER_TODO_OPEN = 90
 _TIER_NEWEST_REPORT = 92  # the agent's own account of the latest turn, clipped to its share
 _TIER_LAST_TEST = 95
-_TIER_FILE_DETAIL = 36  # what a changed file holds (within its share): goes before the file's line
+_TIER_FILE_DETAIL = 56  # what one of the 3 newest changed files holds: after the older requests and reports
+_TIER_OLD_FILE_DETAIL = 41  # what an older changed file holds: after the older requests, before the older reports
+_RECENT_DETAIL_FILES = 3
 _TIER_LAST_CALL = 93  # a call whose result never came, or failed: the next turn starts there
 _TIER_LAST_DONE = 37  # a call that worked, or a reply: the reports say as much; goes before them
 
-ARTIFACT_SHARE = 0.15
+_SHORT_FACT_TOKENS = 10
+"""A fact this short (``uses data/x.csv``) is said again for every file that has it; a longer one
+a newer file already says (a copied header, settings) is counted there instead."""
+ARTIFACT_SHARE = 0.3
 """Share of the summary budget for what changed files hold (notes and facts), newest files first."""
 MIN_ARTIFACT_TOKENS = 80
 
@@ -172,14 +188,61 @@ def _request_body(r: Request, short: bool = False) -> str:
     return text
 
 
-def _failure_line(fa: FailedApproach) -> tuple[str, int]:
+def _answered(state: LiftedState) -> dict[int, int]:
+    """Request seq -> seq of the agent's report that closed its turn (the newest one)."""
+    out: dict[int, int] = {}
+    for o in state.outcomes:
+        if o.request_seq:
+            out[o.request_seq] = max(out.get(o.request_seq, 0), o.seq)
+    return out
+
+
+def _request_line(r: Request, answered_at: int | None) -> str:
+    """An older request (a later one followed it) as one line: its head, whitespace and list
+    markers folded, cut at a word, with where its full text is and whether the agent answered it.
+
+    The latest request stays verbatim (the validator requires it after a mid-turn cut); an
+    older one is history the reports and files say more about, so its words get a line, not
+    the room the agent's work needs.
+    """
+    flat = " ".join(_LIST_MARK.sub(" ", r.text).split())
+    n = ANSWERED_REQUEST_CHARS if answered_at else OPEN_REQUEST_CHARS
+    head = cut_words(flat, n)
+    status = f"answered at #{answered_at}" if answered_at else "no closing report in the log"
+    where = f"; full text at #{r.seq}" if head != flat or r.truncated else ""
+    return f"- #{r.seq} ({status}{where}): {head}"
+
+
+def _fixed_by(fa: FailedApproach, files: list[FileRef]) -> str:
+    """`` after changing a.py (#20)``: the files whose latest change falls between a failure and
+    the run that worked (what fixed it, as far as the log shows; a file changed again later is
+    not named, so this never claims more than happened in that window)."""
+    if fa.resolved_at is None:
+        return ""
+    # (a change at the resolving seq is the rerun itself: a retried edit that worked)
+    between = sorted((f for f in files if fa.seq < f.seq < fa.resolved_at), key=lambda f: f.seq)
+    if not between:
+        return ""
+    names = [f"{f.path} (#{f.seq})" for f in between[:3]]
+    more = f" and {len(between) - 3} more" if len(between) > 3 else ""
+    return " after changing " + ", ".join(names) + more
+
+
+def _names_fixed_file(text: str, files: list[FileRef], fa: FailedApproach) -> bool:
+    return any(f.path in text for f in files if fa.seq < f.seq < (fa.resolved_at or 0))
+
+
+def _failure_line(fa: FailedApproach, files: list[FileRef] | None = None) -> tuple[str, int]:
     """``#57 `anchor build` → failed, still open: "cause"; next: …`` and its keep-tier (the
     status first: it decides what the next turn does)."""
     if not fa.tool_use_id:  # the agent's own words ("that didn't work")
         return f"- #{fa.seq} the agent said: \"{_one_line(fa.what)}\"", _TIER_FAILED_APPROACH
     cause = fa.cause or fa.error
     if fa.resolved_at is not None:
-        status, tier = f", resolved at #{fa.resolved_at}", _TIER_FAILED_RESOLVED
+        fix = _fixed_by(fa, files or [])
+        # a failure that changes to files fixed (the bug the session is about) says more than
+        # one a plain retry fixed (a rejected edit, a wrong directory)
+        status, tier = f", resolved at #{fa.resolved_at}{fix}", _TIER_FAILED_FIXED if fix else _TIER_FAILED_RESOLVED
     elif fa.key and fa.failed_again is not None:
         status, tier = f", failed again at #{fa.failed_again}", _TIER_FAILED_OPEN
     elif fa.key:
@@ -190,8 +253,8 @@ def _failure_line(fa: FailedApproach) -> tuple[str, int]:
         cause = fa.error
     line = f"- #{fa.seq} {_code(fa.what, 120)} → failed{status}" + (
         f": {_one_line(cause, 200)}" if cause else ": no error text in the output")
-    if fa.next:
-        line += f"; next: {_one_line(fa.next, 110)}"
+    if fa.next and not (fa.resolved_at is not None and _names_fixed_file(fa.next, files or [], fa)):
+        line += f"; next: {_one_line(fa.next, 110)}"  # (the fix said it already when it names the file)
     return line, tier
 
 
@@ -200,23 +263,32 @@ def _file_details(files: list[FileRef], budget: int | None) -> dict[str, str]:
     within ``ARTIFACT_SHARE`` of the budget (everything when ``budget`` is None)."""
     left = None if budget is None else max(MIN_ARTIFACT_TOKENS, int(budget * ARTIFACT_SHARE))
     out: dict[str, str] = {}
+    shown_in: dict[str, str] = {}  # fact -> the (newer) file whose line already says it
     for f in sorted(files, key=lambda x: x.seq, reverse=True):
         if left is not None and left < 12:
             break
         parts: list[str] = []
-        if f.note:
+        if f.note and f.note not in shown_in:  # one sentence naming two files: said once
+            shown_in[f.note] = f.path
             note = f"the agent: {f.note}"
             cost = count_text(note) + 2
             if left is None or cost <= left:
                 parts.append(note)
                 left = None if left is None else left - cost
         facts: list[str] = []
+        same: dict[str, int] = {}  # a newer file already says these (copied settings): named once
         for fact in f.facts:
             cost = count_text(fact) + 1
+            if fact in shown_in and cost > _SHORT_FACT_TOKENS:
+                same[shown_in[fact]] = same.get(shown_in[fact], 0) + 1
+                continue
             if left is not None and cost > left:
-                break
+                continue  # a shorter fact further on may still fit
             facts.append(fact)
+            shown_in[fact] = f.path
             left = None if left is None else left - cost
+        for other, n in same.items():
+            facts.append(f"{n} more as in {other}")
         if facts:
             parts.append("holds: " + " · ".join(facts))
         if parts:
@@ -251,11 +323,11 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
                 + _request_body(goal, short_requests and not (latest_full and goal_is_latest)),
                 None, goal.seq)
 
+    answered = _answered(state)
     for r in requests:
         if (goal is not None and r.seq == goal.seq) or (latest is not None and r.seq == latest.seq):
             continue
-        body = _request_body(r, short=True)
-        doc.add(REQUESTS, f"- #{r.seq}: " + body.replace("\n", "\n  "), _TIER_MIDDLE_REQUEST, r.seq)
+        doc.add(REQUESTS, _request_line(r, answered.get(r.seq)), _TIER_MIDDLE_REQUEST, r.seq)
 
     shown_in_full = [_request_body(r, short_requests and not (latest_full and r.seq == latest.seq))
                      for r in (goal, latest) if r is not None and latest is not None]
@@ -271,7 +343,14 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         doc.add(TODOS, f"- {status}{t.text}", _TIER_TODO_DONE if done else _TIER_TODO_OPEN,
                 state.todos_seq)
 
-    reports = select_reports(state.outcomes, budget)
+    details = _file_details(state.files_changed, budget)
+    # A session that wrote little (a review, research, questions) gives the room the files'
+    # detail lines leave unused to the agent's reports: there, its answers are the work.
+    share = REPORT_SHARE
+    if budget is not None:
+        used = sum(count_text(d) for d in details.values())
+        share += max(0.0, ARTIFACT_SHARE - used / budget)
+    reports = select_reports(state.outcomes, budget, share)
     for rank, (o, text) in enumerate(reports):
         tier = _TIER_NEWEST_REPORT if rank == 0 else _TIER_RECENT_REPORT if rank < 3 else _TIER_OLD_REPORT
         answers = f" (answering #{o.request_seq})" if o.request_seq else ""
@@ -288,7 +367,7 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     reasons = select_reasons(state.reasons, budget, [t for _, t in reports])
     shown = [norm(t) for _, t in reports] + [norm(r.text) for r in reasons]
 
-    details = _file_details(state.files_changed, budget)
+    recent = {f.path for f in sorted(state.files_changed, key=lambda x: x.seq)[-_RECENT_DETAIL_FILES:]}
     for f in state.files_changed:
         ops = ", ".join(f.ops) if f.ops else "changed"
         times = f" ×{f.count}" if f.count > 1 else ""
@@ -296,7 +375,8 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         doc.add(FILES_CHANGED, f"- {f.path} ({ops}{times}, last #{f.seq}){digest}", _TIER_FILE_CHANGED,
                 f.seq)
         if details.get(f.path):
-            doc.add(FILES_CHANGED, details[f.path], _TIER_FILE_DETAIL, f.seq, detail=True)
+            tier = _TIER_FILE_DETAIL if f.path in recent else _TIER_OLD_FILE_DETAIL
+            doc.add(FILES_CHANGED, details[f.path], tier, f.seq, detail=True)
 
     changed = {f.path for f in state.files_changed}
     for f in state.files_read:
@@ -353,7 +433,7 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     for runs in groups.values():
         open_runs = [fa for fa in runs if fa.resolved_at is None and fa.key]
         lead = open_runs[-1] if open_runs else runs[-1]
-        line, tier = _failure_line(lead)
+        line, tier = _failure_line(lead, state.files_changed)
         if len(runs) > 1:
             others = [fa for fa in runs if fa is not lead]
             also = ", ".join(f"#{fa.seq}" for fa in others[-4:]) + (", …" if len(others) > 4 else "")

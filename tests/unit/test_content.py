@@ -146,3 +146,50 @@ def test_an_error_is_said_once_with_what_hit_it_and_whether_it_was_fixed() -> No
     assert len(lines) == 1
     assert "`python -m pytest -q tests/api` → failed, resolved at #4" in lines[0]
     assert "ValueError: invalid budget: -1" in lines[0]
+
+
+def test_a_whole_formula_is_a_fact_and_a_bare_constructor_is_not() -> None:
+    code = (
+        "import numpy as np\n\n"
+        "def generate(num_rows=1000):\n"
+        "    temperature = np.random.normal(loc=20, scale=5, size=num_rows)\n"
+        "    target = (0.5 * temperature) + (0.3 * humidity) + (0.1 * light) + (0.1 * co2) + "
+        "np.random.normal(loc=0, scale=2, size=num_rows)\n"
+        "    return target\n\n"
+        "class Model:\n"
+        "    def __init__(self):\n"
+        "        self.fc = Linear(4, 1)\n"
+    )
+    facts = content_facts("scripts/generate.py", code)
+    assert ("target = (0.5 * temperature) + (0.3 * humidity) + (0.1 * light) + (0.1 * co2) + "
+            "np.random.normal(loc=0, scale=2, size=num_rows)") in facts
+    assert "def generate(num_rows=1000)" in facts and "self.fc = Linear(4, 1)" in facts
+    assert "def __init__(self)" not in facts  # says nothing a reader asks for
+    # a file that holds nothing else still shows its bare signature
+    assert content_facts("m.py", "    def __init__(self):\n        pass\n", whole=False) == ["def __init__(self)"]
+
+
+def test_what_the_code_stores_reads_and_serves_is_named() -> None:
+    page = ("<title>Random</title>\n<script>\n  const saved = localStorage.getItem('random-min');\n"
+            "  maxInput.addEventListener('input', () => localStorage.setItem('random-max', maxInput.value));\n"
+            "  fetch('/api/roll');\n</script>\n")
+    facts = content_facts("web/index.html", page)
+    assert "title: Random" in facts
+    assert "localStorage: random-min, random-max" in facts
+    assert "fetches: /api/roll" in facts
+    app = ('import os\n\nKEY = os.environ["API_KEY"]\n\n@app.post("/login")\ndef login():\n'
+           '    return os.getenv("DEBUG")\n')
+    facts = content_facts("app.py", app)
+    assert "env: API_KEY, DEBUG" in facts and "routes: POST /login" in facts
+
+
+def test_an_edit_says_which_branch_it_added() -> None:
+    new_lines = ("    required = ['BitsAllocated', 'Rows']\n"
+                 "    if 'PixelData' in ds:\n"
+                 "        required.append('PixelRepresentation')\n"
+                 "if __name__ == \"__main__\":\n    main()\n")
+    facts = content_facts("pkg/numpy_handler.py", new_lines, whole=False)
+    assert "if 'PixelData' in ds: required.append('PixelRepresentation')" in facts
+    assert not any("__name__" in f for f in facts)
+    # a whole file is described by its signatures and settings, not by each branch
+    assert not any(f.startswith("if ") for f in content_facts("pkg/numpy_handler.py", new_lines))

@@ -73,3 +73,12 @@ def test_two_telling_sentences_of_one_long_line_repeat_its_opening_once() -> Non
             "Patch execution failed: permission denied for this phase.")
     cause = failure_cause(line)
     assert cause.count("Deep-interview phase boundary") == 1 and "blocked" in cause and "denied" in cause
+
+
+def test_swe_agent_edit_advice_is_not_the_cause() -> None:
+    out = ("Your proposed edit has introduced new syntax error(s). Please read this error message carefully.\n"
+           "ERRORS:\n- E999 SyntaxError: unmatched ']'\n\nThis is how your edit would have looked if applied\n"
+           "DO NOT re-run the same failed edit command. Running it again will lead to the same error.\n")
+    cause = failure_cause(out)
+    assert "E999 SyntaxError: unmatched ']'" in cause
+    assert "DO NOT re-run" not in cause

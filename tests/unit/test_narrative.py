@@ -16,6 +16,7 @@ from compactor.lifting.lift import (
 from compactor.lifting.narrative import (
     MAX_OUTCOMES,
     MAX_REASONS,
+    REPORT_SHARE,
     Reason,
     TurnOutcome,
     clip_report,
@@ -23,7 +24,7 @@ from compactor.lifting.narrative import (
     reason_sentences,
     report_units,
 )
-from compactor.summarize.structured import DECISIONS, LATEST, REASONS, REPORTS, render_summary
+from compactor.summarize.structured import ARTIFACT_SHARE, DECISIONS, LATEST, REASONS, REPORTS, render_summary
 from compactor.tokens import count_text
 
 
@@ -177,8 +178,21 @@ def test_reports_take_only_their_share_of_a_large_budget() -> None:
     budget = 4_000
     r = render_summary(st, budget)
     report_tokens = count_text("\n".join(r.sections[REPORTS]))
-    assert report_tokens <= 0.25 * budget
+    # the files hold no detail lines here: their unused share goes to the reports
+    assert report_tokens <= (REPORT_SHARE + ARTIFACT_SHARE + 0.05) * budget
     assert len(r.sections["Files changed"]) == 20  # the lifted list is not crowded out
+
+
+def test_reports_keep_their_own_share_when_files_hold_details() -> None:
+    long_report = " ".join(f"Changed module {i} and it now passes {i} checks." for i in range(400))
+    st = crowded(20).model_copy(update={"outcomes": [TurnOutcome(seq=300, request_seq=5, text=long_report)]})
+    facts = [f"LIMIT_{k} = {k * 7}" for k in range(10)] + ["uses data/input.csv"]
+    st = st.model_copy(update={"files_changed": [f.model_copy(update={"facts": facts})
+                                                 for f in st.files_changed]})
+    budget = 4_000
+    r = render_summary(st, budget)
+    assert count_text("\n".join(r.sections[REPORTS])) <= (REPORT_SHARE + 0.05) * budget
+    assert "LIMIT_9 = 63" in r.text  # the files' detail lines got their share
 
 
 def test_the_same_sentence_is_not_rendered_twice() -> None:
@@ -201,3 +215,23 @@ def test_reconcile_keeps_reports_and_reasons() -> None:
     after, resolved = reconcile(st, [result(10, "t9", "ok")])
     assert resolved == ["t9"]
     assert after.outcomes == st.outcomes and after.reasons == st.reasons
+
+
+def test_a_report_skips_aider_boilerplate_and_bare_path_lines() -> None:
+    text = ("To fix the frontend UI so that it does not use Chart.js, I will modify `frontend/ui.ts` to draw "
+            "the chart on a `<canvas>`. Here are the *SEARCH/REPLACE* blocks:\n\nfrontend/ui.ts\n```typescript\n"
+            "<<<<<<< SEARCH\nold\n=======\nnew\n>>>>>>> REPLACE\n```\n\nfrontend/ui.ts\n```typescript\nx\n```\n\n"
+            "Please confirm if you would like to proceed with these changes.")
+    clipped, _ = clip_report(text, 1500)
+    assert clipped == ("To fix the frontend UI so that it does not use Chart.js, I will modify `frontend/ui.ts` "
+                       "to draw the chart on a `<canvas>`.")
+    # a message that is nothing but boilerplate is kept as it is (there is nothing better to say)
+    assert clip_report("Please confirm if you would like to proceed with these changes.", 500)[0].startswith("Please")
+
+
+def test_a_clipped_report_leaves_out_filler() -> None:
+    text = ("Now I have everything I need. Private credit on Solana is $14B tokenized globally. That's it. "
+            + " ".join(f"Finding {i} is that pool {i} holds {i * 3} loans." for i in range(30)))
+    clipped, cut = clip_report(text, 400)
+    assert cut and "Private credit on Solana is $14B" in clipped
+    assert "That's it." not in clipped and "everything I need" not in clipped

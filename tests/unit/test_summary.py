@@ -27,6 +27,7 @@ from compactor.summarize.structured import (
     COMMANDS,
     CONSTRAINTS,
     DECISIONS,
+    ERRORS,
     FILES_CHANGED,
     FILES_READ,
     GOAL,
@@ -267,3 +268,113 @@ def test_a_decision_that_is_also_a_reason_is_said_once_even_beside_failures() ->
     c.call("Bash", {"command": "pytest -q"}, "E   AssertionError: boom again\n1 failed", is_error=True)
     text = render_summary(lift_state(c.events), 10_000).text
     assert text.count("because it keeps the public API unchanged") == 1
+
+
+# --- what a reader of a small summary needs (issue 14 item 4, round two) -----------------------
+
+LONG_OLD = ("Implement the synthetic data generation script in scripts/generate_data.py\n\n"
+            "Using numpy and pandas:\n\n-Generate 1000 rows of a synthetic IoT dataset with these columns: "
+            "temperature, humidity, light, co2, and a label such as target\n\n-Use random normal "
+            "distribution for the sensor values and target should be computed as a linear combination of "
+            "the 4 sensor values. Add some noise to be more realistic.\n-Save the CSV file in data/iot_data.csv")
+LONG_LATEST = ("Rewrite drawChart() so that:\n   - The chart has visible X and Y axes.\n   - Axes have labels: "
+               "\"Epoch\" (X-axis) and \"MSE\" (Y-axis).\n   - There is enough padding so the labels are not cut "
+               "off.\n   - The chart scales correctly even if MSE values are large.")
+
+
+def _requests_state() -> LiftedState:
+    reqs = [Request(seq=1, text="Create the project layout."), Request(seq=7, text=LONG_OLD),
+            Request(seq=20, text=LONG_OLD.replace("scripts/generate_data.py", "scripts/other.py")),
+            Request(seq=40, text=LONG_LATEST)]
+    return LiftedState(goal=reqs[0], requests=reqs,
+                       outcomes=[TurnOutcome(seq=8, request_seq=7, text="Wrote scripts/generate_data.py.")])
+
+
+def test_an_older_answered_request_is_one_line_and_the_latest_stays_verbatim() -> None:
+    r = render_summary(_requests_state(), 100_000, latest_full=True)
+    (line7, line20) = r.sections[REQUESTS]
+    assert "\n" not in line7 and line7.startswith("- #7 (answered at #8; full text at #7): Implement the synthetic")
+    assert len(line7) < len(LONG_OLD) * 0.75
+    # one no report answered (it may still be pending) says so and keeps more of its words
+    assert line20.startswith("- #20 (no closing report in the log") and len(line20) > len(line7)
+    assert LONG_LATEST in r.text  # verbatim, line breaks and all
+    assert LONG_OLD not in r.text
+
+
+def test_file_details_outlast_older_requests_and_reports() -> None:
+    facts = ["def generate_synthetic_data(num_rows=1000)",
+             "target = (0.5 * temperature) + (0.3 * humidity) + (0.1 * light) + (0.1 * co2)",
+             "uses data/iot_data.csv"]
+    st = _requests_state().model_copy(update={
+        "files_changed": [FileRef(path="scripts/generate_data.py", seq=8, ops=["edit"], facts=facts)],
+        "outcomes": [TurnOutcome(seq=8, request_seq=7, text="Wrote the generator. " * 30)]})
+    full = render_summary(st, 100_000, latest_full=True)
+    r = render_summary(st, full.tokens - 60, latest_full=True)
+    assert r.dropped  # something had to go ...
+    assert "target = (0.5 * temperature) + (0.3 * humidity)" in r.text  # ... not what the file computes
+    assert "uses data/iot_data.csv" in r.text
+
+
+def test_a_failure_fixed_by_a_file_change_names_the_change_and_a_retry_does_not() -> None:
+    files = [FileRef(path="pkg/handler.py", seq=20, ops=["edit"])]
+    st = LiftedState(
+        goal=Request(seq=1, text="Fix the pixel bug."), requests=[Request(seq=1, text="Fix the pixel bug.")],
+        files_changed=files,
+        failed_approaches=[
+            FailedApproach(seq=8, what="python repro.py", tool_use_id="t8", key="python repro.py",
+                           cause="AttributeError: PixelRepresentation is missing", resolved_at=22),
+            FailedApproach(seq=14, what="edit 287:295 (pkg/handler.py)", tool_use_id="t14", key="edit handler",
+                           cause="E999 SyntaxError: unmatched ']'", resolved_at=20)])
+    r = render_summary(st, 100_000)
+    fixed, retried = r.sections[ERRORS]
+    assert "resolved at #22 after changing pkg/handler.py (#20)" in fixed
+    assert "resolved at #20:" in retried and "after changing" not in retried  # #20 is the retry itself
+
+
+def test_a_long_fact_a_newer_file_already_says_is_counted_not_repeated() -> None:
+    ua = "session.headers['User-Agent'] = 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 Chrome/120.0'"
+    st = LiftedState(files_changed=[
+        FileRef(path="/tmp/v1.py", seq=10, ops=["write"], facts=[ua, "uses data/videos.json", "TIMEOUT = 30"]),
+        FileRef(path="/tmp/v2.py", seq=20, ops=["write"], facts=[ua, "uses data/videos.json", "TIMEOUT = 60"])])
+    r = render_summary(st, 100_000)
+    assert r.text.count("Mozilla/5.0") == 1
+    v1 = r.text.split("- /tmp/v1.py", 1)[1]
+    assert "1 more as in /tmp/v2.py" in v1
+    assert "uses data/videos.json" in v1 and "TIMEOUT = 30" in v1  # short facts are said for each file
+
+
+def test_one_sentence_naming_two_files_is_said_once() -> None:
+    note = "printenv.pl prints every environment variable so the upload shows what the server runs."
+    st = LiftedState(files_changed=[FileRef(path="printenv.pl", seq=17, ops=["create"], note=note),
+                                    FileRef(path="/srv/app/printenv.pl", seq=19, ops=["edit"], note=note)])
+    r = render_summary(st, 100_000)
+    assert r.text.count(note) == 1
+
+
+def test_a_fix_that_names_the_file_is_not_said_twice() -> None:
+    st = LiftedState(
+        files_changed=[FileRef(path="tests/api/conftest.py", seq=17, ops=["write"])],
+        failed_approaches=[FailedApproach(seq=15, what="pytest -q tests/api", tool_use_id="t15", key="pytest api",
+                                          cause="E KeyError: 'offset_id'", resolved_at=19,
+                                          next="`cat > tests/api/conftest.py <<'EOF' ...` (#17)")])
+    (line,) = render_summary(st, 100_000).sections[ERRORS]
+    assert "after changing tests/api/conftest.py (#17)" in line and "next:" not in line
+    # still open: the agent's next move is all the reader has
+    open_st = st.model_copy(update={"failed_approaches": [st.failed_approaches[0].model_copy(
+        update={"resolved_at": None})]})
+    assert "next: `cat > tests/api/conftest.py" in render_summary(open_st, 100_000).sections[ERRORS][0]
+
+
+def test_older_files_details_go_before_the_older_reports_and_the_newest_files_after() -> None:
+    files = [FileRef(path=f"src/m{i}.py", seq=10 * i, ops=["write"], facts=[f"LIMIT_{i} = {i * 11}"])
+             for i in range(1, 7)]
+    reports = [TurnOutcome(seq=10 * i + 5, request_seq=10 * i - 1, text=f"Done: module {i} now batches.")
+               for i in range(1, 7)]
+    goal = "Build the six modules. " + " ".join(f"Module {i} batches its writes." for i in range(80))
+    st = LiftedState(goal=Request(seq=1, text=goal), files_changed=files,
+                     requests=[Request(seq=1, text=goal)], outcomes=reports)
+    full = render_summary(st, 100_000)
+    r = render_summary(st, full.tokens - 30)
+    assert "LIMIT_6 = 66" in r.text and "LIMIT_4 = 44" in r.text  # the newest three files
+    assert "LIMIT_1 = 11" not in r.text  # the oldest file's detail went first ...
+    assert "module 1 now batches" in r.text  # ... before an older report
