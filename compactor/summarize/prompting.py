@@ -47,7 +47,7 @@ from compactor.tokens import count_event, count_text
 from compactor.summarize.structured import SECTION_NAMES as _SECTION_NAMES  # one template for both summarizers
 
 SECTION_NAMES: tuple[str, ...] = tuple(_SECTION_NAMES)
-PROMPT_VERSION = "compactor-summary-v5"
+PROMPT_VERSION = "compactor-summary-v6"
 MAX_DROP_RETRIES = 3
 """Prompt-too-long: at most this many shrink-and-retry rounds inside one activity attempt."""
 MODEL_BUDGET_SHARE = 0.8
@@ -55,8 +55,10 @@ MODEL_BUDGET_SHARE = 0.8
 ``completion.complete_from_state`` to add what the model left out of the lifted state (the
 issue that motivated it: a faithful answer given the whole budget left completion no room,
 and a paraphrased section could neither be completed nor accepted)."""
-MIN_MODEL_BUDGET = 150
-"""The least a request asks for, however little room the view leaves."""
+MIN_MODEL_BUDGET = 400
+"""The least a request asks for, however little room the view leaves: the template's headings
+alone take about 100 tokens (a 150-token request, raze at 5% where the pinned instructions and
+the quoted latest request leave no room, drew an answer of bare headings, refused as empty)."""
 LATEST_SECTION = "Latest request"
 TOOL_OUTPUT_CHARS = 6_000
 """Tool output longer than this is quoted as head + tail; the lifted state keeps its facts."""
@@ -70,15 +72,18 @@ _SECTION_HINTS: dict[str, str] = {
     "Agent's reports (newest first)": "the agent's own closing report of each user turn, newest "
     "first (lifted_state.outcomes): what it did, why, the results and numbers it gave, and "
     "what it said is left; keep its words and figures",
-    "Files changed": "paths the agent created or modified, each with what changed in it and what "
+    "Files changed": "paths the agent created or modified, each with what changed in it, what "
     "it now holds (lifted_state.files_changed[].facts: constants and values, settings, "
-    "signatures, data files) and the agent's own note on it",
+    "signatures, data files) and how it behaves: what its functions decide and return, how it "
+    "handles bad or missing input, what older code it still uses; and the agent's own note on it",
     "Files read": "paths the agent read",
     "Commands run": "commands with their exit status",
     "Tests": "test runs, their result and the log seq they ran at",
-    "Errors and failed approaches": "errors met, each with its cause and its status (fixed, "
-    "still open, worked around), and approaches that did not work, so they are not repeated",
-    "Decisions": "decisions taken and why (the alternative rejected and the reason)",
+    "Errors and failed approaches": "errors met, each with its exact message, its cause (what "
+    "went wrong, e.g. the line an edit left out) and its status (fixed how, still open, worked "
+    "around), and approaches that did not work, so they are not repeated",
+    "Decisions": "decisions taken and why: the evidence that decided it (the traceback, output "
+    "or file that pointed there) and the alternative rejected with the reason",
     "Reasons and rules": "reasons the agent gave for what it did (because, so that, instead of) "
     "and the formulas, rules, thresholds and numbers it relied on, in its words "
     "(lifted_state.reasons)",
