@@ -75,14 +75,15 @@ async def test_a_busy_tenant_does_not_delay_another_tenants_model_call(temporal_
     order = [who(r) for r in calls]
     assert sorted(order) == sorted([f"{busy}/s{i}" for i in range(BUSY + 1)] + [f"{quiet}/s0"]), order
     b = order.index(f"{quiet}/s0")
-    # B overtook most of A's backlog: first come, first served puts it behind all BUSY of A's
-    # earlier calls (10th or later). With fairness it went 1st-4th on a quiet machine (at most
-    # one call per other partition: the dev server, like a default cluster, splits a queue in
-    # 4 partitions, each dispatching fairly); a loaded machine dispatches the partitions
-    # unevenly (7th seen), so the bound is the first 8 of the 12 calls. (A's eleventh call is
-    # not bounded: it can land in a partition none of A's backlog is in and go first, seen
-    # under load.)
-    assert b < BUSY - 2, order
+    # B overtook A's backlog: first come, first served puts it behind all BUSY of A's earlier
+    # calls (index BUSY, 11th). With fairness it went 1st-4th on a quiet machine (at most one
+    # call per other partition: the dev server, like a default cluster, splits a queue in 4
+    # partitions, each dispatching fairly); a loaded machine dispatches the partitions
+    # unevenly (7th and 9th seen while two other test suites ran), so the bound is only that
+    # it went ahead of some of A's earlier calls, which first come, first served never does.
+    # (A's eleventh call is not bounded: it can land in a partition none of A's backlog is in
+    # and go first, seen under load.)
+    assert b < BUSY, order
 
 def _calls(fake: FakeAnthropic) -> list:
     return [r for r in list(fake.requests) if r.method == "POST" and r.path.startswith("/v1/messages")

@@ -16,6 +16,7 @@ def test_summarize_contract_fields_are_exact():
     assert list(SummarizeInput.model_fields) == [
         "tenant", "session", "snapshot_version", "covers_end", "prev_checkpoint",
         "prev_checkpoint_sha256", "state_key", "budget_tokens", "model", "mode", "output_key",
+        "latest_full",
     ]
     out = SummarizeOutput(output_key="k", summary_tokens=10, model="m")
     assert (out.input_tokens, out.attempts, out.dropped_rounds) == (0, 1, 0)
