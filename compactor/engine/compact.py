@@ -25,7 +25,7 @@ import json
 import time
 from bisect import bisect_right
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -198,20 +198,38 @@ def plan(
 # --- layers -----------------------------------------------------------------------------------
 
 
-class _Candidate(BaseModel):
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+class _Candidate:
+    """One candidate view. Its violations may be checked lazily (``check``): a candidate over
+    its target never fits whatever else it breaks, and the replacement layers' candidate over
+    a whole big session (the cleared view) is rarely chosen - validating it only when the
+    engine asks whether it is valid saves a full pass over the session (issue 17)."""
 
-    checkpoint: Checkpoint
-    view: list[Event]
-    tokens: int
-    violations: list[Violation]
-    past_request: bool = False
-    left_out: dict[str, int] = Field(default_factory=dict)
-    left_out_weight: int = 0
-    repaired: int = 0
+    def __init__(self, checkpoint: Checkpoint, view: list[Event], tokens: int,
+                 violations: list[Violation] | None = None, repaired: int = 0, *,
+                 check: Callable[[], list[Violation]] | None = None, target: int | None = None) -> None:
+        assert violations is not None or check is not None
+        self.checkpoint = checkpoint
+        self.view = view
+        self.tokens = tokens
+        self._violations = violations
+        self._check = check
+        self._target = target
+        self.repaired = repaired
+        self.past_request = False
+        self.left_out: dict[str, int] = {}
+        self.left_out_weight = 0
+
+    @property
+    def violations(self) -> list[Violation]:
+        if self._violations is None:
+            assert self._check is not None
+            self._violations, self._check = self._check(), None
+        return self._violations
 
     @property
     def fits(self) -> bool:
+        if self._violations is None and self._target is not None and self.tokens > self._target:
+            return False  # over_budget: a violation whatever the other checks say
         return not self.violations
 
     @property
@@ -271,15 +289,26 @@ def apply_layers(
             snapshot_version=plan.snapshot_version, created_at=now, **base,  # type: ignore[arg-type]
         )
 
-    def candidate(ckpt: Checkpoint) -> _Candidate:
+    def candidate(ckpt: Checkpoint, *, lazy: bool = False) -> _Candidate:
         t = time.perf_counter()
         view = build_view(evs, ckpt)
         n = view_tokens(view)
+        if lazy and not ckpt.summary and target is not None:
+            # No summary: no identifier to repair, so the view and count are final and the
+            # checks can wait until someone asks (see _Candidate), against the artifacts
+            # written so far (a later layer adds more).
+            arts = dict(artifacts)
+
+            def check() -> list[Violation]:
+                return validate(events=evs, checkpoint=ckpt, view=view, target_tokens=target,
+                                artifacts=arts, prev_checkpoint=prev, tokens=n)
+            durations["validate"] = durations.get("validate", 0.0) + (time.perf_counter() - t) * 1000
+            return _Candidate(ckpt, view, n, check=check, target=target)
         vio = validate(events=evs, checkpoint=ckpt, view=view, target_tokens=target,
                        artifacts=artifacts, prev_checkpoint=prev, tokens=n)
         ckpt, view, n, vio, repaired = repair_candidate(evs, ckpt, view, n, vio, target, artifacts, prev)
         durations["validate"] = durations.get("validate", 0.0) + (time.perf_counter() - t) * 1000
-        return _Candidate(checkpoint=ckpt, view=view, tokens=n, violations=vio, repaired=repaired)
+        return _Candidate(ckpt, view, n, vio, repaired)
 
     current = plan.tokens_before
     best: _Candidate | None = None
@@ -296,7 +325,7 @@ def apply_layers(
             continue
         repl.update(out.replacements)
         artifacts.update(out.artifacts)
-        cand = candidate(checkpoint(end0))
+        cand = candidate(checkpoint(end0), lazy=True)
         layers.append(name)
         freed[name] = current - cand.tokens
         current = cand.tokens
@@ -385,7 +414,8 @@ def apply_layers(
             if unchanged.valid:
                 best = unchanged
         if chosen.tokens < current and (
-            best is None or not best.valid or (chosen.valid and chosen.tokens < best.tokens)
+            # (best.valid last: it may validate the cleared view, needed only when chosen is not)
+            best is None or (chosen.valid and chosen.tokens < best.tokens) or not best.valid
         ):
             layers.append(LAYER_SUMMARY)
             freed[LAYER_SUMMARY] = current - chosen.tokens
