@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from compactor.engine.boundary import body, choose_cut, latest_request, safe_cut_points
 from compactor.errors import InvalidInput
 from compactor.events import Block, Event, TextBlock, ToolResultBlock, content_hash, content_hash_line
+from compactor.engine.covered_text import CoveredText
 from compactor.engine.invariants import Violation, _refs, validate
 from compactor.engine.layers import (
     LAYER_CLEAR,
@@ -128,7 +129,8 @@ def _frame_tokens(end: int) -> int:
     return count_text(SUMMARY_PREFIX.format(start=1, end=end)) + 8
 
 
-def default_checkpoint_id(events: Sequence[Event], policy: Policy, target: int, prev: Checkpoint | None) -> str:
+def default_checkpoint_id(events: Sequence[Event], policy: Policy, target: int, prev: Checkpoint | None,
+                          *, lines: _HashLines | None = None) -> str:
     params = json.dumps(
         {
             "policy": policy.model_dump(mode="json"),
@@ -138,7 +140,7 @@ def default_checkpoint_id(events: Sequence[Event], policy: Policy, target: int, 
         sort_keys=True,
     )
     h = hashlib.sha256()
-    h.update(content_hash(events).encode())
+    h.update((content_hash(events) if lines is None else lines.digest(events)).encode())
     h.update(params.encode())
     return "ck-" + h.hexdigest()[:32]
 
@@ -255,7 +257,9 @@ def apply_layers(
     evs = prepare(events, prev)
     end0 = plan.prev_end
     target = plan.target_tokens
-    ckpt_id = checkpoint_id or default_checkpoint_id(evs, policy, target, prev)
+    covered_text = CoveredText(evs)  # the identifier check's search, once for every candidate
+    hash_lines = _HashLines()  # each event's content-hash line, made once for both hashes
+    ckpt_id = checkpoint_id or default_checkpoint_id(evs, policy, target, prev, lines=hash_lines)
     tenant = tenant or (prev.tenant if prev is not None else "inline")
     session = session or (prev.session if prev is not None else "inline")
     repl: dict[int, list[Block]] = {
@@ -301,12 +305,13 @@ def apply_layers(
 
             def check() -> list[Violation]:
                 return validate(events=evs, checkpoint=ckpt, view=view, target_tokens=target,
-                                artifacts=arts, prev_checkpoint=prev, tokens=n)
+                                artifacts=arts, prev_checkpoint=prev, tokens=n, index=covered_text)
             durations["validate"] = durations.get("validate", 0.0) + (time.perf_counter() - t) * 1000
             return _Candidate(ckpt, view, n, check=check, target=target)
         vio = validate(events=evs, checkpoint=ckpt, view=view, target_tokens=target,
-                       artifacts=artifacts, prev_checkpoint=prev, tokens=n)
-        ckpt, view, n, vio, repaired = repair_candidate(evs, ckpt, view, n, vio, target, artifacts, prev)
+                       artifacts=artifacts, prev_checkpoint=prev, tokens=n, index=covered_text)
+        ckpt, view, n, vio, repaired = repair_candidate(evs, ckpt, view, n, vio, target, artifacts, prev,
+                                                        index=covered_text)
         durations["validate"] = durations.get("validate", 0.0) + (time.perf_counter() - t) * 1000
         return _Candidate(ckpt, view, n, vio, repaired)
 
@@ -348,7 +353,7 @@ def apply_layers(
 
         covered_all = body(evs, end0)
         covered_seqs = [e.seq for e in covered_all]
-        covered_hash = _PrefixHash(covered_all)
+        covered_hash = _PrefixHash(covered_all, hash_lines)
         safe_points: dict[bool, list[int]] = {}  # keep_request -> safe cuts, for every rung
         lifter = Lifter(covered_all, LiftedState.model_validate(state0) if state0 else None)
         # Normal mode keeps the latest request as an event (the cut is before it). Only when no
@@ -434,6 +439,8 @@ def repair_candidate(
     target: int | None,
     artifacts: dict[str, bytes] | None,
     prev: Checkpoint | None,
+    *,
+    index: CoveredText | None = None,
 ) -> tuple[Checkpoint, list[Event], int, list[Violation], int]:
     """Drop the summary items that state identifiers the covered range lacks, and validate
     again (``repair.drop_identifier_lines``). Returns the (possibly) repaired checkpoint, its
@@ -451,16 +458,39 @@ def repair_candidate(
     view2 = build_view(evs, fixed)
     n2 = view_tokens(view2)
     vio2 = validate(events=evs, checkpoint=fixed, view=view2, target_tokens=target,
-                    artifacts=artifacts, prev_checkpoint=prev, tokens=n2)
+                    artifacts=artifacts, prev_checkpoint=prev, tokens=n2, index=index)
     return fixed, view2, n2, vio2, dropped
+
+
+class _HashLines:
+    """``content_hash_line`` of each event, made once per compaction: the checkpoint id hashes
+    every event and the source hash the covered ones (a JSON dump per event, twice, was 5% of
+    a compaction of small events). Keyed by identity: the events outlive the compaction."""
+
+    def __init__(self) -> None:
+        self._lines: dict[int, bytes] = {}
+
+    def line(self, e: Event) -> bytes:
+        got = self._lines.get(id(e))
+        if got is None:
+            got = self._lines[id(e)] = content_hash_line(e)
+        return got
+
+    def digest(self, events: Sequence[Event]) -> str:
+        """``content_hash(events)``."""
+        h = hashlib.sha256()
+        for e in events:
+            h.update(self.line(e))
+        return h.hexdigest()
 
 
 class _PrefixHash:
     """``content_hash(events[:n])`` for growing ``n`` in one pass (the hash is a running
     sha256 over the events in order, so a longer prefix continues a copy of the shorter one)."""
 
-    def __init__(self, events: Sequence[Event]) -> None:
+    def __init__(self, events: Sequence[Event], lines: _HashLines | None = None) -> None:
         self._events = events
+        self._lines = lines or _HashLines()
         self._h = hashlib.sha256()
         self._n = 0
 
@@ -468,7 +498,7 @@ class _PrefixHash:
         if n < self._n:
             self._h, self._n = hashlib.sha256(), 0
         while self._n < n:
-            self._h.update(content_hash_line(self._events[self._n]))
+            self._h.update(self._lines.line(self._events[self._n]))
             self._n += 1
         return self._h.copy().hexdigest()
 

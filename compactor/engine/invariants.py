@@ -99,10 +99,12 @@ def validate(
     artifacts: Mapping[str, bytes] | None = None,
     prev_checkpoint: Checkpoint | None = None,
     tokens: int | None = None,
+    index: Any = None,
 ) -> list[Violation]:
     """Check ``view`` (built from ``events`` and ``checkpoint``) against every invariant.
 
-    ``tokens``: ``measure.view_tokens(view)`` when the caller counted it already.
+    ``tokens``: ``measure.view_tokens(view)`` when the caller counted it already. ``index``:
+    a ``covered_text.CoveredText`` of ``events``, shared by a compaction's candidates.
 
     ``events``: every event after ``prev_checkpoint.covers.end`` plus all pinned events (the
     whole log when there is no previous checkpoint). ``artifacts``: sha256 -> bytes of the
@@ -126,7 +128,7 @@ def validate(
         out += check_unknown(events, checkpoint, view, prev_checkpoint)
         out += check_artifacts(events, checkpoint, view, artifacts)
         out += check_summary_size(events, checkpoint, prev_checkpoint)
-        out += check_identifiers(events, checkpoint, prev_checkpoint)
+        out += check_identifiers(events, checkpoint, prev_checkpoint, index)
         out += check_model_summary(checkpoint)
     if target_tokens is not None:
         n = view_tokens(view) if tokens is None else tokens
@@ -625,10 +627,25 @@ def _prev_text(prev: Checkpoint) -> str:
 
 
 def check_identifiers(
-    events: Sequence[Event], ckpt: Checkpoint, prev: Checkpoint | None
+    events: Sequence[Event], ckpt: Checkpoint, prev: Checkpoint | None, index: Any = None
 ) -> list[Violation]:
+    """``index``: a ``covered_text.CoveredText`` of ``events`` (the engine's, shared by every
+    candidate of a compaction); same verdict, without searching every event per candidate."""
     if ckpt.covers.empty or not ckpt.summary:
         return []
+    idents = sorted(identifiers(ckpt.summary))
+    if index is not None:
+        small = [_prev_text(prev)] if prev is not None else []
+        small += _strings(ckpt.state.get("artifacts", []))
+        small_hay = "\n".join(small)
+        left = []
+        for ident in idents:
+            known = index.occurs(ident, ckpt.covers.end)
+            if known is None or not (known or ident in small_hay):
+                left.append(ident)  # the full search below decides
+        if not left:
+            return []
+        idents = left
     # Where an identifier may come from: the covered events, the previous summary and state.
     # Tool-result bodies are kept apart and searched last: they are most of the text (a
     # session's whole output) while identifiers are nearly always found in the calls, requests
@@ -649,8 +666,11 @@ def check_identifiers(
     bulk = "\n".join(bodies)
     flat: str | None = None  # whitespace-normalized haystack, built only when needed
     out = []
-    for ident in sorted(identifiers(ckpt.summary)):
-        if ident in hay or ident in bulk:
+    for ident in idents:
+        # rfind, not ``in``: the same answer, searched from the end, where the summary's
+        # identifiers mostly are (the latest work) - ``in`` scanned most of a big session's
+        # text for each of them (issue 17)
+        if hay.rfind(ident) >= 0 or bulk.rfind(ident) >= 0:
             continue
         if flat is None:
             flat = " ".join(hay.split()) + "\n" + " ".join(bulk.split())

@@ -288,9 +288,12 @@ def _literal(w: Word) -> str | None:
     return None if w.dynamic else w.value
 
 
+_ASSIGN_RE = re.compile(r"^[A-Za-z_]\w*=")
+
+
 def _program(cmd: SimpleCommand) -> tuple[str, list[Word]]:
     words = list(cmd.words)
-    while words and (re.match(r"^[A-Za-z_]\w*=", words[0].value) or words[0].value in _PREFIX_WORDS):
+    while words and (_ASSIGN_RE.match(words[0].value) or words[0].value in _PREFIX_WORDS):
         words = words[1:]
     if not words:
         return "", []
