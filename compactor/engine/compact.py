@@ -257,7 +257,7 @@ def apply_layers(
     evs = prepare(events, prev)
     end0 = plan.prev_end
     target = plan.target_tokens
-    covered_text = CoveredText(evs)  # the identifier check's search, once for every candidate
+    covered_text = CoveredText(evs)  # whole-session facts the checks share across candidates
     hash_lines = _HashLines()  # each event's content-hash line, made once for both hashes
     ckpt_id = checkpoint_id or default_checkpoint_id(evs, policy, target, prev, lines=hash_lines)
     tenant = tenant or (prev.tenant if prev is not None else "inline")

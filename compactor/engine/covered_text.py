@@ -1,5 +1,7 @@
-"""Where each identifier first occurs in a compaction's events: the identifier invariant's
-search, made once per compaction instead of once per summary candidate (issue 17).
+"""What the invariants learn from a compaction's events once for all its candidates (issue
+17): where each identifier first occurs, which calls have results, which artifact refs came
+with the log. Every candidate is validated against the same events; only the cut and the view
+differ, so these whole-session facts were recomputed per candidate for nothing.
 
 ``invariants.check_identifiers`` accepts an identifier the summary states when it occurs in
 the covered events (pinned events included), the previous checkpoint or the state's artifact
@@ -15,7 +17,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import Sequence
 
-from compactor.engine.invariants import _block_texts, _result_texts
+from compactor.engine.invariants import _block_texts, _refs, _result_texts
 from compactor.events import Event, ToolResultBlock
 
 
@@ -55,6 +57,20 @@ class CoveredText:
         self.events = events
         self._built = False
         self._first: dict[str, tuple[int | None, int | None]] = {}
+        self._answered: set[str] | None = None
+        self._source_refs: set[tuple[str, str]] | None = None
+
+    def answered(self) -> set[str]:
+        """Ids of the calls a result in the events answers (read-only: shared)."""
+        if self._answered is None:
+            self._answered = {r.tool_use_id for e in self.events for r in e.tool_results}
+        return self._answered
+
+    def source_refs(self) -> set[tuple[str, str]]:
+        """(sha256, uri) of every artifact ref the events carry (read-only: shared)."""
+        if self._source_refs is None:
+            self._source_refs = {(r.sha256, r.uri) for e in self.events for r in _refs(e.blocks)}
+        return self._source_refs
 
     def _build(self) -> None:
         pinned: list[str] = []

@@ -113,7 +113,7 @@ def validate(
     prev_end = _end(prev_checkpoint)
     end = max(_end(checkpoint), prev_end)
     out: list[Violation] = []
-    out += check_tool_pairing(events, view)
+    out += check_tool_pairing(events, view, index)
     shown = events
     if checkpoint is not None and checkpoint.replacements:
         shown = [e.with_(blocks=list(checkpoint.replacements[e.seq])) if e.seq in checkpoint.replacements
@@ -125,8 +125,8 @@ def validate(
     out += check_range(events, checkpoint, view, prev_checkpoint)
     if checkpoint is not None:
         out += check_constraints(events, checkpoint, prev_end)
-        out += check_unknown(events, checkpoint, view, prev_checkpoint)
-        out += check_artifacts(events, checkpoint, view, artifacts)
+        out += check_unknown(events, checkpoint, view, prev_checkpoint, index)
+        out += check_artifacts(events, checkpoint, view, artifacts, index)
         out += check_summary_size(events, checkpoint, prev_checkpoint)
         out += check_identifiers(events, checkpoint, prev_checkpoint, index)
         out += check_model_summary(checkpoint)
@@ -190,14 +190,22 @@ def _end(ckpt: Checkpoint | None) -> int:
 # --- 1, 2: tool pairing, batches, first message ----------------------------------------------
 
 
-def check_tool_pairing(events: Sequence[Event], view: Sequence[Event]) -> list[Violation]:
+def _answered(events: Sequence[Event], index: Any = None) -> set[str]:
+    """Ids of every call a result in ``events`` answers (the index's, when given: the same
+    for every candidate of a compaction)."""
+    if index is not None:
+        return index.answered()
+    return {r.tool_use_id for e in events for r in e.tool_results}
+
+
+def check_tool_pairing(events: Sequence[Event], view: Sequence[Event], index: Any = None) -> list[Violation]:
     """The rendered request is valid for the Messages API: each assistant tool_use is answered
     in the very next user message, and each tool_result answers the message just before."""
     out: list[Violation] = []
     # A result the view shows as text where it arrived (view.place_results) is not an answer:
     # its call is closed as unanswered by render_request.
     shown_late = {uid for e in view for uid in e.meta.get(LATE_RESULTS, ())}
-    answered_in_source = {r.tool_use_id for e in events for r in e.tool_results} - shown_late
+    answered_in_source = _answered(events, index) - shown_late
     seq_of_use = {u.id: e.seq for e in view for u in e.tool_uses}
     _, messages = to_anthropic(view)
     seen_uses: set[str] = set()
@@ -415,13 +423,13 @@ _DONE_LISTS = ("commands", "tests", "files_changed", "files_read")
 
 
 def check_unknown(
-    events: Sequence[Event], ckpt: Checkpoint, view: Sequence[Event], prev: Checkpoint | None
+    events: Sequence[Event], ckpt: Checkpoint, view: Sequence[Event], prev: Checkpoint | None,
+    index: Any = None,
 ) -> list[Violation]:
     out: list[Violation] = []
     state = ckpt.state or {}
     unknown = {u["tool_use_id"]: u for u in state.get("unknown_actions", []) or []}
-    answered = {r.tool_use_id for e in events for r in e.tool_results}
-    answered |= {r.tool_use_id for e in view for r in e.tool_results}
+    answered = _answered(events, index) | {r.tool_use_id for e in view for r in e.tool_results}
     # previously unknown stays unknown unless a result arrived
     for u in ((prev.state or {}).get("unknown_actions", []) if prev is not None else []) or []:
         uid = u["tool_use_id"]
@@ -464,10 +472,14 @@ def _refs(blocks: Iterable[Any]) -> Iterable[ArtifactRefBlock]:
 
 
 def check_artifacts(
-    events: Sequence[Event], ckpt: Checkpoint, view: Sequence[Event], artifacts: Mapping[str, bytes] | None
+    events: Sequence[Event], ckpt: Checkpoint, view: Sequence[Event], artifacts: Mapping[str, bytes] | None,
+    index: Any = None,
 ) -> list[Violation]:
     out: list[Violation] = []
-    source_refs = {(r.sha256, r.uri) for e in events for r in _refs(e.blocks)}
+    if index is not None:
+        source_refs = index.source_refs()
+    else:
+        source_refs = {(r.sha256, r.uri) for e in events for r in _refs(e.blocks)}
     listed = set(ckpt.artifacts)
     for e in view:
         for ref in _refs(e.blocks):
