@@ -340,7 +340,7 @@ def apply_layers(
 
     # (c): summary checkpoint, shrinking the tail along the policy's ladder
     tried: set[int] = set()
-    candidates: list[_Candidate] = []
+    candidates = _Picker()
     state0 = prev.state if prev is not None else None
     prev_summary_tokens = 0
     if prev is not None and not prev.covers.empty:
@@ -402,16 +402,16 @@ def apply_layers(
                 cand.past_request = not keep_request
                 cand.left_out = dict(out.dropped)
                 cand.left_out_weight = out.left_out_weight
-                candidates.append(cand)
+                candidates.add(cand)
                 if cand.fits:
                     fitting = True
                     if not cand.left_out_weight:
                         break
-            if fitting and min(c.left_out_weight for c in candidates if c.fits) == 0:
+            if fitting and candidates.min_fitting_weight() == 0:
                 break  # a cut before the latest request keeps everything: no mid-turn cut
         durations[LAYER_SUMMARY] = (time.perf_counter() - t_sum) * 1000
-    if candidates:
-        chosen = _pick(candidates)
+    if candidates.n:
+        chosen = candidates.pick()
         if best is None and not chosen.valid:
             # Keep the invariant and say so: the view as it is (over budget) beats one that
             # breaks an invariant (e.g. a giant latest request the summary cannot quote).
@@ -427,7 +427,7 @@ def apply_layers(
             best = chosen
     if best is None:
         best = candidate(checkpoint(end0))
-    return _result(best, artifacts, layers, freed, durations, evs, len(candidates))
+    return _result(best, artifacts, layers, freed, durations, evs, candidates.n)
 
 
 def repair_candidate(
@@ -503,15 +503,35 @@ class _PrefixHash:
         return self._h.copy().hexdigest()
 
 
-def _pick(cands: list[_Candidate]) -> _Candidate:
-    fitting = [c for c in cands if c.fits]
-    if fitting:
-        # least essential state left out; on a tie the first, i.e. the longest tail
-        return min(fitting, key=lambda c: c.left_out_weight)
-    valid = [c for c in cands if c.valid]
-    if valid:
-        return min(valid, key=lambda c: c.tokens)
-    return min(cands, key=lambda c: (len(c.violations), c.tokens))
+class _Picker:
+    """The summary candidate the engine keeps: among those that fit, the one leaving out the
+    least essential state (ties: the first, i.e. the longest tail); else the valid one with
+    the fewest tokens; else the one with the fewest violations, then tokens (ties: the first).
+    Kept as the candidates come, holding only those three - not every candidate's view and
+    lifted state, which is O(session) each (issue 17)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self._fit: _Candidate | None = None
+        self._valid: _Candidate | None = None
+        self._any: _Candidate | None = None
+
+    def add(self, c: _Candidate) -> None:
+        self.n += 1
+        if c.fits and (self._fit is None or c.left_out_weight < self._fit.left_out_weight):
+            self._fit = c
+        if c.valid and (self._valid is None or c.tokens < self._valid.tokens):
+            self._valid = c
+        if self._any is None or (len(c.violations), c.tokens) < (len(self._any.violations), self._any.tokens):
+            self._any = c
+
+    def min_fitting_weight(self) -> int | None:
+        return None if self._fit is None else self._fit.left_out_weight
+
+    def pick(self) -> _Candidate:
+        got = self._fit or self._valid or self._any
+        assert got is not None
+        return got
 
 
 def _result(
