@@ -31,10 +31,12 @@ class _Texts:
         self._at = 0
         self.text = ""
 
-    def add(self, seq: int, parts: list[str]) -> None:
+    def add(self, seq: int, parts: list[str], words: dict[str, int]) -> None:
         if not parts:
             return
         t = "\n".join(parts)
+        for w in t.split():
+            words.setdefault(w, seq)
         self.chunks.append(t)
         self.starts.append(self._at)
         self.seqs.append(seq)
@@ -77,6 +79,9 @@ class CoveredText:
         pinned_bulk: list[str] = []
         self._calls = _Texts()
         self._bulk = _Texts()
+        # word -> first seq it stands alone in: an identifier that is a whole word there occurs
+        # by then (maybe earlier, inside a longer word: then ``find`` tells), no search needed
+        self._words: dict[str, int] = {}
         last = None
         self.ordered = True
         for e in self.events:
@@ -93,8 +98,8 @@ class CoveredText:
             if last is not None and e.seq <= last:
                 self.ordered = False
             last = e.seq
-            self._calls.add(e.seq, parts)
-            self._bulk.add(e.seq, bodies)
+            self._calls.add(e.seq, parts, self._words)
+            self._bulk.add(e.seq, bodies, self._words)
         self._calls.done()
         self._bulk.done()
         self._pinned = "\n".join(pinned)
@@ -111,6 +116,9 @@ class CoveredText:
         if not self.ordered:
             return None
         if ident in self._pinned or ident in self._pinned_bulk:
+            return True
+        word = self._words.get(ident)
+        if word is not None and word <= end:
             return True
         got = self._first.get(ident)
         if got is None:
