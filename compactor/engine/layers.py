@@ -31,7 +31,7 @@ from compactor.events import (
     ToolResultBlock,
 )
 from compactor.engine.policy import Policy
-from compactor.tokens import count_event, count_text
+from compactor.tokens import count_blocks, count_event, count_text
 
 if TYPE_CHECKING:
     from compactor.lifting.state import LiftedState
@@ -57,6 +57,9 @@ class LayerOutcome(BaseModel):
     artifacts: dict[str, bytes] = Field(default_factory=dict, description="sha256 -> bytes to store.")
     freed_tokens: int = Field(default=0, description="Sum of per-event token savings.")
     items: int = Field(default=0, description="Tool results externalized or cleared.")
+    tokens: dict[int, int] = Field(
+        default_factory=dict, description="seq -> tokens of the event with its replacement blocks."
+    )
 
 
 def make_artifact(
@@ -212,8 +215,9 @@ def _cleared(r: ToolResultBlock) -> tuple[ToolResultBlock, dict[str, bytes]]:
 
 def _record(out: LayerOutcome, e: Event, blocks: list[Block]) -> None:
     before = count_event(e)  # the count cached on the event (prepare counts every event)
-    after = count_event(e.with_(blocks=blocks, tokens=None))
+    after = count_blocks(blocks)
     out.replacements[e.seq] = blocks
+    out.tokens[e.seq] = after
     out.freed_tokens += before - after
 
 
