@@ -266,9 +266,6 @@ def apply_layers(
         s: list(b) for s, b in (prev.replacements.items() if prev is not None else []) if s > end0
     }
     artifacts: dict[str, bytes] = {}
-    # seq -> tokens of the event with the blocks in ``repl`` (set together: the layers counted
-    # them), so a candidate's view does not count every replaced event again
-    repl_tokens: dict[int, int] = {}
     layers: list[str] = []
     freed: dict[str, int] = {}
     durations: dict[str, float] = {}
@@ -298,7 +295,7 @@ def apply_layers(
 
     def candidate(ckpt: Checkpoint, *, lazy: bool = False) -> _Candidate:
         t = time.perf_counter()
-        view = build_view(evs, ckpt, repl_tokens)
+        view = build_view(evs, ckpt)
         n = view_tokens(view)
         if lazy and not ckpt.summary and target is not None:
             # No summary: no identifier to repair, so the view and count are final and the
@@ -332,7 +329,6 @@ def apply_layers(
         if not out.items:
             continue
         repl.update(out.replacements)
-        repl_tokens.update(out.tokens)
         artifacts.update(out.artifacts)
         cand = candidate(checkpoint(end0), lazy=True)
         layers.append(name)
@@ -383,8 +379,7 @@ def apply_layers(
                 if cut <= end0 or cut in tried:
                     continue
                 covered = covered_all[:bisect_right(covered_seqs, cut)]
-                frame = build_view(evs, checkpoint(cut, summary="", sections={}, state={}, summary_tokens=0),
-                                   repl_tokens)
+                frame = build_view(evs, checkpoint(cut, summary="", sections={}, state={}, summary_tokens=0))
                 room = target - view_tokens(frame) - 4
                 replaced = sum(count_event(e) for e in covered) + prev_summary_tokens
                 limit = min(room, policy.summary_max_tokens)

@@ -57,9 +57,6 @@ class LayerOutcome(BaseModel):
     artifacts: dict[str, bytes] = Field(default_factory=dict, description="sha256 -> bytes to store.")
     freed_tokens: int = Field(default=0, description="Sum of per-event token savings.")
     items: int = Field(default=0, description="Tool results externalized or cleared.")
-    tokens: dict[int, int] = Field(
-        default_factory=dict, description="seq -> tokens of the event with its replacement blocks."
-    )
 
 
 def make_artifact(
@@ -217,7 +214,6 @@ def _record(out: LayerOutcome, e: Event, blocks: list[Block]) -> None:
     before = count_event(e)  # the count cached on the event (prepare counts every event)
     after = count_blocks(blocks)
     out.replacements[e.seq] = blocks
-    out.tokens[e.seq] = after
     out.freed_tokens += before - after
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from compactor.events import (
     ArtifactRefBlock,
@@ -52,26 +52,22 @@ LATE_RESULTS = "late_results"
 ``place_results``); ``invariants.check_tool_pairing`` and ``measure.render_request`` read it."""
 
 
-def build_view(events: Sequence[Event], ckpt: Checkpoint | None,
-               counts: Mapping[int, int] | None = None) -> list[Event]:
+def build_view(events: Sequence[Event], ckpt: Checkpoint | None) -> list[Event]:
     """View = pinned events + summary (if any) + events after the checkpoint's range.
 
     ``events`` are all events of the log in seq order (or at least every pinned event and
     every event after the checkpoint). A tool_result that does not answer the message just
     before it (DESIGN §7.1: a late result, or one whose call the summary covers) is shown as
     text naming its call (``place_results``).
-
-    ``counts``: seq -> tokens of the event with its replacement blocks, where the caller knows
-    them (the engine's layers counted them already); others are counted when needed.
     """
     if ckpt is None or ckpt.covers.empty:
         out = list(events)
         if ckpt is not None and ckpt.replacements:
-            out = [_replace(e, ckpt, counts) for e in out]
+            out = [_replace(e, ckpt) for e in out]
         return place_results(out, ckpt)
     end = ckpt.covers.end
     pinned = [e for e in events if e.kind == "pinned" and e.seq <= end]
-    tail = [_replace(e, ckpt, counts) for e in events if e.seq > end]
+    tail = [_replace(e, ckpt) for e in events if e.seq > end]
     return pinned + [summary_event(ckpt)] + place_results(tail, ckpt)
 
 
@@ -193,11 +189,11 @@ def _as_text(
     return e.with_(blocks=blocks, tokens=None, meta=meta)
 
 
-def _replace(e: Event, ckpt: Checkpoint, counts: Mapping[int, int] | None = None) -> Event:
+def _replace(e: Event, ckpt: Checkpoint) -> Event:
     blocks = ckpt.replacements.get(e.seq)
     if blocks is None:
         return e
-    return e.with_(blocks=list(blocks), tokens=counts.get(e.seq) if counts else None)
+    return e.with_(blocks=list(blocks), tokens=None)
 
 
 def view_text(events: Iterable[Event]) -> str:

@@ -177,13 +177,10 @@ def _candidates(events: list[Event], target: int) -> int:
 
 def _without_shared_work(monkeypatch: pytest.MonkeyPatch) -> None:
     """The engine as it was before issue 17's second round: every candidate searched the whole
-    session for its checks (no ``CoveredText``), was validated at once (no lazy verdict) and
-    its view counted every replaced event again (no layer counts)."""
+    session for its checks (no ``CoveredText``) and was validated at once (no lazy verdict)."""
     from compactor.engine import compact as engine
-    from compactor.engine import view
 
     monkeypatch.setattr(engine, "CoveredText", lambda events: None)
-    monkeypatch.setattr(engine, "build_view", lambda events, ckpt, counts=None: view.build_view(events, ckpt))
     monkeypatch.setattr(engine._Candidate, "fits", property(lambda self: not self.violations))
 
 
