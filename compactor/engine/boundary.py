@@ -32,7 +32,13 @@ from compactor.tokens import count_event
 
 def body(events: Sequence[Event], prev_end: int = 0) -> list[Event]:
     """Non-pinned events after ``prev_end``, in seq order: what a checkpoint may cover."""
-    return sorted((e for e in events if e.kind != "pinned" and e.seq > prev_end), key=lambda e: e.seq)
+    out = [e for e in events if e.kind != "pinned" and e.seq > prev_end]
+    last = -1
+    for e in out:  # the engine's events are in seq order already: no sort (50 per compaction)
+        if e.seq < last:
+            return sorted(out, key=lambda e: e.seq)
+        last = e.seq
+    return out
 
 
 def is_text_message(e: Event) -> bool:
@@ -68,8 +74,11 @@ def abandoned_tool_uses(events: Sequence[Event], prev_end: int = 0) -> dict[str,
 
 def latest_request(events: Sequence[Event], prev_end: int = 0) -> Event | None:
     """The latest genuine user request after ``prev_end`` (None if there is none)."""
-    reqs = [e for e in body(events, prev_end) if e.is_user_request]
-    return reqs[-1] if reqs else None
+    evs = body(events, prev_end)
+    for i in range(len(evs) - 1, -1, -1):  # from the newest: the latest is usually near the end
+        if evs[i].is_user_request:
+            return evs[i]
+    return None
 
 
 def safe_cut_points(

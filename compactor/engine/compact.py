@@ -25,13 +25,14 @@ import json
 import time
 from bisect import bisect_right
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from compactor.engine.boundary import body, choose_cut, latest_request, safe_cut_points
 from compactor.errors import InvalidInput
 from compactor.events import Block, Event, TextBlock, ToolResultBlock, content_hash, content_hash_line
+from compactor.engine.covered_text import CoveredText
 from compactor.engine.invariants import Violation, _refs, validate
 from compactor.engine.layers import (
     LAYER_CLEAR,
@@ -134,7 +135,8 @@ def _frame_tokens(end: int) -> int:
     return count_text(SUMMARY_PREFIX.format(start=1, end=end)) + 8
 
 
-def default_checkpoint_id(events: Sequence[Event], policy: Policy, target: int, prev: Checkpoint | None) -> str:
+def default_checkpoint_id(events: Sequence[Event], policy: Policy, target: int, prev: Checkpoint | None,
+                          *, lines: _HashLines | None = None) -> str:
     params = json.dumps(
         {
             "policy": policy.model_dump(mode="json"),
@@ -144,7 +146,7 @@ def default_checkpoint_id(events: Sequence[Event], policy: Policy, target: int, 
         sort_keys=True,
     )
     h = hashlib.sha256()
-    h.update(content_hash(events).encode())
+    h.update((content_hash(events) if lines is None else lines.digest(events)).encode())
     h.update(params.encode())
     return "ck-" + h.hexdigest()[:32]
 
@@ -204,20 +206,38 @@ def plan(
 # --- layers -----------------------------------------------------------------------------------
 
 
-class _Candidate(BaseModel):
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+class _Candidate:
+    """One candidate view. Its violations may be checked lazily (``check``): a candidate over
+    its target never fits whatever else it breaks, and the replacement layers' candidate over
+    a whole big session (the cleared view) is rarely chosen - validating it only when the
+    engine asks whether it is valid saves a full pass over the session (issue 17)."""
 
-    checkpoint: Checkpoint
-    view: list[Event]
-    tokens: int
-    violations: list[Violation]
-    past_request: bool = False
-    left_out: dict[str, int] = Field(default_factory=dict)
-    left_out_weight: int = 0
-    repaired: int = 0
+    def __init__(self, checkpoint: Checkpoint, view: list[Event], tokens: int,
+                 violations: list[Violation] | None = None, repaired: int = 0, *,
+                 check: Callable[[], list[Violation]] | None = None, target: int | None = None) -> None:
+        assert violations is not None or check is not None
+        self.checkpoint = checkpoint
+        self.view = view
+        self.tokens = tokens
+        self._violations = violations
+        self._check = check
+        self._target = target
+        self.repaired = repaired
+        self.past_request = False
+        self.left_out: dict[str, int] = {}
+        self.left_out_weight = 0
+
+    @property
+    def violations(self) -> list[Violation]:
+        if self._violations is None:
+            assert self._check is not None
+            self._violations, self._check = self._check(), None
+        return self._violations
 
     @property
     def fits(self) -> bool:
+        if self._violations is None and self._target is not None and self.tokens > self._target:
+            return False  # over_budget: a violation whatever the other checks say
         return not self.violations
 
     @property
@@ -243,7 +263,9 @@ def apply_layers(
     evs = prepare(events, prev)
     end0 = plan.prev_end
     target = plan.target_tokens
-    ckpt_id = checkpoint_id or default_checkpoint_id(evs, policy, target, prev)
+    covered_text = CoveredText(evs)  # whole-session facts the checks share across candidates
+    hash_lines = _HashLines()  # each event's content-hash line, made once for both hashes
+    ckpt_id = checkpoint_id or default_checkpoint_id(evs, policy, target, prev, lines=hash_lines)
     tenant = tenant or (prev.tenant if prev is not None else "inline")
     session = session or (prev.session if prev is not None else "inline")
     repl: dict[int, list[Block]] = {
@@ -277,15 +299,27 @@ def apply_layers(
             snapshot_version=plan.snapshot_version, created_at=now, **base,  # type: ignore[arg-type]
         )
 
-    def candidate(ckpt: Checkpoint) -> _Candidate:
+    def candidate(ckpt: Checkpoint, *, lazy: bool = False) -> _Candidate:
         t = time.perf_counter()
         view = build_view(evs, ckpt)
         n = view_tokens(view)
+        if lazy and not ckpt.summary and target is not None:
+            # No summary: no identifier to repair, so the view and count are final and the
+            # checks can wait until someone asks (see _Candidate), against the artifacts
+            # written so far (a later layer adds more).
+            arts = dict(artifacts)
+
+            def check() -> list[Violation]:
+                return validate(events=evs, checkpoint=ckpt, view=view, target_tokens=target,
+                                artifacts=arts, prev_checkpoint=prev, tokens=n, index=covered_text)
+            durations["validate"] = durations.get("validate", 0.0) + (time.perf_counter() - t) * 1000
+            return _Candidate(ckpt, view, n, check=check, target=target)
         vio = validate(events=evs, checkpoint=ckpt, view=view, target_tokens=target,
-                       artifacts=artifacts, prev_checkpoint=prev, tokens=n)
-        ckpt, view, n, vio, repaired = repair_candidate(evs, ckpt, view, n, vio, target, artifacts, prev)
+                       artifacts=artifacts, prev_checkpoint=prev, tokens=n, index=covered_text)
+        ckpt, view, n, vio, repaired = repair_candidate(evs, ckpt, view, n, vio, target, artifacts, prev,
+                                                        index=covered_text)
         durations["validate"] = durations.get("validate", 0.0) + (time.perf_counter() - t) * 1000
-        return _Candidate(checkpoint=ckpt, view=view, tokens=n, violations=vio, repaired=repaired)
+        return _Candidate(ckpt, view, n, vio, repaired)
 
     current = plan.tokens_before
     best: _Candidate | None = None
@@ -302,7 +336,7 @@ def apply_layers(
             continue
         repl.update(out.replacements)
         artifacts.update(out.artifacts)
-        cand = candidate(checkpoint(end0))
+        cand = candidate(checkpoint(end0), lazy=True)
         layers.append(name)
         freed[name] = current - cand.tokens
         current = cand.tokens
@@ -312,7 +346,7 @@ def apply_layers(
 
     # (c): summary checkpoint, shrinking the tail along the policy's ladder
     tried: set[int] = set()
-    candidates: list[_Candidate] = []
+    candidates = _Picker()
     state0 = prev.state if prev is not None else None
     prev_summary_tokens = 0
     if prev is not None and not prev.covers.empty:
@@ -325,7 +359,7 @@ def apply_layers(
 
         covered_all = body(evs, end0)
         covered_seqs = [e.seq for e in covered_all]
-        covered_hash = _PrefixHash(covered_all)
+        covered_hash = _PrefixHash(covered_all, hash_lines)
         safe_points: dict[bool, list[int]] = {}  # keep_request -> safe cuts, for every rung
         lifter = Lifter(covered_all, LiftedState.model_validate(state0) if state0 else None)
         # Normal mode keeps the latest request as an event (the cut is before it). Only when no
@@ -376,16 +410,16 @@ def apply_layers(
                 cand.past_request = not keep_request
                 cand.left_out = dict(out.dropped)
                 cand.left_out_weight = out.left_out_weight
-                candidates.append(cand)
+                candidates.add(cand)
                 if cand.fits:
                     fitting = True
                     if not cand.left_out_weight:
                         break
-            if fitting and min(c.left_out_weight for c in candidates if c.fits) == 0:
+            if fitting and candidates.min_fitting_weight() == 0:
                 break  # a cut before the latest request keeps everything: no mid-turn cut
         durations[LAYER_SUMMARY] = (time.perf_counter() - t_sum) * 1000
-    if candidates:
-        chosen = _pick(candidates)
+    if candidates.n:
+        chosen = candidates.pick()
         if best is None and not chosen.valid:
             # Keep the invariant and say so: the view as it is (over budget) beats one that
             # breaks an invariant (e.g. a giant latest request the summary cannot quote).
@@ -393,14 +427,15 @@ def apply_layers(
             if unchanged.valid:
                 best = unchanged
         if chosen.tokens < current and (
-            best is None or not best.valid or (chosen.valid and chosen.tokens < best.tokens)
+            # (best.valid last: it may validate the cleared view, needed only when chosen is not)
+            best is None or (chosen.valid and chosen.tokens < best.tokens) or not best.valid
         ):
             layers.append(LAYER_SUMMARY)
             freed[LAYER_SUMMARY] = current - chosen.tokens
             best = chosen
     if best is None:
         best = candidate(checkpoint(end0))
-    return _result(best, artifacts, layers, freed, durations, evs, len(candidates))
+    return _result(best, artifacts, layers, freed, durations, evs, candidates.n)
 
 
 def repair_candidate(
@@ -412,6 +447,8 @@ def repair_candidate(
     target: int | None,
     artifacts: dict[str, bytes] | None,
     prev: Checkpoint | None,
+    *,
+    index: CoveredText | None = None,
 ) -> tuple[Checkpoint, list[Event], int, list[Violation], int]:
     """Drop the summary items that state identifiers the covered range lacks, and validate
     again (``repair.drop_identifier_lines``). Returns the (possibly) repaired checkpoint, its
@@ -429,16 +466,39 @@ def repair_candidate(
     view2 = build_view(evs, fixed)
     n2 = view_tokens(view2)
     vio2 = validate(events=evs, checkpoint=fixed, view=view2, target_tokens=target,
-                    artifacts=artifacts, prev_checkpoint=prev, tokens=n2)
+                    artifacts=artifacts, prev_checkpoint=prev, tokens=n2, index=index)
     return fixed, view2, n2, vio2, dropped
+
+
+class _HashLines:
+    """``content_hash_line`` of each event, made once per compaction: the checkpoint id hashes
+    every event and the source hash the covered ones (a JSON dump per event, twice, was 5% of
+    a compaction of small events). Keyed by identity: the events outlive the compaction."""
+
+    def __init__(self) -> None:
+        self._lines: dict[int, bytes] = {}
+
+    def line(self, e: Event) -> bytes:
+        got = self._lines.get(id(e))
+        if got is None:
+            got = self._lines[id(e)] = content_hash_line(e)
+        return got
+
+    def digest(self, events: Sequence[Event]) -> str:
+        """``content_hash(events)``."""
+        h = hashlib.sha256()
+        for e in events:
+            h.update(self.line(e))
+        return h.hexdigest()
 
 
 class _PrefixHash:
     """``content_hash(events[:n])`` for growing ``n`` in one pass (the hash is a running
     sha256 over the events in order, so a longer prefix continues a copy of the shorter one)."""
 
-    def __init__(self, events: Sequence[Event]) -> None:
+    def __init__(self, events: Sequence[Event], lines: _HashLines | None = None) -> None:
         self._events = events
+        self._lines = lines or _HashLines()
         self._h = hashlib.sha256()
         self._n = 0
 
@@ -446,20 +506,40 @@ class _PrefixHash:
         if n < self._n:
             self._h, self._n = hashlib.sha256(), 0
         while self._n < n:
-            self._h.update(content_hash_line(self._events[self._n]))
+            self._h.update(self._lines.line(self._events[self._n]))
             self._n += 1
         return self._h.copy().hexdigest()
 
 
-def _pick(cands: list[_Candidate]) -> _Candidate:
-    fitting = [c for c in cands if c.fits]
-    if fitting:
-        # least essential state left out; on a tie the first, i.e. the longest tail
-        return min(fitting, key=lambda c: c.left_out_weight)
-    valid = [c for c in cands if c.valid]
-    if valid:
-        return min(valid, key=lambda c: c.tokens)
-    return min(cands, key=lambda c: (len(c.violations), c.tokens))
+class _Picker:
+    """The summary candidate the engine keeps: among those that fit, the one leaving out the
+    least essential state (ties: the first, i.e. the longest tail); else the valid one with
+    the fewest tokens; else the one with the fewest violations, then tokens (ties: the first).
+    Kept as the candidates come, holding only those three - not every candidate's view and
+    lifted state, which is O(session) each (issue 17)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self._fit: _Candidate | None = None
+        self._valid: _Candidate | None = None
+        self._any: _Candidate | None = None
+
+    def add(self, c: _Candidate) -> None:
+        self.n += 1
+        if c.fits and (self._fit is None or c.left_out_weight < self._fit.left_out_weight):
+            self._fit = c
+        if c.valid and (self._valid is None or c.tokens < self._valid.tokens):
+            self._valid = c
+        if self._any is None or (len(c.violations), c.tokens) < (len(self._any.violations), self._any.tokens):
+            self._any = c
+
+    def min_fitting_weight(self) -> int | None:
+        return None if self._fit is None else self._fit.left_out_weight
+
+    def pick(self) -> _Candidate:
+        got = self._fit or self._valid or self._any
+        assert got is not None
+        return got
 
 
 def _result(

@@ -99,10 +99,12 @@ def validate(
     artifacts: Mapping[str, bytes] | None = None,
     prev_checkpoint: Checkpoint | None = None,
     tokens: int | None = None,
+    index: Any = None,
 ) -> list[Violation]:
     """Check ``view`` (built from ``events`` and ``checkpoint``) against every invariant.
 
-    ``tokens``: ``measure.view_tokens(view)`` when the caller counted it already.
+    ``tokens``: ``measure.view_tokens(view)`` when the caller counted it already. ``index``:
+    a ``covered_text.CoveredText`` of ``events``, shared by a compaction's candidates.
 
     ``events``: every event after ``prev_checkpoint.covers.end`` plus all pinned events (the
     whole log when there is no previous checkpoint). ``artifacts``: sha256 -> bytes of the
@@ -111,7 +113,7 @@ def validate(
     prev_end = _end(prev_checkpoint)
     end = max(_end(checkpoint), prev_end)
     out: list[Violation] = []
-    out += check_tool_pairing(events, view)
+    out += check_tool_pairing(events, view, index)
     shown = events
     if checkpoint is not None and checkpoint.replacements:
         shown = [e.with_(blocks=list(checkpoint.replacements[e.seq])) if e.seq in checkpoint.replacements
@@ -123,10 +125,10 @@ def validate(
     out += check_range(events, checkpoint, view, prev_checkpoint)
     if checkpoint is not None:
         out += check_constraints(events, checkpoint, prev_end)
-        out += check_unknown(events, checkpoint, view, prev_checkpoint)
-        out += check_artifacts(events, checkpoint, view, artifacts)
+        out += check_unknown(events, checkpoint, view, prev_checkpoint, index)
+        out += check_artifacts(events, checkpoint, view, artifacts, index)
         out += check_summary_size(events, checkpoint, prev_checkpoint)
-        out += check_identifiers(events, checkpoint, prev_checkpoint)
+        out += check_identifiers(events, checkpoint, prev_checkpoint, index)
         out += check_model_summary(checkpoint)
     if target_tokens is not None:
         n = view_tokens(view) if tokens is None else tokens
@@ -188,14 +190,22 @@ def _end(ckpt: Checkpoint | None) -> int:
 # --- 1, 2: tool pairing, batches, first message ----------------------------------------------
 
 
-def check_tool_pairing(events: Sequence[Event], view: Sequence[Event]) -> list[Violation]:
+def _answered(events: Sequence[Event], index: Any = None) -> set[str]:
+    """Ids of every call a result in ``events`` answers (the index's, when given: the same
+    for every candidate of a compaction)."""
+    if index is not None:
+        return index.answered()
+    return {r.tool_use_id for e in events for r in e.tool_results}
+
+
+def check_tool_pairing(events: Sequence[Event], view: Sequence[Event], index: Any = None) -> list[Violation]:
     """The rendered request is valid for the Messages API: each assistant tool_use is answered
     in the very next user message, and each tool_result answers the message just before."""
     out: list[Violation] = []
     # A result the view shows as text where it arrived (view.place_results) is not an answer:
     # its call is closed as unanswered by render_request.
     shown_late = {uid for e in view for uid in e.meta.get(LATE_RESULTS, ())}
-    answered_in_source = {r.tool_use_id for e in events for r in e.tool_results} - shown_late
+    answered_in_source = _answered(events, index) - shown_late
     seq_of_use = {u.id: e.seq for e in view for u in e.tool_uses}
     _, messages = to_anthropic(view)
     seen_uses: set[str] = set()
@@ -413,13 +423,13 @@ _DONE_LISTS = ("commands", "tests", "files_changed", "files_read")
 
 
 def check_unknown(
-    events: Sequence[Event], ckpt: Checkpoint, view: Sequence[Event], prev: Checkpoint | None
+    events: Sequence[Event], ckpt: Checkpoint, view: Sequence[Event], prev: Checkpoint | None,
+    index: Any = None,
 ) -> list[Violation]:
     out: list[Violation] = []
     state = ckpt.state or {}
     unknown = {u["tool_use_id"]: u for u in state.get("unknown_actions", []) or []}
-    answered = {r.tool_use_id for e in events for r in e.tool_results}
-    answered |= {r.tool_use_id for e in view for r in e.tool_results}
+    answered = _answered(events, index) | {r.tool_use_id for e in view for r in e.tool_results}
     # previously unknown stays unknown unless a result arrived
     for u in ((prev.state or {}).get("unknown_actions", []) if prev is not None else []) or []:
         uid = u["tool_use_id"]
@@ -462,10 +472,14 @@ def _refs(blocks: Iterable[Any]) -> Iterable[ArtifactRefBlock]:
 
 
 def check_artifacts(
-    events: Sequence[Event], ckpt: Checkpoint, view: Sequence[Event], artifacts: Mapping[str, bytes] | None
+    events: Sequence[Event], ckpt: Checkpoint, view: Sequence[Event], artifacts: Mapping[str, bytes] | None,
+    index: Any = None,
 ) -> list[Violation]:
     out: list[Violation] = []
-    source_refs = {(r.sha256, r.uri) for e in events for r in _refs(e.blocks)}
+    if index is not None:
+        source_refs = index.source_refs()
+    else:
+        source_refs = {(r.sha256, r.uri) for e in events for r in _refs(e.blocks)}
     listed = set(ckpt.artifacts)
     for e in view:
         for ref in _refs(e.blocks):
@@ -630,11 +644,30 @@ def _prev_text(prev: Checkpoint) -> str:
     return text
 
 
+_WHOLE_SESSION = 1 << 62
+"""``CoveredText.occurs`` up to this seq: anywhere in the session's events."""
+
+
 def check_identifiers(
-    events: Sequence[Event], ckpt: Checkpoint, prev: Checkpoint | None
+    events: Sequence[Event], ckpt: Checkpoint, prev: Checkpoint | None, index: Any = None
 ) -> list[Violation]:
+    """``index``: a ``covered_text.CoveredText`` of ``events`` (the engine's, shared by every
+    candidate of a compaction); same verdict, without searching every event per candidate."""
     if ckpt.covers.empty or not ckpt.summary:
         return []
+    idents = sorted(identifiers(ckpt.summary))
+    if index is not None:
+        small = [_prev_text(prev)] if prev is not None else []
+        small += _strings(ckpt.state.get("artifacts", []))
+        small_hay = "\n".join(small)
+        left = []
+        for ident in idents:
+            known = index.occurs(ident, _WHOLE_SESSION)
+            if known is None or not (known or ident in small_hay):
+                left.append(ident)  # the full search below decides
+        if not left:
+            return []
+        idents = left
     # Where an identifier may come from: the session's events (the covered range, and the tail
     # the view shows verbatim: a model that joins a directory listed in the covered range with a
     # file name the agent only spells out whole later states nothing the session never had),
@@ -656,8 +689,11 @@ def check_identifiers(
     bulk = "\n".join(bodies)
     flat: str | None = None  # whitespace-normalized haystack, built only when needed
     out = []
-    for ident in sorted(identifiers(ckpt.summary)):
-        if ident in hay or ident in bulk:
+    for ident in idents:
+        # rfind, not ``in``: the same answer, searched from the end, where the summary's
+        # identifiers mostly are (the latest work) - ``in`` scanned most of a big session's
+        # text for each of them (issue 17)
+        if hay.rfind(ident) >= 0 or bulk.rfind(ident) >= 0:
             continue
         if flat is None:
             flat = " ".join(hay.split()) + "\n" + " ".join(bulk.split())

@@ -31,7 +31,7 @@ from compactor.events import (
     ToolResultBlock,
 )
 from compactor.engine.policy import Policy
-from compactor.tokens import count_event, count_text
+from compactor.tokens import count_blocks, count_event, count_text
 
 if TYPE_CHECKING:
     from compactor.lifting.state import LiftedState
@@ -212,7 +212,7 @@ def _cleared(r: ToolResultBlock) -> tuple[ToolResultBlock, dict[str, bytes]]:
 
 def _record(out: LayerOutcome, e: Event, blocks: list[Block]) -> None:
     before = count_event(e)  # the count cached on the event (prepare counts every event)
-    after = count_event(e.with_(blocks=blocks, tokens=None))
+    after = count_blocks(blocks)
     out.replacements[e.seq] = blocks
     out.freed_tokens += before - after
 

@@ -109,9 +109,10 @@ def message_role(e: Event) -> str | None:
     message (system prompt parts, events with nothing to render)."""
     if e.role == "system" and (e.kind == "pinned" or e.injected):
         return None
-    if not any(_renders(b) for b in e.blocks):
-        return None
-    return "user" if e.role == "system" else e.role
+    for b in e.blocks:  # a loop, not any(genexpr): called for every event of every view
+        if _renders(b):
+            return "user" if e.role == "system" else e.role
+    return None
 
 
 def _renders(b: object) -> bool:

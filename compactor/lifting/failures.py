@@ -116,6 +116,10 @@ _CD_PREFIX_RE = re.compile(r"^\s*(?:cd\s+\S+\s*(?:&&|;)\s*)+")
 _TAIL_RE = re.compile(r"\s*(?:2>&1|\|\s*(?:tail|head|grep|tee|cat|less)\b[^|]*)\s*$")
 
 
+_ASSIGN_RE = re.compile(r"^[A-Za-z_]\w*=")
+_DURATION_RE = re.compile(r"\d+[smh]?")
+
+
 @functools.lru_cache(maxsize=8192)  # pure; every lift re-keys the previous state's commands
 def command_key(command: str) -> str:
     """A command normalized so that reruns match: no cd prefix, env, flags or output plumbing."""
@@ -125,12 +129,15 @@ def command_key(command: str) -> str:
     while prev != s:
         prev = s
         s = _TAIL_RE.sub("", s)
-    try:
-        toks = shlex.split(s)
-    except ValueError:
+    if "'" in s or '"' in s or "\\" in s:
+        try:
+            toks = shlex.split(s)
+        except ValueError:
+            toks = s.split()
+    else:  # no quotes or escapes: shlex.split is str.split (s is single-spaced), 20x faster
         toks = s.split()
-    while toks and (re.match(r"^[A-Za-z_]\w*=", toks[0]) or toks[0] in ("timeout", "time", "sudo")
-                    or re.fullmatch(r"\d+[smh]?", toks[0])):
+    while toks and (_ASSIGN_RE.match(toks[0]) or toks[0] in ("timeout", "time", "sudo")
+                    or _DURATION_RE.fullmatch(toks[0])):
         toks = toks[1:]
     if toks[:2] == ["python", "-m"] or toks[:2] == ["python3", "-m"]:
         toks = toks[2:]

@@ -101,7 +101,10 @@ def _fresh_lift_per_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _both_paths(events: list[Event], monkeypatch: pytest.MonkeyPatch, policies=("default", "codex"),
-                ratios=(0.4, 0.15, 0.05)) -> int:
+                ratios=(0.4, 0.15, 0.05), old_path=None) -> int:
+    """Compactions (and a second one on top) with the engine as it is and as ``old_path``
+    (default: a fresh lift per candidate) makes it; their outcomes must be identical."""
+    old_path = old_path or _fresh_lift_per_candidate
     compared = 0
     total = view_tokens(events)
     for preset in policies:
@@ -110,7 +113,7 @@ def _both_paths(events: list[Event], monkeypatch: pytest.MonkeyPatch, policies=(
             target = max(1_000, int(total * ratio))
             new = compact(events, policy, target, session="s")
             with monkeypatch.context() as m:
-                _fresh_lift_per_candidate(m)
+                old_path(m)
                 old = compact(events, policy, target, session="s")
             assert _outcome(new) == _outcome(old), (preset, ratio)
             compared += 1
@@ -120,7 +123,7 @@ def _both_paths(events: list[Event], monkeypatch: pytest.MonkeyPatch, policies=(
                 t2 = max(800, int(target * 0.6))
                 new2 = compact(more, policy, t2, new.checkpoint, session="s")
                 with monkeypatch.context() as m:
-                    _fresh_lift_per_candidate(m)
+                    old_path(m)
                     old2 = compact(more, policy, t2, new.checkpoint, session="s")
                 assert _outcome(new2) == _outcome(old2), (preset, ratio, "second")
     return compared
@@ -170,3 +173,28 @@ def _candidates(events: list[Event], target: int) -> int:
 
     policy = make_policy("default")
     return apply_layers(events, plan(events, policy, target, None), policy).candidates
+
+
+def _without_shared_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine as it was before issue 17's second round: every candidate searched the whole
+    session for its checks (no ``CoveredText``) and was validated at once (no lazy verdict)."""
+    from compactor.engine import compact as engine
+
+    monkeypatch.setattr(engine, "CoveredText", lambda events: None)
+    monkeypatch.setattr(engine._Candidate, "fits", property(lambda self: not self.violations))
+
+
+def test_views_are_byte_identical_with_checks_shared_across_candidates(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Validation that reuses what earlier candidates learned (identifier index, answered
+    calls, artifact refs, a lazy verdict for the cleared view) gives the same views,
+    checkpoints and records as checking every candidate from scratch."""
+    sessions = [events for _, events in _sessions()] + [_small(tmp_path, 1_500)]
+    assert sum(_both_paths(ev, monkeypatch, old_path=_without_shared_work) for ev in sessions) >= 30
+
+
+@pytest.mark.parametrize("path", corpus_files(), ids=lambda p: p.name)
+def test_views_are_byte_identical_with_checks_shared_corpus(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from compactor.importers import import_file
+
+    assert _both_paths(import_file(path).events, monkeypatch, ratios=(0.15, 0.05), old_path=_without_shared_work)

@@ -110,3 +110,41 @@ def test_corpus_shell_paths_occur_in_their_command(path) -> None:
             for p in [*act.paths, *act.reads]:
                 assert p in command and "\n" not in p, (use.id, p)
 
+
+
+def _commands() -> list[str]:
+    """Shell commands of every corpus transcript and the synthetic sessions, plus plain ones."""
+    from compactor.bench.synthetic import synthetic_sessions
+
+    cmds = ["cat src/mod_1.py", "pytest -q tests/a.py", "  ls   -la  ", "", "git mv a.py b.py",
+            "sed -n 1,20p src/x.py", "tee -a notes.md", "rm -rf build/", "A=1 make test",
+            "sudo touch /etc/x.conf", "wc -l a.py b.py", "echo done"]
+    sessions = [e for _, evs in synthetic_sessions(3, seed=5) for e in evs]
+    for path in corpus_files():
+        sessions += import_file(path).events
+    for e in sessions:
+        for u in e.tool_uses:
+            c = _command_of(u.input)
+            if c:
+                cmds.append(c)
+    return cmds
+
+
+def test_plain_commands_parse_as_the_scanner_does() -> None:
+    """``parse`` splits a command without quotes, escapes or operators on spaces (fast path);
+    it gives what the full scanner gives, and shell_files/command_key reports the same."""
+    from compactor.lifting.failures import command_key
+    from compactor.lifting.shell import _Scanner, parse
+
+    plain = 0
+    for cmd in _commands():
+        for script in (cmd, cmd.replace("\n", " ")):
+            assert parse(script) == _Scanner(script).run(), script
+            plain += "'" not in script and '"' not in script and "\\" not in script
+            toks = " ".join(script.split())
+            if "'" not in toks and '"' not in toks and "\\" not in toks:
+                import shlex
+
+                assert shlex.split(toks) == toks.split()
+    assert plain > 10
+    assert command_key("cat 'a b.py'") == "cat a b.py"  # quoted: still the shlex path

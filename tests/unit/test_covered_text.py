@@ -1,0 +1,60 @@
+"""The identifier check's shared index (``engine.covered_text``) gives the full search's
+verdict: for every identifier a session states, at every cut, with pinned events, a previous
+checkpoint and identifiers that occur only after the cut or nowhere."""
+
+from __future__ import annotations
+
+import random
+
+from compactor.bench.synthetic import synthetic_sessions
+from compactor.engine.covered_text import CoveredText
+from compactor.engine.invariants import check_identifiers, identifiers
+from compactor.events import Event, TextBlock
+from compactor.records import Checkpoint, SeqRange
+from tests.conftest import corpus_files
+
+
+def _sessions() -> list[list[Event]]:
+    from compactor.importers import import_file
+
+    out = [evs for _, evs in synthetic_sessions(3, seed=11)]
+    out += [import_file(p).events for p in corpus_files()[:6]]
+    return out
+
+
+def test_index_gives_the_full_searchs_verdict_at_every_cut() -> None:
+    rnd = random.Random(7)
+    compared = rejected = 0
+    for events in _sessions():
+        evs = sorted(events, key=lambda e: e.seq)
+        found = sorted({i for e in evs for i in identifiers(e.text)} |
+                       {i for e in evs for u in e.tool_uses for i in identifiers(str(u.input))})
+        if not found:
+            continue
+        stated = rnd.sample(found, min(40, len(found))) + ["src/never_seen_anywhere.py", "toolu_0000deadbeef"]
+        summary = "\n".join(f"- worked on {i}" for i in stated)
+        prev = Checkpoint(id="p", tenant="t", session="s", covers=SeqRange(start=1, end=0),
+                          summary="earlier: see docs/previous_only.md", state={"files": ["lib/prev_only.rs"]})
+        index = CoveredText(evs)
+        seqs = [e.seq for e in evs]
+        for end in sorted(rnd.sample(seqs, min(8, len(seqs)))) + [seqs[-1]]:
+            for p in (None, prev):
+                ck = Checkpoint(id="c", tenant="t", session="s", covers=SeqRange(start=1, end=end),
+                                summary=summary + "\n- docs/previous_only.md", state={"artifacts": []})
+                full = check_identifiers(evs, ck, p)
+                assert check_identifiers(evs, ck, p, index) == full, end
+                compared += 1
+                rejected += bool(full)
+    assert compared > 20 and rejected == compared  # the unseen ones are always rejected
+
+
+def test_pinned_events_count_wherever_they_are() -> None:
+    evs = [Event(seq=1, id="a", kind="message", role="user", blocks=[TextBlock(text="fix src/a.py")]),
+           Event(seq=2, id="b", kind="message", role="assistant", blocks=[TextBlock(text="ok src/b.py")]),
+           Event(seq=3, id="c", kind="pinned", role="user", blocks=[TextBlock(text="rules in docs/RULES.md")])]
+    ck = Checkpoint(id="c", tenant="t", session="s", covers=SeqRange(start=1, end=1),
+                    summary="- src/a.py\n- docs/RULES.md\n- src/b.py\n- src/c.py")
+    got = check_identifiers(evs, ck, None, CoveredText(evs))
+    assert got == check_identifiers(evs, ck, None)
+    # src/b.py is after the cut but in the session (the tail the view shows): not invented
+    assert [v.detail for v in got] == ["src/c.py"]

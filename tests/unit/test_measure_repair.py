@@ -1,0 +1,47 @@
+"""``measure.repair_tokens`` works from the events (no rendering); it must give what the
+rendered request adds: placeholder results for unanswered calls, a "(continued)" first turn."""
+
+from __future__ import annotations
+
+import random
+
+from compactor.bench.synthetic import synthetic_sessions
+from compactor.engine.measure import _repair_tokens_rendered, render_request, repair_tokens, view_tokens
+from compactor.engine.view import build_view, place_results
+from compactor.events import Event
+from compactor.tokens import count_event
+from tests.conftest import corpus_files
+
+
+def _sessions() -> list[list[Event]]:
+    from compactor.importers import import_file
+
+    return [evs for _, evs in synthetic_sessions(3, seed=2)] + [import_file(p).events for p in corpus_files()]
+
+
+def test_repair_tokens_match_the_rendered_request() -> None:
+    rnd = random.Random(3)
+    repaired = 0
+    for events in _sessions():
+        for _ in range(12):
+            # random windows and dropped events: calls left unanswered, results without calls,
+            # views opening on an assistant turn
+            a = rnd.randrange(len(events))
+            b = rnd.randrange(a, len(events)) + 1
+            view = [e for e in events[a:b] if rnd.random() > 0.15]
+            view = place_results(view, None)
+            got = repair_tokens(view)
+            assert got == _repair_tokens_rendered(view)
+            repaired += got > 0
+    assert repaired > 10
+
+
+def test_view_tokens_count_the_placeholders_render_request_adds() -> None:
+    for events in _sessions()[:3]:
+        view = build_view(events[: len(events) // 2], None)
+        system, messages = render_request(view)
+        placeholders = sum(1 for m in messages for b in m["content"]
+                           if b.get("type") == "tool_result" and b.get("is_error")
+                           and b["content"][0]["text"].startswith("[no result"))
+        assert (view_tokens(view) > sum(count_event(e) for e in view)) == (placeholders > 0
+                                                                            or messages[0]["content"][0].get("text") == "(continued)")
