@@ -27,7 +27,16 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, Field
 
 from compactor.lifting.lift import FailedApproach, FileRef, LastAction, LiftedState, Request
-from compactor.lifting.narrative import REPORT_SHARE, cut_words, fit_report, norm, select_reasons, select_reports
+from compactor.lifting.narrative import (
+    REPORT_SHARE,
+    cut_words,
+    finding_weight,
+    fit_report,
+    norm,
+    select_findings,
+    select_reasons,
+    select_reports,
+)
 from compactor.tokens import count_text
 
 GOAL = "Goal"
@@ -116,6 +125,11 @@ _TIER_OLD_FILE_DETAIL = 41  # what an older changed file holds: after the older 
 _RECENT_DETAIL_FILES = 3
 _TIER_LAST_CALL = 93  # a call whose result never came, or failed: the next turn starts there
 _TIER_LAST_DONE = 37  # a call that worked, or a reply: the reports say as much; goes before them
+_TIER_RECENT_FINDING = 57  # one of the agent's 3 most telling conclusions from a result
+_TIER_NEGATIVE_FINDING = 47  # what did not work or why: outranks the newest ok command listings
+_TIER_FINDING = 36  # an older conclusion: after the reasons, before the older requests and reports
+_TIER_EXTRA_FINDING = 32  # past the findings' share: fills what ok command listings and files read leave
+_RECENT_FINDINGS = 3
 
 _SHORT_FACT_TOKENS = 10
 """A fact this short (``uses data/x.csv``) is said again for every file that has it; a longer one
@@ -351,21 +365,35 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         used = sum(count_text(d) for d in details.values())
         share += max(0.0, ARTIFACT_SHARE - used / budget)
     reports = select_reports(state.outcomes, budget, share)
+    report_lines: list[tuple[int, str, int]] = []  # (seq, line, tier): reports and findings, newest first
     for rank, (o, text) in enumerate(reports):
         tier = _TIER_NEWEST_REPORT if rank == 0 else _TIER_RECENT_REPORT if rank < 3 else _TIER_OLD_REPORT
         answers = f" (answering #{o.request_seq})" if o.request_seq else ""
-        doc.add(REPORTS, f"- #{o.seq}{answers}: {text}", tier, o.seq)
+        report_lines.append((o.seq, f"- #{o.seq}{answers}: {text}", tier))
+    picked = {o.seq for o, _ in reports}
     if budget is not None:
         # Older reports beyond the share: shortened, and the first thing to go for space.
-        picked = {o.seq for o, _ in reports}
         for o in sorted(state.outcomes, key=lambda x: x.seq, reverse=True):
             if o.seq in picked:
                 continue
             answers = f" (answering #{o.request_seq})" if o.request_seq else ""
-            doc.add(REPORTS, f"- #{o.seq}{answers}: {fit_report(o.text, _EXTRA_REPORT_TOKENS)}",
-                    _TIER_EXTRA_REPORT, o.seq)
+            report_lines.append((o.seq, f"- #{o.seq}{answers}: {fit_report(o.text, _EXTRA_REPORT_TOKENS)}",
+                                 _TIER_EXTRA_REPORT))
     reasons = select_reasons(state.reasons, budget, [t for _, t in reports])
     shown = [norm(t) for _, t in reports] + [norm(r.text) for r in reasons]
+    # What the agent concluded along the way (a long turn's findings), said once: not again when
+    # a report, a reason or a failure line carries the sentence.
+    said_failed = {norm(fa.what) for fa in state.failed_approaches if not fa.tool_use_id}
+    said = shown + sorted(said_failed)
+    if state.last_action is not None and state.last_action.status in ("unknown", "failed") and state.last_action.intent:
+        said.append(norm(state.last_action.intent))  # quoted by the last action's line, which stays
+    findings = select_findings(state.findings, budget, said, picked)
+    for rank, (f, fits) in enumerate(findings):  # most telling first
+        tier = (_TIER_EXTRA_FINDING if not fits else _TIER_RECENT_FINDING if rank < _RECENT_FINDINGS
+                else _TIER_NEGATIVE_FINDING if finding_weight(f.text) >= 2 else _TIER_FINDING)
+        report_lines.append((f.seq, f"- #{f.seq} (found): {f.text}", tier))
+    for seq, line, tier in sorted(report_lines, key=lambda x: -x[0]):
+        doc.add(REPORTS, line, tier, seq)
 
     recent = {f.path for f in sorted(state.files_changed, key=lambda x: x.seq)[-_RECENT_DETAIL_FILES:]}
     for f in state.files_changed:
@@ -469,6 +497,7 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
             continue  # already in a report or a reason above: one sentence, said once
         doc.add(DECISIONS, f"- #{d.seq} {_one_line(d.text, 300)}", _TIER_DECISION, d.seq)
 
+    reasons = [r for r in reasons if norm(r.text) not in said_failed]  # the failure line says it
     for rank, r in enumerate(sorted(reasons, key=lambda x: x.seq)):
         tier = _TIER_RECENT_REASON if rank >= len(reasons) - 3 else _TIER_REASON
         doc.add(REASONS, f"- #{r.seq} {_one_line(r.text, 400)}", tier, r.seq)
