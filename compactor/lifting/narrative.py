@@ -384,7 +384,7 @@ class NarrativeAcc:
             if key not in self._reason_keys:
                 self._reason_keys.add(key)
                 self.reasons.append(Reason(seq=seq, text=s))
-        if self._after_result and _FINDING_RE.search(text.lower()):
+        if self._after_result and len(text) >= MIN_FINDING_CHARS and _FINDING_RE.search(text.lower()):
             for s in finding_sentences(units):
                 key = norm(s)
                 if key not in self._finding_keys:
