@@ -136,7 +136,9 @@ class _Acc:
         self._last_seq = p.last_action.seq if p.last_action is not None else -1
         self._last_out: tuple[Any, int] | None = None
         self.narrative = NarrativeAcc(list(p.outcomes), list(p.reasons),
-                                      p.requests[-1].seq if p.requests else 0)
+                                      p.requests[-1].seq if p.requests else 0, list(p.findings),
+                                      p.last_action is not None and p.last_action.kind == "call"
+                                      and p.last_action.result_seq is not None)
         self.open_file: str | None = None
         self._aider_digests: dict[str, str] = {}  # path -> digest of the last aider reply's blocks
         self._aider_texts: dict[str, str] = {}  # path -> the text the last aider reply's block wrote
@@ -463,6 +465,7 @@ class _Acc:
             covers_end=self.covers_end,
             outcomes=outcomes,
             reasons=reasons,
+            findings=self.narrative.built_findings(),
             last_action=self._built_last_action(),
             file_notes=self.notes.last_mentions,
         )
@@ -567,6 +570,10 @@ class Lifter:
             acc.narrative.on_assistant_text(e.seq, e.text)
         elif e.role in ("user", "system") and e.text and not e.tool_results:
             acc._text_actions(e)  # aider's '>' lines may be attributed to the user or system
+        if e.tool_results:
+            acc.narrative.on_results()
+        elif e.tool_uses and e.role == "assistant":
+            acc.narrative.on_call()
 
         for use in e.tool_uses:
             if use.id in uses:

@@ -11,6 +11,12 @@ drops them. This module keeps them, deterministically:
   preferring the ones that say what was done, what is left, and the numbers.
 * **Reasons and rules.** Sentences that give a reason (because, so that, instead of, since,
   therefore, in order to ...) or state a formula, threshold or number the agent relied on.
+* **Findings.** What the agent concluded from a tool's result, in its own words, inside a turn:
+  "the injection did not work", "the file the traceback points at is ...", "the code now
+  returns ...". A session that is one long turn (SWE-agent, CTF, research) has one closing
+  report and carries its findings here. Only assistant text that follows a tool result counts
+  (tool output itself is never an assistant's words); plans ("Let's try ..."), questions and
+  sentences already kept as reasons are left out.
 
 Pure and offline like ``compactor.lifting.lift``; it does not import ``lift`` so ``lift`` can fold
 it in without an import cycle. Both lists are bounded (newest kept) so the state stays small
@@ -33,6 +39,10 @@ MAX_REASONS = 30
 """Reason and rule sentences kept in the state (newest)."""
 MIN_REASON_CHARS = 20
 MAX_REASON_CHARS = 400
+MAX_FINDINGS = 24
+"""Findings kept in the state (newest)."""
+MAX_FINDING_CHARS = 240
+"""A finding is clipped to this many characters (at a word)."""
 ELLIPSIS = "…"
 
 
@@ -56,9 +66,23 @@ class Reason(BaseModel):
     text: str
 
 
+class Finding(BaseModel):
+    """The agent's own conclusion after a tool result: a result or a cause it stated."""
+
+    model_config = ConfigDict(frozen=True)
+
+    seq: int = Field(description="Seq of the assistant message that stated it.")
+    text: str = Field(description="One or two sentences, verbatim, clipped at a word.")
+
+
 # --- sentences --------------------------------------------------------------------------------
 
+# A sentence end, or one glued to the next ("returns a static message.Next, I'll check": some
+# importers join a message's lines); an identifier such as pydantic.BaseModel is not one.
 _GAP_RE = re.compile(r"(?<=[.!?])[ \t]+(?=[\"'(\[`*_A-Z0-9])")
+_GLUED_GAP_RE = re.compile(r"(?<=[.!?])[ \t]+(?=[\"'(\[`*_A-Z0-9])|(?<=[a-z]{2}[.!?])(?=[A-Z][a-z]+[\s,'\u2019])")
+# One search per message (most have no glued sentence); it starts at the rare [.!?]: 3x faster.
+_GLUED_RE = re.compile(r"[.!?](?<=[a-z]{2}[.!?])[A-Z][a-z]+[\s,'\u2019]")
 _ABBREV_RE = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf|approx|incl|Mr|Mrs|Dr|No)\.|\b[A-Z]\.)$")
 _MARKER_RE = re.compile(r"^\s*(?:[-*+•]\s+|\d{1,3}[.)]\s+|>\s*)+")
 _HEADING_RE = re.compile(r"^\s*#{1,6}\s+")
@@ -78,6 +102,7 @@ def report_units(text: str) -> list[str]:
     """
     out: list[str] = []
     in_code = False
+    gap_re = _GLUED_GAP_RE if _GLUED_RE.search(text) else _GAP_RE
     for raw in text.splitlines():
         if raw.lstrip().startswith("```"):
             in_code = not in_code
@@ -94,7 +119,7 @@ def report_units(text: str) -> list[str]:
             out.append(line.strip("| "))  # a table row is one statement
             continue
         start = 0
-        for cut in [m.start() for m in _GAP_RE.finditer(line)] + [len(line)]:
+        for cut in [m.start() for m in gap_re.finditer(line)] + [len(line)]:
             piece = line[start:cut].strip()
             if cut != len(line) and (_ABBREV_RE.search(piece) or not _WORDISH_RE.search(piece)):
                 continue  # "e.g. X" or "2. X": not a sentence end
@@ -240,14 +265,71 @@ def is_reason(sentence: str) -> bool:
     return bool(_DIGIT_RE.search(probe) and _RULE_RE.search(probe))
 
 
-def reason_sentences(text: str) -> list[str]:
-    """The reason and rule sentences of an assistant message, verbatim, questions left out."""
+def reason_sentences(text: str, units: list[str] | None = None) -> list[str]:
+    """The reason and rule sentences of an assistant message, verbatim, questions left out.
+
+    ``units``: ``report_units(text)`` when the caller has them already."""
     out: list[str] = []
-    for s in report_units(text):
+    for s in report_units(text) if units is None else units:
         if not MIN_REASON_CHARS <= len(s) <= MAX_REASON_CHARS or s.endswith("?"):
             continue
         if is_reason(s):
             out.append(s)
+    return out
+
+
+# --- findings ---------------------------------------------------------------------------------
+
+# A result or a cause the agent states: what a command showed, what failed or works, where an
+# error comes from, what the code now does. One search per message first (most messages of a
+# long session are plans or code): the per-sentence search runs only on messages that hit.
+_FINDING_RE = re.compile(
+    r"\b(?:shows?|showed|shown|returns?|returned|fail(?:s|ed|ing)?|did not|didn['\u2019]t|does not|"
+    r"doesn['\u2019]t|do not|don['\u2019]t|is not|isn['\u2019]t|are not|aren['\u2019]t|was not|"
+    r"wasn['\u2019]t|were not|cannot|can['\u2019]t|no longer|works?|worked|confirm(?:s|ed)?|found|because|"
+    r"means|appears?|seems?|empty|points? (?:to|at)|pointed|indicat(?:es|ed|ing)|suggest(?:s|ed|ing)|"
+    r"yield(?:s|ed)?|turns? out|succe(?:eded|ssful(?:ly)?)|exists?|truncated|declined|denied|rejected|"
+    r"caused|the (?:cause|problem|issue|bug) is|reproduc(?:es|ed)|rais(?:es|ed)|now (?:handles|returns|"
+    r"raises|accepts|uses|checks|includes|skips|only|passes|prints)|only (?:if|when))\b",
+)  # searched in lowercased text: a case-insensitive search of this alternation costs 2.5x
+# A plan or an announcement, not a conclusion: "Let's try ...", "I will now run ...".
+_PLAN_RE = re.compile(
+    r"^(?:(?:now|next|first|then|so|ok(?:ay)?|great|finally)[,!]?\s+)*(?:let me|let's|lets|i'll|i will|"
+    r"i need to|i am going to|i'm going to|we will|we'll|we need to|we should|we can|to (?:test|check|"
+    r"verify|see|fix|find|confirm)|before|in order to|the next step)\b", re.IGNORECASE)
+_FOLLOWER_RE = re.compile(r"^(?:this|that|it|which)\b", re.IGNORECASE)
+MIN_FINDING_CHARS = 25
+MAX_FINDINGS_PER_MESSAGE = 4
+"""A long message (a research answer, a review) is a report: its first findings stand for it."""
+
+
+def finding_sentences(units: list[str]) -> list[str]:
+    """The findings among an assistant message's units (``report_units``), verbatim.
+
+    A unit that says a result or cause and is not a plan, a question or a reason (reasons are
+    kept as such). A short follow-up ("This confirms the issue described.") keeps the sentence
+    before it, so it still says what was confirmed. Each is clipped to ``MAX_FINDING_CHARS``.
+    """
+    out: list[str] = []
+    for i, u in enumerate(units):
+        if len(out) >= MAX_FINDINGS_PER_MESSAGE:
+            break
+        follows = bool(i and len(u) < 80 and _FOLLOWER_RE.match(u))
+        if (len(u) < MIN_FINDING_CHARS and not follows) or u.endswith(("?", ":")) \
+                or not _FINDING_RE.search(u.lower()):
+            continue
+        probe = u.replace("\u2019", "'")
+        if _PLAN_RE.match(probe) or is_reason(probe) or not _says_something(u):
+            continue
+        u = u.split("```", 1)[0].rstrip()  # code glued onto the sentence is not its words
+        if len(u) < MIN_FINDING_CHARS and not follows:
+            continue
+        text = u
+        if follows and len(units[i - 1]) + len(u) < MAX_FINDING_CHARS:
+            text = f"{units[i - 1]} {u}"
+            if out and out[-1] == units[i - 1]:
+                out.pop()  # the previous sentence was a finding too: said once, with its follower
+        out.append(cut_words(text, MAX_FINDING_CHARS))
     return out
 
 
@@ -264,16 +346,29 @@ class NarrativeAcc:
 
     ``current_request`` is the seq of the request the first new event belongs to (the
     previous state's latest request), so a turn that a compaction cut in two still gets one
-    outcome: the later closing message replaces the earlier one.
+    outcome: the later closing message replaces the earlier one. ``after_result``: the previous
+    state ended on a call whose result came, so the first text here is read for findings.
     """
 
     def __init__(self, outcomes: list[TurnOutcome], reasons: list[Reason],
-                 current_request: int = 0) -> None:
+                 current_request: int = 0, findings: list[Finding] | None = None,
+                 after_result: bool = False) -> None:
         self.outcomes = {o.request_seq: o for o in outcomes}
         self.reasons = list(reasons)
         self._reason_keys = {norm(r.text) for r in reasons}
+        self.findings = list(findings or ())
+        self._finding_keys = {norm(f.text) for f in self.findings}
         self.current_request = current_request
         self._closing: tuple[int, str] | None = None
+        self._after_result = after_result
+
+    def on_results(self) -> None:
+        """A tool's result arrived: the agent's next words may say what it showed."""
+        self._after_result = True
+
+    def on_call(self) -> None:
+        """The agent made a call: its words after this are about the next result."""
+        self._after_result = False
 
     def on_request(self, seq: int) -> None:
         self._flush()
@@ -283,11 +378,19 @@ class NarrativeAcc:
         if not text.strip():
             return
         self._closing = (seq, text)
-        for s in reason_sentences(text):
+        units = report_units(text)
+        for s in reason_sentences(text, units):
             key = norm(s)
             if key not in self._reason_keys:
                 self._reason_keys.add(key)
                 self.reasons.append(Reason(seq=seq, text=s))
+        if self._after_result and len(text) >= MIN_FINDING_CHARS and _FINDING_RE.search(text.lower()):
+            for s in finding_sentences(units):
+                key = norm(s)
+                if key not in self._finding_keys:
+                    self._finding_keys.add(key)
+                    self.findings.append(Finding(seq=seq, text=s))
+        self._after_result = False  # the first words after a result say what it showed
 
     def _flush(self) -> None:
         if self._closing is None:
@@ -304,6 +407,10 @@ class NarrativeAcc:
         self._flush()
         outcomes = sorted(self.outcomes.values(), key=lambda o: o.seq)[-MAX_OUTCOMES:]
         return outcomes, self.reasons[-MAX_REASONS:]
+
+    def built_findings(self) -> list[Finding]:
+        """Findings in order, cut to the newest ``MAX_FINDINGS``."""
+        return self.findings[-MAX_FINDINGS:]
 
 
 # --- budget shares (used by the renderer) -------------------------------------------------------
@@ -352,6 +459,51 @@ def select_reports(outcomes: list[TurnOutcome], budget_tokens: int | None,
         text = fit_report(o.text, left)
         out.append((o, text))
         left -= count_text(text) + 8  # the line's prefix and newline
+    return out
+
+
+_NEGATIVE_RE = re.compile(
+    r"\b(?:not|no|never|didn't|doesn't|don't|isn't|aren't|wasn't|can't|cannot|fail(?:s|ed|ing)?|because|"
+    r"means|points? (?:to|at)|the (?:cause|problem|issue|bug) is|empty|truncated|declined|denied|rejected|"
+    r"caused|only (?:if|when))\b", re.IGNORECASE)
+_SPECIFIC_RE = re.compile(r"[`'\"/\d]|\w\.\w|\w_\w")
+
+
+def finding_weight(text: str) -> int:
+    """2 for a result that rules something out or a cause (what not to try again, where an error
+    comes from), plus 1 when it names something specific (code, a path, a number, a quote)."""
+    probe = text.replace("\u2019", "'")
+    return (2 if _NEGATIVE_RE.search(probe) else 0) + (1 if _SPECIFIC_RE.search(probe) else 0)
+
+
+FINDING_SHARE = 0.12
+"""Share of the summary budget the agent's findings may use (newest first)."""
+
+
+def select_findings(findings: list[Finding], budget_tokens: int | None, shown: list[str],
+                    skip_seqs: set[int]) -> list[tuple[Finding, bool]]:
+    """Findings not said already, most telling first (``finding_weight``, then newest), each
+    with whether it fits the findings' share of the budget (the rest may fill space the lists
+    of lesser value leave: the renderer gives them a low tier).
+
+    Said already: the text is inside one of ``shown`` (normalized texts of reports, reasons and
+    failures the summary carries), or it comes from a message in ``skip_seqs`` (a report shown).
+    """
+    left = None if budget_tokens is None else max(MIN_REPORT_TOKENS, int(budget_tokens * FINDING_SHARE))
+    out: list[tuple[Finding, bool]] = []
+    for f in sorted(findings, key=lambda x: (-finding_weight(x.text), -x.seq)):
+        if f.seq in skip_seqs:
+            continue
+        key = norm(f.text)
+        if any(key in h or (len(h) > 40 and h in key) for h in shown):
+            continue
+        fits = True
+        if left is not None:
+            cost = count_text(f.text) + 8
+            fits = cost <= left
+            if fits:
+                left -= cost
+        out.append((f, fits))
     return out
 
 

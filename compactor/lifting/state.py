@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from compactor.lifting.narrative import Reason, TurnOutcome
+from compactor.lifting.narrative import Finding, Reason, TurnOutcome
 
 
 class _Item(BaseModel):
@@ -197,6 +197,10 @@ class LiftedState(BaseModel):
         "changes after this range (compactor.lifting.notes).")
     last_action: LastAction | None = Field(
         default=None, description="The agent's last call or message in the covered range and its outcome.")
+    findings: list[Finding] = Field(
+        default_factory=list,
+        description="The agent's own conclusions after tool results (a result or a cause it stated), "
+        "in order, newest kept (compactor.lifting.narrative).")
 
     @property
     def latest_request(self) -> Request | None:

@@ -17,6 +17,10 @@ report is still there, and at a large one they cannot crowd out the lifted lists
 request is one line (its head, whether a report answered it): only the latest is verbatim. What
 the newest changed files hold outranks the older requests and reports; the share those detail
 lines leave unused goes to the reports (a review or research session's answers are its work).
+What the agent concluded along the way (its findings after tool results: a SWE-agent or CTF
+session is one long turn with one report) goes in the reports section, ``(found)``, newest first,
+within its own share (most telling first: what ruled something out or named a cause); the 3 most
+telling outrank a failure a rerun fixed, the rest go before the ok command listings do.
 """
 
 from __future__ import annotations
@@ -27,7 +31,17 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, Field
 
 from compactor.lifting.lift import FailedApproach, FileRef, LastAction, LiftedState, Request
-from compactor.lifting.narrative import REPORT_SHARE, cut_words, fit_report, norm, select_reasons, select_reports
+from compactor.lifting.narrative import (
+    REPORT_SHARE,
+    cut_words,
+    finding_weight,
+    fit_report,
+    norm,
+    select_findings,
+    select_reasons,
+    select_reports,
+)
+from compactor.summarize.file_details import ARTIFACT_SHARE, file_details
 from compactor.tokens import count_text
 
 GOAL = "Goal"
@@ -116,13 +130,11 @@ _TIER_OLD_FILE_DETAIL = 41  # what an older changed file holds: after the older 
 _RECENT_DETAIL_FILES = 3
 _TIER_LAST_CALL = 93  # a call whose result never came, or failed: the next turn starts there
 _TIER_LAST_DONE = 37  # a call that worked, or a reply: the reports say as much; goes before them
-
-_SHORT_FACT_TOKENS = 10
-"""A fact this short (``uses data/x.csv``) is said again for every file that has it; a longer one
-a newer file already says (a copied header, settings) is counted there instead."""
-ARTIFACT_SHARE = 0.3
-"""Share of the summary budget for what changed files hold (notes and facts), newest files first."""
-MIN_ARTIFACT_TOKENS = 80
+_TIER_RECENT_FINDING = 64  # one of the 3 most telling findings: outranks a failure a rerun fixed
+_TIER_NEGATIVE_FINDING = 47  # what did not work or why: outranks the newest ok command listings
+_TIER_FINDING = 36  # an older conclusion: after the reasons, before the older requests and reports
+_TIER_EXTRA_FINDING = 32  # past the findings' share: fills what ok command listings and files read leave
+_RECENT_FINDINGS = 3
 
 ESSENTIAL_TIER = _TIER_MIDDLE_REQUEST
 """Items at or above this tier are what the budget split protects: the engine prefers a shorter
@@ -258,44 +270,6 @@ def _failure_line(fa: FailedApproach, files: list[FileRef] | None = None) -> tup
     return line, tier
 
 
-def _file_details(files: list[FileRef], budget: int | None) -> dict[str, str]:
-    """Path -> ``  the agent: <its note>`` / ``  holds: <facts>`` lines for changed files, newest first,
-    within ``ARTIFACT_SHARE`` of the budget (everything when ``budget`` is None)."""
-    left = None if budget is None else max(MIN_ARTIFACT_TOKENS, int(budget * ARTIFACT_SHARE))
-    out: dict[str, str] = {}
-    shown_in: dict[str, str] = {}  # fact -> the (newer) file whose line already says it
-    for f in sorted(files, key=lambda x: x.seq, reverse=True):
-        if left is not None and left < 12:
-            break
-        parts: list[str] = []
-        if f.note and f.note not in shown_in:  # one sentence naming two files: said once
-            shown_in[f.note] = f.path
-            note = f"the agent: {f.note}"
-            cost = count_text(note) + 2
-            if left is None or cost <= left:
-                parts.append(note)
-                left = None if left is None else left - cost
-        facts: list[str] = []
-        same: dict[str, int] = {}  # a newer file already says these (copied settings): named once
-        for fact in f.facts:
-            cost = count_text(fact) + 1
-            if fact in shown_in and cost > _SHORT_FACT_TOKENS:
-                same[shown_in[fact]] = same.get(shown_in[fact], 0) + 1
-                continue
-            if left is not None and cost > left:
-                continue  # a shorter fact further on may still fit
-            facts.append(fact)
-            shown_in[fact] = f.path
-            left = None if left is None else left - cost
-        for other, n in same.items():
-            facts.append(f"{n} more as in {other}")
-        if facts:
-            parts.append("holds: " + " · ".join(facts))
-        if parts:
-            out[f.path] = "\n".join("  " + p for p in parts)
-    return out
-
-
 def _last_action_line(la: LastAction) -> tuple[str, int]:
     """``#57 `npm test` ("Now the tests") → result came (#58): failed, exit 1: …`` and its tier."""
     if la.kind == "reply":
@@ -343,7 +317,7 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         doc.add(TODOS, f"- {status}{t.text}", _TIER_TODO_DONE if done else _TIER_TODO_OPEN,
                 state.todos_seq)
 
-    details = _file_details(state.files_changed, budget)
+    details = file_details(state.files_changed, budget)
     # A session that wrote little (a review, research, questions) gives the room the files'
     # detail lines leave unused to the agent's reports: there, its answers are the work.
     share = REPORT_SHARE
@@ -351,21 +325,36 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         used = sum(count_text(d) for d in details.values())
         share += max(0.0, ARTIFACT_SHARE - used / budget)
     reports = select_reports(state.outcomes, budget, share)
+    report_lines: list[tuple[int, str, int]] = []  # (seq, line, tier): reports and findings, newest first
     for rank, (o, text) in enumerate(reports):
         tier = _TIER_NEWEST_REPORT if rank == 0 else _TIER_RECENT_REPORT if rank < 3 else _TIER_OLD_REPORT
         answers = f" (answering #{o.request_seq})" if o.request_seq else ""
-        doc.add(REPORTS, f"- #{o.seq}{answers}: {text}", tier, o.seq)
+        report_lines.append((o.seq, f"- #{o.seq}{answers}: {text}", tier))
+    picked = {o.seq for o, _ in reports}
     if budget is not None:
         # Older reports beyond the share: shortened, and the first thing to go for space.
-        picked = {o.seq for o, _ in reports}
         for o in sorted(state.outcomes, key=lambda x: x.seq, reverse=True):
             if o.seq in picked:
                 continue
             answers = f" (answering #{o.request_seq})" if o.request_seq else ""
-            doc.add(REPORTS, f"- #{o.seq}{answers}: {fit_report(o.text, _EXTRA_REPORT_TOKENS)}",
-                    _TIER_EXTRA_REPORT, o.seq)
+            report_lines.append((o.seq, f"- #{o.seq}{answers}: {fit_report(o.text, _EXTRA_REPORT_TOKENS)}",
+                                 _TIER_EXTRA_REPORT))
     reasons = select_reasons(state.reasons, budget, [t for _, t in reports])
     shown = [norm(t) for _, t in reports] + [norm(r.text) for r in reasons]
+    # What the agent concluded along the way (a long turn's findings), said once: not again when
+    # a report, a reason or a failure line carries the sentence.
+    said_failed = {norm(fa.what) for fa in state.failed_approaches if not fa.tool_use_id}
+    said = shown + sorted(said_failed)
+    if state.last_action is not None and state.last_action.status in ("unknown", "failed") and state.last_action.intent:
+        said.append(norm(state.last_action.intent))  # quoted by the last action's line, which stays
+    findings = select_findings(state.findings, budget, said, picked)
+    for rank, (f, fits) in enumerate(findings):  # most telling first
+        weight = finding_weight(f.text)  # 0: names nothing and rules nothing out ("there was a mistake")
+        tier = (_TIER_EXTRA_FINDING if not fits else _TIER_RECENT_FINDING if rank < _RECENT_FINDINGS and weight
+                else _TIER_NEGATIVE_FINDING if weight >= 2 else _TIER_FINDING)
+        report_lines.append((f.seq, f"- #{f.seq} (found): {f.text}", tier))
+    for seq, line, tier in sorted(report_lines, key=lambda x: -x[0]):
+        doc.add(REPORTS, line, tier, seq)
 
     recent = {f.path for f in sorted(state.files_changed, key=lambda x: x.seq)[-_RECENT_DETAIL_FILES:]}
     for f in state.files_changed:
@@ -469,6 +458,7 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
             continue  # already in a report or a reason above: one sentence, said once
         doc.add(DECISIONS, f"- #{d.seq} {_one_line(d.text, 300)}", _TIER_DECISION, d.seq)
 
+    reasons = [r for r in reasons if norm(r.text) not in said_failed]  # the failure line says it
     for rank, r in enumerate(sorted(reasons, key=lambda x: x.seq)):
         tier = _TIER_RECENT_REASON if rank >= len(reasons) - 3 else _TIER_REASON
         doc.add(REASONS, f"- #{r.seq} {_one_line(r.text, 400)}", tier, r.seq)

@@ -1,0 +1,56 @@
+"""What the changed files hold, as detail lines of the structured summary, within a budget share.
+
+Per changed file, newest first: the agent's own note on it and the facts its text defines
+(``compactor.lifting.content``), within ``ARTIFACT_SHARE`` of the summary budget. Split out of
+``compactor.summarize.structured`` (which renders them under "Files changed") to keep it small.
+"""
+
+from __future__ import annotations
+
+from compactor.lifting.state import FileRef
+from compactor.tokens import count_text
+
+_SHORT_FACT_TOKENS = 10
+"""A fact this short (``uses data/x.csv``) is said again for every file that has it; a longer one
+a newer file already says (a copied header, settings) is counted there instead."""
+ARTIFACT_SHARE = 0.3
+"""Share of the summary budget for what changed files hold (notes and facts), newest files first."""
+MIN_ARTIFACT_TOKENS = 80
+
+
+def file_details(files: list[FileRef], budget: int | None) -> dict[str, str]:
+    """Path -> ``  the agent: <its note>`` / ``  holds: <facts>`` lines for changed files, newest first,
+    within ``ARTIFACT_SHARE`` of the budget (everything when ``budget`` is None)."""
+    left = None if budget is None else max(MIN_ARTIFACT_TOKENS, int(budget * ARTIFACT_SHARE))
+    out: dict[str, str] = {}
+    shown_in: dict[str, str] = {}  # fact -> the (newer) file whose line already says it
+    for f in sorted(files, key=lambda x: x.seq, reverse=True):
+        if left is not None and left < 12:
+            break
+        parts: list[str] = []
+        if f.note and f.note not in shown_in:  # one sentence naming two files: said once
+            shown_in[f.note] = f.path
+            note = f"the agent: {f.note}"
+            cost = count_text(note) + 2
+            if left is None or cost <= left:
+                parts.append(note)
+                left = None if left is None else left - cost
+        facts: list[str] = []
+        same: dict[str, int] = {}  # a newer file already says these (copied settings): named once
+        for fact in f.facts:
+            cost = count_text(fact) + 1
+            if fact in shown_in and cost > _SHORT_FACT_TOKENS:
+                same[shown_in[fact]] = same.get(shown_in[fact], 0) + 1
+                continue
+            if left is not None and cost > left:
+                continue  # a shorter fact further on may still fit
+            facts.append(fact)
+            shown_in[fact] = f.path
+            left = None if left is None else left - cost
+        for other, n in same.items():
+            facts.append(f"{n} more as in {other}")
+        if facts:
+            parts.append("holds: " + " · ".join(facts))
+        if parts:
+            out[f.path] = "\n".join("  " + p for p in parts)
+    return out
