@@ -30,25 +30,10 @@ from compactor.importers._common import (
 
 FORMAT = "codex"
 
-#: User-role text the harness writes, not the human (checked after leading whitespace).
-INJECTED_PREFIXES = (
-    "# AGENTS.md instructions",
-    "<environment_context>",
-    "<user_instructions>",
-    "<permissions instructions>",
-    "<collaboration_mode>",
-    "<INSTRUCTIONS>",
-    "<turn_aborted>",
-    "<user_shell_command>",
-    "<skill>",
-    "<personality>",
-)
-
 #: Injected user-role context that stands for the whole session (AGENTS.md, the environment,
 #: permissions, collaboration mode): pinned like developer messages. Codex rebuilds exactly
 #: this context (``build_initial_context``) after its own compaction, so a compaction here
-#: keeps it verbatim instead of summarizing the agent's standing rules away. Per-turn notes
-#: (``<turn_aborted>``, ``<user_shell_command>``, ``<skill>``) stay ordinary events.
+#: keeps it verbatim instead of summarizing the agent's standing rules away.
 STANDING_PREFIXES = (
     "# AGENTS.md instructions",
     "<environment_context>",
@@ -58,6 +43,10 @@ STANDING_PREFIXES = (
     "<INSTRUCTIONS>",
     "<personality>",
 )
+
+#: User-role text the harness writes, not the human (checked after leading whitespace): the
+#: standing context, and per-turn notes that stay ordinary events.
+INJECTED_PREFIXES = STANDING_PREFIXES + ("<turn_aborted>", "<user_shell_command>", "<skill>")
 
 _CALLS = ("function_call", "custom_tool_call", "local_shell_call", "web_search_call")
 _OUTPUTS = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
