@@ -644,10 +644,6 @@ def _prev_text(prev: Checkpoint) -> str:
     return text
 
 
-_WHOLE_SESSION = 1 << 62
-"""``CoveredText.occurs`` up to this seq: anywhere in the session's events."""
-
-
 def check_identifiers(
     events: Sequence[Event], ckpt: Checkpoint, prev: Checkpoint | None, index: Any = None
 ) -> list[Violation]:
@@ -662,7 +658,7 @@ def check_identifiers(
         small_hay = "\n".join(small)
         left = []
         for ident in idents:
-            known = index.occurs(ident, _WHOLE_SESSION)
+            known = index.occurs(ident)
             if known is None or not (known or ident in small_hay):
                 left.append(ident)  # the full search below decides
         if not left:
