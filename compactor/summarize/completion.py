@@ -16,6 +16,7 @@ Pure and deterministic: the same text and state give the same completed text.
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 from compactor.lifting.lift import LiftedState
 from compactor.summarize.structured import (
@@ -45,6 +46,14 @@ def _request_text(section: str, line: str) -> str:
     """The request a goal/latest line quotes (its first line is the "(from the user, #n)" tag)."""
     body = _body(line)
     return body.split("\n", 1)[1] if section in (GOAL, LATEST) and "\n" in body else body
+
+
+def carried_by(request: str) -> Callable[[str], bool]:
+    """Whether a constraint is in ``request`` word for word (whitespace and case aside): after
+    a mid-turn cut the request is quoted whole, so such a constraint needs no line of its own
+    (here, and in the model's request: ``prompting.build_prompt``)."""
+    quoted = _norm(request)
+    return lambda constraint: _norm(constraint) in quoted
 
 
 def is_named(section: str, line: str, text: str, *, latest_full: bool = False) -> bool:
@@ -89,6 +98,7 @@ def complete_from_state(text: str, state: LiftedState, budget_tokens: int, *,
     # (invariants.check_latest_request): quoted whole below, unindented, unless it already is.
     quote_latest = bool(latest_full and latest is not None and latest.text.strip()
                         and latest.text.strip() not in text)
+    in_quote = carried_by(latest.text) if quote_latest and latest is not None else None
     must: list[tuple[str, str]] = []
     optional: list[tuple[int, int, str, str]] = []
     file_at: int | None = None  # optional[] index of the file line its detail lines belong to
@@ -106,7 +116,7 @@ def complete_from_state(text: str, state: LiftedState, budget_tokens: int, *,
             continue  # the latest request: quoted below when needed, else it is in the tail
         if is_named(ln.section, ln.text, text, latest_full=latest_full):
             continue
-        if quote_latest and ln.section == CONSTRAINTS and _norm(_body(ln.text)) in _norm(latest.text):
+        if in_quote is not None and ln.section == CONSTRAINTS and in_quote(_body(ln.text)):
             continue  # the request quoted whole below carries it word for word
         if ln.section in _MUST:
             must.append((ln.section, ln.text))

@@ -44,6 +44,7 @@ from compactor.events import (
 )
 from compactor.tokens import count_event, count_text
 
+from compactor.summarize.completion import carried_by
 from compactor.summarize.structured import SECTION_NAMES as _SECTION_NAMES  # one template for both summarizers
 
 SECTION_NAMES: tuple[str, ...] = tuple(_SECTION_NAMES)
@@ -335,9 +336,9 @@ def latest_quoted(state: Mapping[str, Any]) -> tuple[int, str] | None:
 def _mid_turn_state(state: Mapping[str, Any], latest: str) -> dict[str, Any]:
     """The lifted state without the constraints the quoted latest request already carries
     word for word (the model would copy them twice)."""
-    norm = " ".join(latest.split())
+    in_quote = carried_by(latest)
     kept = [c for c in state.get("constraints") or []
-            if " ".join(str(c.get("text", "") if isinstance(c, Mapping) else c).split()) not in norm]
+            if not in_quote(str(c.get("text", "") if isinstance(c, Mapping) else c))]
     return {**state, "constraints": kept}
 
 
