@@ -120,6 +120,7 @@ class StoreActivities:
         cache: SegmentCache | None = None,
     ) -> None:
         self.store = store
+        self._work_store = _unsynced(store)
         self._executor = executor or concurrent.futures.ThreadPoolExecutor(max_workers=16)
         self.cache = cache or SegmentCache(max_bytes=256 << 20)
         self._logs: OrderedDict[tuple[str, str], SessionLog] = OrderedDict()
@@ -186,7 +187,8 @@ class StoreActivities:
             return log
 
     def _put_json(self, key: str, obj: Any) -> None:
-        self.store.put(key, _dumps(obj))
+        """A per-run work object (plan, layers, state, summary, candidate): not fsync'ed."""
+        self._work_store.put(key, _dumps(obj))
 
     def _get_json(self, key: str) -> Any:
         try:
@@ -197,7 +199,16 @@ class StoreActivities:
                 f"intermediate objects were removed while it ran; start it again",
                 key=key,
             ) from None
-        return json.loads(data)
+        try:
+            return json.loads(data)
+        except ValueError:
+            # Only a host crash between an unsynced write and its flush leaves one torn
+            # (_unsynced): the run fails before commit_swap, the session unchanged.
+            raise errors.NotFound(
+                f"work object {key!r} in {self.store.url} is damaged (a host crash during the "
+                f"compaction?); the session is unchanged - start the compaction again",
+                key=key,
+            ) from None
 
     def _prev(self, log: SessionLog, snap: SnapshotRef) -> Checkpoint | None:
         return log.read_checkpoint(snap.checkpoint, snap.checkpoint_sha256) if snap.checkpoint else None
@@ -821,6 +832,27 @@ class StoreActivities:
             policy, should_compact(policy, tokens), tokens,
             target_tokens=inp.policy.target_tokens, noop_view_tokens=head.noop_view_tokens,
         ), head.updated_at
+
+
+def _unsynced(store: Any) -> Any:
+    """The store for per-run work objects: a local store without fsync, else ``store``.
+
+    Work objects live under ``work/`` keys derived from the run's inputs and are re-made by
+    re-running their step; nothing committed points at them (``commit_swap`` writes the
+    checkpoint, fsync'ed, before the head's compare-and-swap). A killed worker loses no page
+    cache, so only a crash of the host can lose one, and the run then fails before its commit
+    with the session unchanged. Measured: an fsync'ed put costs ~12 ms of wall time on the
+    bench VM (0.5 ms without), and a compaction wrote five of them in sequence.
+    """
+    from compactor.store.local import LocalStore
+
+    if not isinstance(store, LocalStore) or not store.fsync:
+        return store
+    import copy
+
+    scratch = copy.copy(store)
+    scratch.fsync = False
+    return scratch
 
 
 class _CountingStore:

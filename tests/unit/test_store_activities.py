@@ -297,3 +297,41 @@ async def test_a_re_executed_run_records_its_outcome_over_the_lost_executions_no
     await acts.write_record(RecordInput(record=base.model_copy(update={"status": "failed"})))
     [rec] = SessionLog(store, "t1", "s1").list_records()
     assert rec.status == "committed"
+
+
+async def test_only_work_objects_skip_fsync_and_a_torn_one_fails_clearly(tmp_path, monkeypatch):
+    """Per-run work objects are written without fsync (re-made by re-running their step);
+    the checkpoint, head and record a commit leaves behind are still flushed. A work object
+    torn by a host crash fails the run before its commit, non-retryable, session unchanged."""
+    import os
+
+    store = open_store(f"file://{tmp_path}")
+    SessionLog(store, "t1", "s1").append(coding_session())
+    acts = StoreActivities(store)
+    synced: list[str] = []
+    real_put = type(store).put
+
+    def put(self, key, data, **kw):
+        if self.fsync:
+            synced.append(key)
+        return real_put(self, key, data, **kw)
+
+    monkeypatch.setattr(type(store), "put", put)
+    snap, pol, val = await _candidate(acts, "t1", "s1")
+    await acts.commit_swap(CommitInput(snapshot=snap, policy=pol, candidate_key=val.candidate_key))
+    assert store.fsync  # the worker's store itself is unchanged
+    assert not [k for k in synced if "/work/" in k]
+    assert [k for k in synced if "/ckpt/" in k] and "t/t1/s/s1/head.json" in synced
+
+    head = SessionLog(store, "t1", "s1").head()
+    key = "t/t1/s/s1/work/test2/plan.json"
+    await acts.plan_compaction(PlanInput(snapshot=snap, policy=pol, plan_key=key))
+    path = os.path.join(tmp_path, key)
+    with open(path, "r+b") as f:
+        f.truncate(10)
+    with pytest.raises(ApplicationError) as err:
+        await acts.externalize(ExternalizeInput(snapshot=snap, policy=pol, plan_key=key,
+                                                layers_key="t/t1/s/s1/work/test2/layers.json"))
+    assert err.value.type == str(ErrorType.NOT_FOUND) and err.value.non_retryable
+    assert "damaged" in str(err.value) and "plan.json" in str(err.value)
+    assert SessionLog(store, "t1", "s1").head() == head
