@@ -279,6 +279,7 @@ def build_workers(
     # Replacements passed in (tests) win over the default implementation of the same name.
     names = {_activity_name(a) for a in extra_activities}
     acts = [a for a in acts if _activity_name(a) not in names] + list(extra_activities)
+    acts = _finish_structured_of(acts, names)
     # stateless: one list serves both workers (tenant guard, span attributes, redaction)
     interceptors = [*_tenant_guard(settings, tq), *_span_interceptors(), RedactingInterceptor()]
     main = Worker(
@@ -353,6 +354,25 @@ def skip_noop_payload_visits() -> bool:
     bridge.encode_completion = encode_completion
     bridge._compactor_skip_noop_visits = True  # type: ignore[attr-defined]
     return True
+
+
+def _finish_structured_of(acts: list[Any], replaced: set[str]) -> list[Any]:
+    """When a step that ``finish_structured`` runs in one call (lift_state,
+    summarize_structured, validate_candidate) is replaced, the one-step activity is made of
+    the registered steps instead, so the replacement is called on that path too."""
+    from activities.contracts import ActivityName
+    from activities.store_activities import compose_finish_structured
+
+    parts = [str(ActivityName.LIFT_STATE), str(ActivityName.SUMMARIZE_STRUCTURED),
+             str(ActivityName.VALIDATE_CANDIDATE)]
+    finish = str(ActivityName.FINISH_STRUCTURED)
+    if finish in replaced or not replaced.intersection(parts):
+        return acts
+    by_name = {_activity_name(a): a for a in acts}
+    if not all(p in by_name for p in parts):
+        return acts
+    composed = compose_finish_structured(*(by_name[p] for p in parts))
+    return [a for a in acts if _activity_name(a) != finish] + [composed]
 
 
 def _tenant_guard(settings: Settings, task_queue: str) -> list[Any]:
