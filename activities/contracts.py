@@ -50,6 +50,7 @@ class ActivityName(StrEnum):
     SUMMARIZE_ANTHROPIC = "summarize_anthropic"
     SUMMARIZE_NATIVE = "summarize_native"
     VALIDATE_CANDIDATE = "validate_candidate"
+    FINISH_STRUCTURED = "finish_structured"
     COMMIT_SWAP = "commit_swap"
     WRITE_RECORD = "write_record"
     LIST_DUE_SESSIONS = "list_due_sessions"
@@ -494,3 +495,27 @@ class SweepOutput(BaseModel):
     unshrinkable: int = 0
     pages: int = 0
     runs: int = Field(default=1, description="Workflow runs (continue-as-new) the sweep took.")
+
+
+# --- the structured candidate in one step (issue 17) ---------------------------------------------
+
+
+class FinishStructuredInput(BaseModel):
+    """lift_state + summarize_structured + validate_candidate as one local activity: the three
+    inputs the separate steps take, run in that order by one worker (each still writes its
+    work object, so the objects a run leaves are the same)."""
+
+    model_config = _cfg()
+
+    lift: LiftInput
+    summarize: SummarizeInput
+    check: ValidateInput
+
+
+class FinishStructuredOutput(_Out):
+    model_config = _cfg()
+
+    lift: LiftOutput
+    summarize: SummarizeOutput
+    check: ValidateOutput
+    summarize_ms: float = Field(default=0.0, description="Time of the summary part (lift and check carry their own ms).")

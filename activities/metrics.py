@@ -456,7 +456,9 @@ def span_attributes(obj: Any) -> dict[str, Any]:
     from activities.contracts import SnapshotRef
 
     attrs: dict[str, Any] = {}
-    for part in (obj, getattr(obj, "snapshot", None), getattr(obj, "record", None)):
+    check = getattr(obj, "check", None)  # finish_structured: the validation part's in/output
+    for part in (obj, getattr(obj, "snapshot", None), getattr(obj, "record", None), check,
+                 getattr(check, "snapshot", None)):
         if part is None:
             continue
         for field, key in _RECORD_ATTRS.items():

@@ -297,3 +297,92 @@ async def test_a_re_executed_run_records_its_outcome_over_the_lost_executions_no
     await acts.write_record(RecordInput(record=base.model_copy(update={"status": "failed"})))
     [rec] = SessionLog(store, "t1", "s1").list_records()
     assert rec.status == "committed"
+
+
+async def test_only_work_objects_skip_fsync_and_a_torn_one_fails_clearly(tmp_path, monkeypatch):
+    """Per-run work objects are written without fsync (re-made by re-running their step);
+    the checkpoint, head and record a commit leaves behind are still flushed. A work object
+    torn by a host crash fails the run before its commit, non-retryable, session unchanged."""
+    import os
+
+    store = open_store(f"file://{tmp_path}")
+    SessionLog(store, "t1", "s1").append(coding_session())
+    acts = StoreActivities(store)
+    synced: list[str] = []
+    real_put = type(store).put
+
+    def put(self, key, data, **kw):
+        if self.fsync:
+            synced.append(key)
+        return real_put(self, key, data, **kw)
+
+    monkeypatch.setattr(type(store), "put", put)
+    snap, pol, val = await _candidate(acts, "t1", "s1")
+    await acts.commit_swap(CommitInput(snapshot=snap, policy=pol, candidate_key=val.candidate_key))
+    assert store.fsync  # the worker's store itself is unchanged
+    assert not [k for k in synced if "/work/" in k]
+    assert [k for k in synced if "/ckpt/" in k] and "t/t1/s/s1/head.json" in synced
+
+    head = SessionLog(store, "t1", "s1").head()
+    key = "t/t1/s/s1/work/test2/plan.json"
+    await acts.plan_compaction(PlanInput(snapshot=snap, policy=pol, plan_key=key))
+    path = os.path.join(tmp_path, key)
+    with open(path, "r+b") as f:
+        f.truncate(10)
+    with pytest.raises(ApplicationError) as err:
+        await acts.externalize(ExternalizeInput(snapshot=snap, policy=pol, plan_key=key,
+                                                layers_key="t/t1/s/s1/work/test2/layers.json"))
+    assert err.value.type == str(ErrorType.NOT_FOUND) and err.value.non_retryable
+    assert "damaged" in str(err.value) and "plan.json" in str(err.value)
+    assert SessionLog(store, "t1", "s1").head() == head
+
+
+async def _objects(store, prefix: str) -> dict[str, bytes]:
+    return {k[len(prefix):]: store.get(k)[0] for k in store.list(prefix)}
+
+
+@pytest.mark.parametrize("second", [False, True])
+async def test_finish_structured_writes_what_the_three_steps_write(tmp_path, second):
+    """The one-step path (lift + structured summary + validation in one call) leaves the same
+    work objects, byte for byte, and returns the same outputs as the three steps; also for a
+    second compaction on top of a checkpoint."""
+    from activities.contracts import FinishStructuredInput, LiftOutput
+
+    outs = {}
+    for mode in ("steps", "one"):
+        store = open_store(f"file://{tmp_path}/{mode}")
+        log = SessionLog(store, "t1", "s1")
+        log.append(coding_session())
+        acts = StoreActivities(store)
+        if second:
+            snap, pol, val = await _candidate(acts, "t1", "s1")
+            await acts.commit_swap(CommitInput(snapshot=snap, policy=pol, candidate_key=val.candidate_key))
+            log.append([e for e in coding_session(prefix="late", pending_last=False) if e.kind != "pinned"])
+        snap = await acts.freeze_snapshot(FreezeInput(tenant="t1", session="s1"))
+        pol = PolicyRef(target_tokens=TARGET)
+        pre = "t/t1/s/s1/work/cmp/"
+        plan = await acts.plan_compaction(PlanInput(snapshot=snap, policy=pol, plan_key=pre + "plan.json"))
+        ext = await acts.externalize(ExternalizeInput(snapshot=snap, policy=pol, plan_key=plan.plan_key,
+                                                      layers_key=pre + "layers.json"))
+        assert "summary" in ext.layers
+        lift_in = LiftInput(snapshot=snap, covers_end=ext.covers_end, layers_key=ext.layers_key,
+                            plan_key=plan.plan_key, state_key=pre + "state.json", prev_checkpoint=snap.checkpoint)
+        s_in = SummarizeInput(
+            tenant="t1", session="s1", snapshot_version=snap.version, covers_end=ext.covers_end,
+            prev_checkpoint=snap.checkpoint, state_key=pre + "state.json", budget_tokens=ext.summary_budget,
+            model="structured", mode="template", output_key=pre + "summary-structured.json")
+        v_in = ValidateInput(
+            snapshot=snap, policy=pol, plan_key=plan.plan_key, layers_key=ext.layers_key,
+            state_key=pre + "state.json", summary_key=s_in.output_key,
+            candidate_key=pre + "candidate-structured.json", covers_end=ext.covers_end)
+        if mode == "steps":
+            lift = await acts.lift_state(lift_in)
+            summ = await acts.summarize_structured(s_in)
+            val = await acts.validate_candidate(v_in)
+        else:
+            fin = await acts.finish_structured(FinishStructuredInput(lift=lift_in, summarize=s_in, check=v_in))
+            lift, summ, val = fin.lift, fin.summarize, fin.check
+        assert isinstance(lift, LiftOutput) and val.violations == []
+        outs[mode] = (await _objects(store, pre), lift.model_dump(exclude={"ms"}), summ.model_dump(),
+                      val.model_dump(exclude={"ms"}))
+    assert outs["one"] == outs["steps"]

@@ -46,6 +46,16 @@ def test_tenant_is_found_in_every_payload_shape():
     assert tenants_in([RecordInput(record=rec)]) == {"B"}
     assert tenants_in([SweepInput(tenant="C")]) == {"C"}
     assert tenants_in([BreakerCheckInput(tenant="D", session="s", trigger="x")]) == {"D"}
+    from activities.contracts import FinishStructuredInput, LiftInput, SummarizeInput, ValidateInput
+
+    one_step = FinishStructuredInput(
+        lift=LiftInput(snapshot=_snap("E"), covers_end=2, state_key="k"),
+        summarize=SummarizeInput(tenant="F", session="s", snapshot_version=3, covers_end=2,
+                                 prev_checkpoint=None, state_key="k", budget_tokens=1, model="structured",
+                                 mode="template", output_key="o"),
+        check=ValidateInput(snapshot=_snap("E"), policy=PolicyRef(), plan_key="p", layers_key="l",
+                            state_key="k", summary_key="o", candidate_key="c", covers_end=2))
+    assert tenants_in([one_step]) == {"E", "F"}  # every part's tenant: a mixed one is refused
 
 
 @pytest.mark.parametrize("arg", [

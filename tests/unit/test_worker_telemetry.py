@@ -34,6 +34,18 @@ def test_span_attributes_of_a_record_and_a_snapshot():
     assert attrs["compactor.status"] == "committed" and "error.type" not in attrs
     snap = SnapshotRef(tenant="acme", session="s-2", version=7, etag="e")
     assert metrics.span_attributes(snap)["compactor.snapshot_version"] == 7
+    from activities.contracts import FinishStructuredInput, LiftInput, PolicyRef, SummarizeInput, ValidateInput
+
+    one_step = FinishStructuredInput(
+        lift=LiftInput(snapshot=snap, covers_end=2, state_key="k"),
+        summarize=SummarizeInput(tenant="acme", session="s-2", snapshot_version=7, covers_end=2,
+                                 prev_checkpoint=None, state_key="k", budget_tokens=1, model="structured",
+                                 mode="template", output_key="o"),
+        check=ValidateInput(snapshot=snap, policy=PolicyRef(), plan_key="p", layers_key="l",
+                            state_key="k", summary_key="o", candidate_key="c", covers_end=2))
+    attrs = metrics.span_attributes(one_step)
+    assert (attrs["compactor.tenant"], attrs["compactor.session"], attrs["compactor.snapshot_version"]) == (
+        "acme", "s-2", 7)
 
 
 def test_failed_record_carries_its_error_type():

@@ -1,0 +1,219 @@
+"""Where a durable compaction's worker CPU goes (issue 17; docs/bench-perf.md, round three).
+
+Runs the throughput scenario of ``compactor bench perf`` (20 sessions of ~5k tokens, target
+2.5k; a warm round, then ``--rounds`` measured rounds, each appending 12 tool rounds to every
+session and compacting all 20 at once) on the embedded stack, served by ``--workers``
+``compactor worker`` processes started through this file, which time in each worker:
+
+* every store activity's body (thread CPU of the executor thread that runs it),
+* the workflow activations (thread CPU of ``_RunningWorkflow.activate``),
+* the SDK's payload passes over activations and completions (main-thread CPU),
+* the CPU of every thread of the process from the first measured round to the end, by name
+  (``main`` = the asyncio loop: polling, activity dispatch, data conversion; ``python`` =
+  executor threads; ``tokio-*`` = the SDK's Rust core).
+
+Then prints per compaction: those timers, the threads, and the CPU of the worker processes,
+the dev server and this client (``/proc``). Linux only; timers wrap SDK internals of the
+pinned temporalio (1.35) and are for measuring, never for serving.
+
+    .venv/bin/python tools/durable_cpu.py [--rounds 3] [--workers 2] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+GO_ENV = "DURABLE_CPU_GO"  # a file that exists once the measured rounds start
+OUT_ENV = "DURABLE_CPU_OUT"  # where each worker writes its timers at exit
+
+
+def _threads() -> dict[str, float]:
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = collections.defaultdict(float)
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                st = f.read()
+        except OSError:
+            continue
+        comm = st[st.index("(") + 1 : st.rindex(")")]
+        fields = st.rsplit(")", 1)[1].split()
+        name = "main" if int(tid) == os.getpid() else comm
+        out[name] += (int(fields[11]) + int(fields[12])) * 1000 / tick
+    return out
+
+
+def serve_timed_worker() -> None:
+    """``compactor worker`` with timers around the SDK's and the activities' work."""
+    import temporalio.bridge.worker as bridge
+    import temporalio.worker._workflow as wf
+
+    import activities.store_activities as sa
+
+    go, out_dir = os.environ[GO_ENV], os.environ[OUT_ENV]
+    ms: dict[str, float] = collections.defaultdict(float)
+    calls: collections.Counter[str] = collections.Counter()
+
+    def add(name: str, t0: float) -> None:
+        if os.path.exists(go):
+            ms[name] += (time.thread_time() - t0) * 1000
+            calls[name] += 1
+
+    def timed_async(name: str, fn):  # noqa: ANN001, ANN202
+        async def run(*a, **k):  # noqa: ANN002, ANN003, ANN202
+            t0 = time.thread_time()
+            try:
+                return await fn(*a, **k)
+            finally:
+                add(name, t0)
+        return run
+
+    bridge.decode_activation = timed_async("sdk payload passes (decode)", bridge.decode_activation)
+    bridge.encode_completion = timed_async("sdk payload passes (encode)", bridge.encode_completion)
+    activate = wf._RunningWorkflow.activate
+
+    def timed_activate(self, act):  # noqa: ANN001, ANN202
+        t0 = time.thread_time()
+        try:
+            return activate(self, act)
+        finally:
+            add("workflow activations", t0)
+
+    wf._RunningWorkflow.activate = timed_activate
+    run_in_pool = sa.StoreActivities._run
+
+    async def timed_run(self, fn):  # noqa: ANN001, ANN202
+        from temporalio import activity
+
+        name = "activity " + (activity.info().activity_type if activity.in_activity() else "?")
+
+        def body():  # noqa: ANN202
+            t0 = time.thread_time()
+            try:
+                return fn()
+            finally:
+                add(name, t0)
+        return await run_in_pool(self, body)
+
+    sa.StoreActivities._run = timed_run
+    base: dict[str, float] = {}
+
+    def mark() -> None:
+        while not os.path.exists(go):
+            time.sleep(0.02)
+        base.update(_threads())
+
+    threading.Thread(target=mark, daemon=True).start()
+    real_exit = os._exit
+
+    def dump_and_exit(rc: int) -> None:
+        now = _threads()
+        with open(Path(out_dir) / f"{os.getpid()}.json", "w") as f:
+            json.dump({"ms": ms, "calls": calls,
+                       "threads": {k: v - base.get(k, 0.0) for k, v in now.items()}}, f)
+        real_exit(rc)
+
+    os._exit = dump_and_exit  # the worker command leaves through os._exit
+    from compactor.cli import main
+
+    sys.exit(main(["worker"]))
+
+
+async def measure(rounds: int, n_workers: int) -> dict:
+    from compactor.bench.perf import _cpu_ms, _stop_workers, turns
+    from compactor.client import CompactorClient
+    from compactor.store import SessionLog, open_store
+    from compactor.tokens import with_tokens
+    from workers.devstack import start_temporal
+    from workers.settings import Settings
+    from workers.worker import _store_s3_client, connect
+
+    tmp = Path(tempfile.mkdtemp(prefix="durable-cpu-"))
+    go, out_dir = tmp / "go", tmp / "out"
+    out_dir.mkdir()
+    url = f"file://{tmp}/store"
+    store = open_store(url)
+    server = await asyncio.to_thread(start_temporal)
+    tq = f"cpu-{os.getpid()}"
+    try:
+        client = await connect(Settings(store=url, task_queue=tq), server.address,
+                               s3_client=_store_s3_client(store))
+        env = dict(os.environ, TEMPORAL_ADDRESS=server.address, COMPACTOR_STORE=url,
+                   COMPACTOR_TASK_QUEUE=tq, COMPACTOR_LLM_TASK_QUEUE=tq + "-llm",
+                   **{GO_ENV: str(go), OUT_ENV: str(out_dir)})
+        procs = [subprocess.Popen([sys.executable, __file__, "--serve"], env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, start_new_session=True) for _ in range(n_workers)]
+        try:
+            await asyncio.sleep(4.0)
+            cc = CompactorClient(client, store, tenant="cpu", task_queue=tq)
+            names = [f"tp{n}" for n in range(20)]
+            for r in [-1, *range(rounds)]:  # -1: the unmeasured warm round
+                if r == 0:
+                    go.touch()
+                    pids = {"workers": [p.pid for p in procs], "dev server": [server.proc.pid],
+                            "client": [os.getpid()]}
+                    cpu0 = {k: _cpu_ms(v) for k, v in pids.items()}
+                    t0, done = time.perf_counter(), 0
+                for s in names:
+                    SessionLog(store, "cpu", s).append(with_tokens(turns(12, prefix=s, start=(r + 1) * 100)))
+                outs = await asyncio.gather(*(cc.compact(s, target_tokens=2_500) for s in names))
+                if r >= 0:
+                    done += sum(1 for o in outs if o.status in ("committed", "noop"))
+            wall = time.perf_counter() - t0
+            cpu = {k: round((_cpu_ms(v) - cpu0[k]) / done, 1) for k, v in pids.items()}
+        finally:
+            _stop_workers(procs)
+    finally:
+        await asyncio.to_thread(server.stop)
+    ms: collections.Counter[str] = collections.Counter()
+    calls: collections.Counter[str] = collections.Counter()
+    threads: collections.Counter[str] = collections.Counter()
+    for f in out_dir.glob("*.json"):
+        d = json.loads(f.read_text())
+        ms.update(d["ms"])
+        calls.update(d["calls"])
+        threads.update(d["threads"])
+    return {
+        "compactions": done, "per_s": round(done / wall, 2), "cpu_ms_per_compaction": cpu,
+        "timers_ms_per_compaction": {k: round(v / done, 2) for k, v in ms.most_common()},
+        "timer_calls_per_compaction": {k: round(calls[k] / done, 1) for k, _ in ms.most_common()},
+        "worker_threads_ms_per_compaction": {k: round(v / done, 2) for k, v in threads.most_common()},
+        "load_average": os.getloadavg()[0],
+    }
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.serve:
+        serve_timed_worker()
+        return 0
+    res = asyncio.run(measure(args.rounds, args.workers))
+    if args.json:
+        print(json.dumps(res))
+        return 0
+    print(f"{res['compactions']} compactions, {res['per_s']}/s, load {res['load_average']:.1f}")
+    print("CPU per compaction (ms):", res["cpu_ms_per_compaction"])
+    for k, v in res["timers_ms_per_compaction"].items():
+        print(f"  {k:40s} {v:7.2f} ms  ({res['timer_calls_per_compaction'][k]} per compaction)")
+    print("worker threads (ms per compaction):", res["worker_threads_ms_per_compaction"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.append(str(Path(__file__).resolve().parents[1]))  # PYTHONPATH (another tree) wins
+    raise SystemExit(main())
