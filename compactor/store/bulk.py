@@ -54,9 +54,10 @@ def append_stream(log: SessionLog, produce: Callable[[Sink], T], *, max_attempts
     ``produce`` is called once per attempt (again only when another writer moved the head
     first); an exception it raises propagates with the head unchanged.
     """
+    attempts = max(1, min(max_attempts, log.max_attempts))
     with log._lock:
         stalled: dict[str, int] = {}
-        for attempt in range(min(max_attempts, log.max_attempts)):
+        for attempt in range(attempts):
             guessed = attempt == 0 and log._last_head is not None
             head = log._last_head if guessed else log.head()
             log._last_head = None
@@ -71,8 +72,8 @@ def append_stream(log: SessionLog, produce: Callable[[Sink], T], *, max_attempts
                     log._backoff(attempt)
         raise ConcurrentModification(
             f"session {log.tenant}/{log.session}: the head kept moving while appending "
-            f"({max_attempts} attempts); nothing was appended, retry the call",
-            attempts=max_attempts,
+            f"({attempts} attempts); nothing was appended, retry the call",
+            attempts=attempts,
         )
 
 

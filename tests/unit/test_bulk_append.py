@@ -196,3 +196,23 @@ def test_cli_import_stores_what_append_of_the_whole_import_stores(tmp_path, caps
     b = LocalStore(tmp_path / "b")
     assert len(SessionLog(b, T, "s").head().segments) == 3
     assert stored(b) == stored(a)
+
+
+def test_a_head_that_keeps_moving_gives_concurrent_modification_and_none_of_ours(tmp_path) -> None:
+    from compactor.errors import ConcurrentModification
+
+    store = LocalStore(tmp_path / "store")
+    other = SessionLog(store, T, "s")
+    other.append([ev("o0")])
+    n = [0]
+
+    def before(key, kw):
+        if key.endswith("head.json") and kw.get("if_match"):
+            n[0] += 1
+            other.append([ev(f"o{n[0]}")])
+
+    log = SessionLog(Hooked(store, before), T, "s", max_attempts=3, backoff_base=0.001)
+    with pytest.raises(ConcurrentModification) as exc:
+        streamed(log, [ev("mine-1"), ev("mine-2")])
+    assert exc.value.details.get("attempts") == 3
+    assert [e.id for e in SessionLog(store, T, "s").read_events()] == ["o0", "o1", "o2", "o3"]
