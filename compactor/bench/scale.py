@@ -9,6 +9,9 @@ its peak memory is its own (``os.wait4``: the child's ``ru_maxrss``):
 * ``import``: ``compactor import FILE --store file://DIR`` (parse + append to a local store);
 * ``view``: ``compactor view SESSION --store file://DIR`` (read the log, print the view).
 
+``measure_one`` also runs ``verify`` (``compactor verify SESSION --store file://DIR --json``:
+every segment read and checked), which the table leaves out.
+
 Time is the command's wall time (interpreter start and imports included, as a user sees it)
 and its CPU time (user + system, from the same rusage: steadier than wall time on a shared
 machine); ``us_per_event`` and ``cpu_us_per_event`` divide them by the events generated.
@@ -67,11 +70,15 @@ def write_session(path: Path, n: int) -> None:
 
 
 def measure_one(op: str, file: Path, store: str, session: str) -> dict[str, Any]:
-    """Run one command in a child process and return its wall time and peak RSS."""
+    """Run one command in a child process and return its wall time, CPU time and peak RSS.
+
+    ``op``: ``inline``, ``import``, ``view`` or ``verify`` (the last two need the session
+    imported into ``store`` first)."""
     argv = {
         "inline": ["compact", "--inline", str(file), "--json"],
         "import": ["import", str(file), "--store", store, "--session", session, "--json"],
         "view": ["view", session, "--store", store],
+        "verify": ["verify", session, "--store", store, "--json"],
     }[op]
     t = time.perf_counter()
     p = subprocess.Popen([sys.executable, "-m", "compactor", *argv], stdout=subprocess.PIPE,

@@ -119,23 +119,29 @@ def _inline(args: argparse.Namespace) -> int:
     from compactor.cli.common import import_into, truncation_note
     from compactor.engine.compact import compact
     from compactor.engine.measure import render_request, view_tokens
+    from compactor.tokens import with_tokens
 
     path = Path(args.file)
     summarizer, llm, why = _inline_summarizer(args)  # refuses before any work when it cannot run
-    imported = import_into(path, args.format, None)  # no store: big outputs are cut, and said so
+    # Streamed, each event counted as it arrives: the engine's prepared events are these very
+    # objects (``engine.compact.prepare`` copies only uncounted ones), not a second copy of
+    # the session beside the imported one.
+    events: list[Any] = []
+    imported = import_into(path, args.format, None,  # no store: big outputs are cut, and said so
+                           sink=lambda batch: events.extend(with_tokens(batch)))
     note = truncation_note(imported)
     if note:
         print(f"note: {note}", file=sys.stderr)
     policy = make_policy(args.policy, window=args.window, max_output=args.max_output)
     target = args.target_tokens
     if target is None:
-        target = default_target(view_tokens(imported.events))
+        target = default_target(view_tokens(events))
     now = args.now_at or datetime.now(timezone.utc)
-    result = compact(imported.events, policy, target, now=now, session=args.session_id)
+    result = compact(events, policy, target, now=now, session=args.session_id)
     if llm is not None:
         from compactor.cli.inline_model import summarize_inline
 
-        result = summarize_inline(imported.events, result, policy, llm, model=args.model, summarizer=summarizer)
+        result = summarize_inline(events, result, policy, llm, model=args.model, summarizer=summarizer)
     if why:
         print(f"note: summarizer {summarizer} ({why})", file=sys.stderr)
     system, messages = render_request(result.view)

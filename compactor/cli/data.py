@@ -7,6 +7,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 from compactor.cli.common import (
     add_store_args, import_into, open_log, print_json, session_arg, table, truncation_note,
@@ -46,25 +47,21 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from compactor import tokens
-
     path = Path(args.file)
     if path.is_dir() or not path.is_file():
         what = "is a directory" if path.is_dir() else "no such file"
         raise InvalidInput(f"{path}: {what}; give the path of a transcript to import")
     session = session_arg(args.session, path)
     log = open_log(args, session)  # validates tenant/session/store before reading anything else
-    result = import_into(path, args.format, log)
-    events = tokens.with_tokens(result.events)
-    res = log.append(events)
+    res, (result, n_events, n_tokens) = _import_streamed(path, args.format, log)
     st = result.stats
     if args.json:
         print_json({
             "tenant": log.tenant, "session": log.session, "store": log.store.url, "source": str(path),
-            "format": result.format, "events": len(events), "appended": res.appended,
+            "format": result.format, "events": n_events, "appended": res.appended,
             "first_seq": res.first_seq if res.appended else None,
             "last_seq": res.last_seq if res.appended else None, "duplicates": res.duplicates,
-            "version": res.version, "tokens": sum(e.tokens or 0 for e in events), "stats": st,
+            "version": res.version, "tokens": n_tokens, "stats": st,
             "skipped": [{"line": s.line, "reason": s.reason} for s in result.skipped],
             "large_outputs": len(result.truncated),
         })
@@ -74,7 +71,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         ["format", result.format],
         ["session", f"{log.tenant}/{log.session}"],
         ["store", log.store.url],
-        ["events", f"{len(events)} read; {new}; {res.duplicates} already stored"],
+        ["events", f"{n_events} read; {new}; {res.duplicates} already stored"],
         ["messages", f"{st.get('messages', 0)} ({st.get('user_messages', 0)} from the user)"],
         ["tool calls", f"{st.get('tool_calls', 0)} ({st.get('tool_results', 0)} results)"],
         ["pinned", st.get("pinned", 0)],
@@ -95,6 +92,28 @@ def cmd_import(args: argparse.Namespace) -> int:
     print(f"  {'head version':<14}{res.version}")
     print(f"next: compactor view {log.session}" + _store_hint(args))
     return 0
+
+
+def _import_streamed(path: Path, fmt: str, log: Any) -> tuple[Any, tuple[Any, int, int]]:
+    """Import ``path`` into ``log`` streamed (``store.bulk.append_stream``): events go to the
+    log as the transcript is read and segments are written as they fill; the head moves once,
+    at the end. Returns the append's result and (import result, events read, their tokens)."""
+    from compactor import tokens
+    from compactor.store.bulk import append_stream
+
+    def produce(sink: Any) -> tuple[Any, int, int]:
+        seen = [0, 0]
+
+        def counted(events: list[Any]) -> None:
+            events = tokens.with_tokens(events)
+            seen[0] += len(events)
+            seen[1] += sum(e.tokens or 0 for e in events)
+            sink(events)
+
+        result = import_into(path, fmt, log, sink=counted)
+        return result, seen[0], seen[1]
+
+    return append_stream(log, produce)
 
 
 def _store_hint(args: argparse.Namespace) -> str:

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from compactor.events import Event
 from compactor.errors import EmptyInput, InvalidInput, ParseError, UnknownFormat
 from compactor.importers import (
     _aider,
@@ -46,7 +47,9 @@ from compactor.importers._common import (
     Source,
     Spill,
     Truncation,
+    bound_event,
     bound_tool_outputs,
+    with_truncations,
 )
 from compactor.importers._detect import FORMATS, detect_source, known
 
@@ -98,6 +101,7 @@ def import_file(
     *,
     limits: ImportLimits | None = None,
     spill: Spill | None = None,
+    sink: Callable[[list[Event]], None] | None = None,
 ) -> ImportResult:
     """Import the transcript at ``path``, streaming (format detected when ``format="auto"``).
 
@@ -106,9 +110,14 @@ def import_file(
         spill: stores a tool output over ``limits.max_inline_tool_output`` and returns its
             reference (importing into a session log); without it such outputs are cut to head
             + tail with a marker. Either way they are listed in ``ImportResult.truncated``.
+        sink: receives the finished events in order, a batch at a time, instead of the
+            result's ``events`` (which is then empty; its stats still count them). The Claude
+            Code importer hands over each message once the transcript is past it, so the
+            transcript is never held whole; the other formats hand over all events at the end.
+            An exception raised by ``sink`` propagates unchanged and stops the import.
     """
     p = _readable(Path(path))
-    return _import(Source(str(p), limits, path=p), format, spill)
+    return _import(Source(str(p), limits, path=p), format, spill, sink)
 
 
 def _readable(p: Path) -> Path:
@@ -139,7 +148,17 @@ def _blank(src: Source) -> bool:
     return True
 
 
-def _import(src: Source, format: str, spill: Spill | None) -> ImportResult:
+class _SinkFailed(Exception):
+    """Carries an exception raised by an import's sink past the parse-error handling."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(str(exc))
+        self.exc = exc
+
+
+def _import(
+    src: Source, format: str, spill: Spill | None, sink: Callable[[list[Event]], None] | None = None
+) -> ImportResult:
     name = src.name
     if _guarded(lambda: _blank(src), name):
         raise EmptyInput(f"{name}: the file is empty; nothing to import.", name=name)
@@ -153,8 +172,23 @@ def _import(src: Source, format: str, spill: Spill | None) -> ImportResult:
             known=list(FORMATS),
         )
     CURRENT_LINE.set(None)
+    limit = src.limits.max_inline_tool_output
+    truncs: list[Truncation] = []
+    if sink is not None:
+        def bounded(events: list[Event]) -> None:
+            try:
+                sink([bound_event(e, limit, spill, truncs) for e in events])
+            except Exception as exc:  # not a parse problem of the file: re-raised as it is
+                raise _SinkFailed(exc) from exc
+
+        src.sink = bounded
     try:
         result = _guarded(lambda: parser(src, name), name)
+        if src.sink is not None and result.events:  # an importer that does not stream
+            src.sink(result.events)
+            result = result.model_copy(update={"events": []})
+    except _SinkFailed as failed:
+        raise failed.exc from None
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         # Valid JSON of the wrong shape (a corrupted or hand-edited file): say where, store nothing.
         line = CURRENT_LINE.get()
@@ -166,7 +200,9 @@ def _import(src: Source, format: str, spill: Spill | None) -> ImportResult:
             name=name,
             line=line,
         ) from exc
-    return bound_tool_outputs(result, src.limits.max_inline_tool_output, spill)
+    if sink is not None:
+        return with_truncations(result, truncs)
+    return bound_tool_outputs(result, limit, spill)
 
 
 __all__ = [

@@ -55,12 +55,20 @@ _INJECTED_TEXT = re.compile(
 _COMMAND_NAME = re.compile(r"<command-name>\s*(/?[^<]*?)\s*</command-name>")
 
 
+#: A streamed import hands drafts over once this many are pending.
+RELEASE_EVERY = 256
+
+
 def parse(src: Source, name: str) -> ImportResult:
-    b = Builder(FORMAT, source_key(src))
+    b = Builder(FORMAT, source_key(src), sink=src.sink)
+    # The assistant draft the next line of the same response may extend. Only the newest one
+    # can be extended (``_only_results_since``), so older ones are forgotten.
     by_msg_id: dict[str, Draft] = {}
     pending_compaction: Draft | None = None
 
     for no, line in iter_jsonl(src, b):
+        if b.sink is not None and len(b.drafts) >= RELEASE_EVERY:
+            _release_finished(b)
         typ = line.get("type")
         at = parse_time(line.get("timestamp"))
         uid = str(line.get("uuid") or f"cc-{b.key}-L{no}")
@@ -152,7 +160,18 @@ def _assistant(
         meta["message_id"] = mid
     d = b.new("assistant", uid, at=at, blocks=blocks, usage=usage, meta=meta)
     if mid:
+        by_msg_id.clear()
         by_msg_id[mid] = d
+
+
+def _release_finished(b: Builder) -> None:
+    """Hand over the drafts no later line can change: those before the newest draft that is
+    not results-only (it may still absorb a fragment of its response; the results-only drafts
+    after it may absorb more results; a pending compaction is always the newest draft)."""
+    for i in range(len(b.drafts) - 1, -1, -1):
+        if not b.drafts[i].results_only:
+            b.release(i)
+            return
 
 
 def _only_results_since(b: Builder, target: Draft) -> bool:

@@ -125,6 +125,8 @@ class Source:
         self.path = path
         self.data = data
         self.doc: Any = _UNSET  # parsed whole document, once parsed
+        #: Streamed import: where an importer that can stream hands finished events (Builder).
+        self.sink: Callable[[list[Event]], None] | None = None
 
     def _open(self) -> IO[bytes]:
         if self.data is not None:
@@ -226,14 +228,22 @@ class Draft:
 
 
 class Builder:
-    """Collects drafts for one source and finishes them into an :class:`ImportResult`."""
+    """Collects drafts for one source and finishes them into an :class:`ImportResult`.
 
-    def __init__(self, fmt: str, key: str) -> None:
+    With ``sink`` (a streamed import), :meth:`release` finishes the first drafts once the
+    importer will not change them again and hands their events to ``sink``, so a huge
+    transcript is never held whole; :meth:`finish` then hands over the rest and returns a
+    result without events. The events, seqs and ids are the same either way.
+    """
+
+    def __init__(self, fmt: str, key: str, sink: Callable[[list[Event]], None] | None = None) -> None:
         self.fmt = fmt
         self.key = key
         self.drafts: list[Draft] = []
         self.skipped: list[SkippedLine] = []
         self.repaired = 0
+        self.sink = sink
+        self._done = _Finisher(fmt)
 
     # construction ------------------------------------------------------------------------
     def new(
@@ -276,47 +286,84 @@ class Builder:
         self.skipped.append(SkippedLine(line=line, reason=reason))
 
     # finishing ---------------------------------------------------------------------------
+    def release(self, n: int) -> None:
+        """Finish the first ``n`` drafts (the importer will not touch them again) into the sink."""
+        if self.sink is None or n <= 0:
+            return
+        drafts = self.drafts[:n]
+        del self.drafts[:n]
+        events = self._done.events(drafts)
+        if events:
+            self.sink(events)
+
     def finish(self) -> ImportResult:
-        drafts = [d for d in self.drafts if d.blocks]
-        orphans = _fix_tool_pairing(drafts)
-        seen_ids: dict[str, int] = {}
+        events = self._done.events(self.drafts)
+        self.drafts = []
+        if self.sink is not None:
+            if events:
+                self.sink(events)
+            events = []
+        stats = self._done.stats.result()
+        stats["repaired_lines"] = self.repaired
+        stats["orphan_results"] = self._done.orphans
+        return ImportResult(format=self.fmt, events=events, skipped=self.skipped, stats=stats)
+
+
+class _Finisher:
+    """Drafts -> events, in order, a batch at a time: seqs 1..n, ids unique within the file,
+    tool pairing fixed (``_fix_tool_pairing``) and the stats counted as they pass."""
+
+    def __init__(self, fmt: str) -> None:
+        self.fmt = fmt
+        self.seq = 0
+        self.seen_ids: dict[str, int] = {}
+        self.current: dict[str, str] = {}
+        self.uses: dict[str, int] = {}
+        self.orphans = 0
+        self.stats = _Stats()
+
+    def events(self, drafts: list[Draft]) -> list[Event]:
+        drafts = [d for d in drafts if d.blocks]
+        self.orphans += _fix_tool_pairing(drafts, self.current, self.uses)
+        seen_ids = self.seen_ids
         events: list[Event] = []
-        for seq, d in enumerate(drafts, start=1):
+        for d in drafts:
+            self.seq += 1
             eid = d.id[:240]
             if eid in seen_ids:
                 seen_ids[eid] += 1
                 eid = f"{eid}~{seen_ids[eid]}"
             seen_ids.setdefault(eid, 1)
-            events.append(
-                Event(
-                    seq=seq,
-                    id=eid,
-                    at=d.at,
-                    kind=d.kind,  # type: ignore[arg-type]
-                    role=d.role,  # type: ignore[arg-type]
-                    blocks=d.blocks,
-                    usage=d.usage,
-                    injected=d.injected,
-                    source=self.fmt,
-                    meta=d.meta,
-                )
+            e = Event(
+                seq=self.seq,
+                id=eid,
+                at=d.at,
+                kind=d.kind,  # type: ignore[arg-type]
+                role=d.role,  # type: ignore[arg-type]
+                blocks=d.blocks,
+                usage=d.usage,
+                injected=d.injected,
+                source=self.fmt,
+                meta=d.meta,
             )
-        stats = compute_stats(events)
-        stats["repaired_lines"] = self.repaired
-        stats["orphan_results"] = orphans
-        return ImportResult(format=self.fmt, events=events, skipped=self.skipped, stats=stats)
+            self.stats.add(e)
+            events.append(e)
+        return events
 
 
-def _fix_tool_pairing(drafts: list[Draft]) -> int:
+def _fix_tool_pairing(
+    drafts: list[Draft], current: dict[str, str] | None = None, uses: dict[str, int] | None = None
+) -> int:
     """Make tool_use ids unique and every tool_result point at an earlier tool_use.
 
     Some sources reuse a call id (a SWE-agent demonstration repeats ids); the repeat is
     renamed ``<id>~<n>`` and the next result carrying the original id follows it. A result
     whose call is not in the file (a transcript that starts mid-turn) becomes plain text so
     that pairing invariants hold; returns how many such orphans were converted.
+    ``current``/``uses`` carry the calls seen so far from one batch of drafts to the next.
     """
-    current: dict[str, str] = {}
-    uses: dict[str, int] = {}
+    current = {} if current is None else current
+    uses = {} if uses is None else uses
     orphans = 0
     for d in drafts:
         out: list[Any] = []
@@ -348,28 +395,50 @@ def _fix_tool_pairing(drafts: list[Draft]) -> int:
 
 def compute_stats(events: list[Event]) -> dict[str, int]:
     """Counts every importer reports (see docs/CONTRACTS.md)."""
-    use_ids: list[str] = []
-    result_ids: set[str] = set()
-    n_results = 0
+    st = _Stats()
     for e in events:
+        st.add(e)
+    return st.result()
+
+
+class _Stats:
+    """``compute_stats`` counted one event at a time (a streamed import never holds them all)."""
+
+    def __init__(self) -> None:
+        self.use_ids: set[str] = set()
+        self.result_ids: set[str] = set()
+        self.n = dict.fromkeys(
+            ("events", "messages", "user_messages", "tool_results", "compactions", "injected", "pinned"), 0
+        )
+
+    def add(self, e: Event) -> None:
+        n = self.n
         for b in e.blocks:
             if isinstance(b, ToolUseBlock):
-                use_ids.append(b.id)
+                self.use_ids.add(b.id)
             elif isinstance(b, ToolResultBlock):
-                n_results += 1
-                result_ids.add(b.tool_use_id)
-    unique = set(use_ids)
-    return {
-        "events": len(events),
-        "messages": sum(1 for e in events if e.kind == "message"),
-        "user_messages": sum(1 for e in events if e.is_user_request),
-        "tool_calls": len(unique),
-        "tool_results": n_results,
-        "unresolved_tool_calls": len(unique - result_ids),
-        "compactions": sum(1 for e in events if e.kind == "compaction"),
-        "injected": sum(1 for e in events if e.injected),
-        "pinned": sum(1 for e in events if e.kind == "pinned"),
-    }
+                n["tool_results"] += 1
+                self.result_ids.add(b.tool_use_id)
+        n["events"] += 1
+        n["messages"] += e.kind == "message"
+        n["user_messages"] += e.is_user_request
+        n["compactions"] += e.kind == "compaction"
+        n["injected"] += e.injected
+        n["pinned"] += e.kind == "pinned"
+
+    def result(self) -> dict[str, int]:
+        n = self.n
+        return {
+            "events": n["events"],
+            "messages": n["messages"],
+            "user_messages": n["user_messages"],
+            "tool_calls": len(self.use_ids),
+            "tool_results": n["tool_results"],
+            "unresolved_tool_calls": len(self.use_ids - self.result_ids),
+            "compactions": n["compactions"],
+            "injected": n["injected"],
+            "pinned": n["pinned"],
+        }
 
 
 # --- reading ----------------------------------------------------------------------------------
@@ -659,17 +728,27 @@ def bound_tool_outputs(result: ImportResult, limit: int, spill: Spill | None) ->
     keeps an artifact_ref block with previews), or without a store cut to head + tail with a
     marker. Each case is listed in ``result.truncated`` and counted in the stats."""
     truncs: list[Truncation] = []
-    events: list[Event] = []
-    for e in result.events:
-        blocks = [_bound_result(b, limit, spill, truncs) if isinstance(b, ToolResultBlock) else b for b in e.blocks]
-        changed = any(n is not o for n, o in zip(blocks, e.blocks))
-        events.append(e.with_(blocks=blocks) if changed else e)
+    events = [bound_event(e, limit, spill, truncs) for e in result.events]
+    if not truncs:
+        return result
+    return with_truncations(result.model_copy(update={"events": events}), truncs)
+
+
+def bound_event(e: Event, limit: int, spill: Spill | None, truncs: list[Truncation]) -> Event:
+    """``bound_tool_outputs`` of one event (the same event when nothing is over the limit)."""
+    blocks = [_bound_result(b, limit, spill, truncs) if isinstance(b, ToolResultBlock) else b for b in e.blocks]
+    changed = any(n is not o for n, o in zip(blocks, e.blocks))
+    return e.with_(blocks=blocks) if changed else e
+
+
+def with_truncations(result: ImportResult, truncs: list[Truncation]) -> ImportResult:
+    """``result`` listing ``truncs`` and counting them in its stats."""
     if not truncs:
         return result
     stats = dict(result.stats)
     stats["tool_outputs_to_artifacts"] = sum(1 for t in truncs if t.artifact)
     stats["tool_outputs_truncated"] = sum(1 for t in truncs if not t.artifact)
-    return result.model_copy(update={"events": events, "truncated": truncs, "stats": stats})
+    return result.model_copy(update={"truncated": truncs, "stats": stats})
 
 
 def _over(text: str, limit: int) -> bool:

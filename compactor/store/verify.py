@@ -99,12 +99,16 @@ def _segments(log: SessionLog, head: Head, rep: SessionReport) -> None:
 
     A key outside the session's log is reported with the head and never read: reading it
     would tell whether another session's object exists.
+
+    One segment at a time and nothing cached (like ``SessionLog.iter_events``): a huge
+    session is checked in the memory of its largest segment, and its events do not evict
+    what other sessions keep in the shared cache.
     """
     for seg in head.segments:
         if foreign_segment(seg.key, log.tenant, log.session):
             continue
         try:
-            log._events(seg)  # fetch + sha256 + parse + seq range
+            log._decode(seg, log._get_verified(seg))  # fetch + sha256 + parse + seq range
         except IntegrityError as exc:
             _problem(rep, str(exc.details.get("key", seg.key)), str(exc))
     rep.checked["segments"] = len(head.segments)

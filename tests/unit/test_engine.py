@@ -322,6 +322,33 @@ def test_cli_compact_default_target_is_15_percent(tmp_path):
     assert rec["target_tokens"] == max(8_000, int(rec["tokens_before"] * 0.15))
 
 
+def test_cli_compact_inline_is_the_engine_on_the_plain_import(tmp_path):
+    """``compact --inline`` streams the import and counts each event as it arrives (so the
+    engine works on those objects, not on copies); the request, checkpoint and record are the
+    engine's on the whole, uncounted import."""
+    from compactor.bench.scale import write_session
+    from compactor.cli.compact import _session_id
+    from compactor.importers import import_file
+
+    for path in [tmp_path / "small.jsonl", *(p for p in CORPUS if "claude-code" in p.parts)]:
+        if path.name == "small.jsonl":
+            write_session(path, 2_000)
+        out = tmp_path / "view.json"
+        assert main(["compact", str(path), "--inline", "--out", str(out), "--now",
+                     "2026-01-01T00:00:00+00:00", "--target-tokens", "3000"]) in (0, 1)
+        doc = json.loads(out.read_text())
+        events = import_file(path).events
+        assert all(e.tokens is None for e in events)
+        res = compact(events, make_policy("default"), 3000, session=_session_id(path),
+                      now=datetime(2026, 1, 1, tzinfo=timezone.utc))
+        system, messages = render_request(res.view)
+        assert (doc["messages"], doc["system"]) == (messages, system), path
+        assert doc["checkpoint"] == (res.checkpoint.model_dump(mode="json") if res.checkpoint else None)
+        rec = res.record.model_dump(mode="json")
+        assert {k: v for k, v in doc["record"].items() if k != "durations_ms"} == {
+            k: v for k, v in rec.items() if k != "durations_ms"}
+
+
 def test_cli_compact_bad_policy_is_rejected(tmp_path):
     path = _messages_file(tmp_path)
     with pytest.raises(SystemExit):

@@ -58,3 +58,24 @@ def test_iter_events_does_not_fill_the_segment_cache(tmp_path) -> None:
     log = SessionLog(LocalStore(tmp_path / "store"), "acme", "s", cache=cache)
     assert len(list(log.iter_events())) == len(events)
     assert cache.get(log.head().segments[0]) is None
+
+
+def test_verify_reads_segment_by_segment_and_still_finds_a_damaged_one(tmp_path) -> None:
+    from compactor.store.verify import verify_session
+
+    _, events = next(iter(synthetic_sessions(1, seed=2)))
+    _log(tmp_path, events)
+    store = LocalStore(tmp_path / "store")
+    cache = SegmentCache()
+    log = SessionLog(store, "acme", "s", cache=cache)
+    rep = verify_session(log)
+    segs = log.head().segments
+    assert rep.ok and rep.checked["segments"] == len(segs) > 2
+    assert all(cache.get(s) is None for s in segs)  # checked, not kept
+    # one segment altered on disk: named, the others still reported clean
+    bad = segs[1]
+    data, _ = store.get(bad.key)
+    (tmp_path / "store" / bad.key).write_bytes(data.replace(b'"text"', b'"texT"', 1))
+    rep = verify_session(SessionLog(store, "acme", "s", cache=SegmentCache()))
+    assert [f.key for f in rep.problems] == [bad.key]
+    assert "sha256" in rep.problems[0].message
