@@ -183,3 +183,25 @@ def move_text(text: str, is_call: bool) -> str:
     if is_call:
         return "`" + _clip(text, NEXT_CHARS).replace("`", "'") + "`"
     return "\"" + _clip(text, NEXT_CHARS) + "\""
+
+
+# A harness that asks before running a command the agent proposed (aider: "mkdir data" then
+# "Run shell command? (Y)es/(N)o/... [Yes]: n"): a "no" means the command never ran. The
+# agent's text still proposes it, so without this a reader assumes it did.
+_ASK_RE = re.compile(r"^(?P<ask>.*\b(?:Run|Execute)\s+(?:shell\s+)?commands?\?).*:\s*(?P<ans>n|no|s|skip|d)\s*$", re.I)
+DECLINED_CAUSE = "not run: the user answered \"{ans}\" to \"{ask}\""
+
+
+def declined_commands(text: str) -> list[tuple[str, str]]:
+    """(command, cause) for each command a run-this-command prompt in ``text`` was answered no to."""
+    if "ommand" not in text:
+        return []
+    out = []
+    lines = text.splitlines()
+    for i, ln in enumerate(lines[1:], 1):
+        m = _ASK_RE.match(ln.strip())
+        cmd = lines[i - 1].strip()
+        if m is None or not cmd or _ASK_RE.match(cmd) or cmd.endswith("?"):
+            continue
+        out.append((cmd, DECLINED_CAUSE.format(ans=m.group("ans"), ask=_clip(m.group("ask"), 40))))
+    return out

@@ -370,6 +370,10 @@ class _Acc:
                                             result_seq=result_seq, key=key))
         elif not (act.is_test and _FAIL_SUMMARY_RE.search(_test_summary(text) or "")):
             self._note_ok(key, use_seq)
+        for cmd, cause in _failures.declined_commands(text) if text else ():  # proposed, never run
+            self._add_failed(FailedApproach(seq=use_seq, what=_clip(cmd, 200), error=cause, tool_use_id=use.id,
+                                            cause=cause, result_seq=result_seq,
+                                            key=_failures.action_key("", cmd, [], "command")))
         for name, line in error_names(text, out.failed) if text else []:
             self._add_error(ErrorItem(seq=result_seq, name=name, message=line, tool_use_id=use.id))
         if out.failed and result.is_error and not error_names(text, True):

@@ -1,0 +1,83 @@
+"""Failure lines of the structured summary: what was attempted, its cause, what came next, the outcome."""
+
+from __future__ import annotations
+
+from compactor.events import Event, TextBlock, ToolResultBlock, ToolUseBlock
+from compactor.lifting.failures import declined_commands
+from compactor.lifting.lift import lift_state
+from compactor.summarize.structured import ERRORS, render_summary
+
+SANDBOX = "bwrap: loopback: Failed RTM_NEWADDR: Operation not permitted"
+
+
+def _call(seq: int, uid: str, command: str, out: str, failed: bool, **extra: object) -> list[Event]:
+    return [Event(seq=seq, id=f"a{seq}", role="assistant", blocks=[
+                ToolUseBlock(id=uid, name="exec_command", input={"cmd": command, **extra})]),
+            Event(seq=seq + 1, id=f"r{seq}", role="user", blocks=[ToolResultBlock(
+                tool_use_id=uid, content=[TextBlock(text=out)], is_error=failed)])]
+
+
+def _user(seq: int, text: str) -> Event:
+    return Event(seq=seq, id=f"u{seq}", role="user", blocks=[TextBlock(text=text)])
+
+
+def test_a_read_a_rerun_fixed_is_not_hidden_behind_commands_still_failing_with_its_cause() -> None:
+    # a Codex sandbox refuses every command with one line; the read worked when rerun escalated
+    evs = [_user(1, "Help me apply for the grant.")]
+    evs += _call(2, "c1", "sed -n '1,220p' /home/u/.codex/skills/apply-grant/SKILL.md",
+                 f"Exit code: 1\n{SANDBOX}", True)
+    evs += _call(4, "c2", "sed -n '1,220p' /home/u/.codex/skills/apply-grant/SKILL.md", "# apply-grant\n...", False,
+                 sandbox_permissions="require_escalated")
+    evs += _call(6, "c3", "git log --oneline -20", f"Exit code: 1\n{SANDBOX}", True)
+    evs += _call(8, "c4", "git remote -v", f"Exit code: 1\n{SANDBOX}", True)
+    lines = render_summary(lift_state(evs), 3_000).sections[ERRORS]
+    (line,) = [ln for ln in lines if SANDBOX in ln]
+    read = line.split("SKILL.md", 1)[1].split(";", 1)[0]
+    assert "resolved at #4" in read  # the read, with its own outcome
+    assert "`git log --oneline -20` (#6, open)" in line and "`git remote -v` (#8, open)" in line
+    assert "3 calls failed with the same cause" in line
+
+
+def test_an_edit_rejected_three_times_keeps_the_first_cause_and_the_fix() -> None:
+    evs = [_user(1, "Fix the handler.")]
+    for seq, uid, bracket in ((2, "e1", "]"), (4, "e2", ")"), (6, "e3", ")")):
+        evs += [Event(seq=seq, id=f"a{seq}", role="assistant", blocks=[ToolUseBlock(
+                    id=uid, name="str_replace_editor", input={"command": "edit", "path": "/repo/handler.py",
+                                                              "old_str": "x = [1]", "new_str": f"x = [1{bracket}"})]),
+                Event(seq=seq + 1, id=f"r{seq}", role="user", blocks=[ToolResultBlock(tool_use_id=uid, content=[
+                    TextBlock(text=f"Your proposed edit has introduced new syntax error(s).\n"
+                                   f"ERRORS:\n- E999 SyntaxError: unmatched '{bracket}'\n")], is_error=True)])]
+    evs += [Event(seq=8, id="a8", role="assistant", blocks=[ToolUseBlock(
+                id="e4", name="str_replace_editor", input={"command": "edit", "path": "/repo/handler.py",
+                                                         "old_str": "x = [1]", "new_str": "x = [1, 2]"})]),
+            Event(seq=9, id="r9", role="user", blocks=[ToolResultBlock(tool_use_id="e4", content=[
+                TextBlock(text="File updated.")])])]
+    st = lift_state(evs)
+    lines = render_summary(st, 3_000).sections[ERRORS]
+    (line,) = [ln for ln in lines if "×3" in ln]
+    assert "unmatched ']' (#2)" in line and "unmatched ')' (#4, #6)" in line
+    assert "resolved at #8" in line
+    assert line.index("unmatched ']'") < line.index("unmatched ')'")  # the first attempt's cause first
+
+
+def test_commands_the_user_declined_are_failures_that_never_ran() -> None:
+    out = ("Applied edit to scripts/make.py\nCommit abc123 chore: layout\nmkdir data\n"
+           "Run shell command? (Y)es/(N)o/(S)kip all/(D)on't ask again [Yes]: n\nmkdir results\n"
+           "Run shell command? (Y)es/(N)o/(S)kip all/(D)on't ask again [Yes]: n\nmkdir docs\n"
+           "Run shell command? (Y)es/(N)o/(S)kip all/(D)on't ask again [Yes]: y\n")
+    assert [c for c, _ in declined_commands(out)] == ["mkdir data", "mkdir results"]
+    evs = [_user(1, "Create the layout with empty data/ and results/ folders."),
+           Event(seq=2, id="a2", role="assistant", blocks=[
+               TextBlock(text="scripts/make.py\n```bash\nmkdir data\n```"),
+               ToolUseBlock(id="aider-1", name="apply_edit", input={"path": "scripts/make.py"})]),
+           Event(seq=3, id="r3", role="user", blocks=[ToolResultBlock(tool_use_id="aider-1",
+                                                                      content=[TextBlock(text=out)])])]
+    (line,) = render_summary(lift_state(evs), 3_000).sections[ERRORS]
+    assert "`mkdir data`" in line and "`mkdir results`" in line and "mkdir docs" not in line
+    assert "not run" in line and "answered \"n\"" in line
+
+
+def test_a_yes_or_an_unrelated_question_is_not_a_declined_command() -> None:
+    assert declined_commands("Run shell command? (Y)es/(N)o [Yes]: y") == []
+    assert declined_commands("ls\nRun shell command? (Y)es/(N)o [Yes]: y\nok") == []
+    assert declined_commands("Create new file? (Y)es/(N)o [Yes]: n") == []
