@@ -325,8 +325,9 @@ class _Acc:
                 self.todos = list(act.todos)
                 self.todos_seq = use_seq
         elif act.kind == "read" and not out.failed:
-            for p in paths:
-                self._touch(self.files_read, p, use_seq, "read", use.id)
+            for p in paths:  # (what a file read defines: one file's listing only)
+                self._touch(self.files_read, p, use_seq, "read", use.id,
+                            facts=_content.read_facts(p, text) if len(paths) == 1 else [])
         elif act.kind == "change" and not out.failed:
             for p in paths:
                 aider = self._aider_digests if use.name == "apply_edit" else {}
@@ -350,7 +351,8 @@ class _Acc:
                                 act.digests.get(p, ""), act.texts.get(p, ""),
                                 act.facts.get(p, []) if act.facts is not None else None, not act.partial)
                 for p in act.reads:
-                    self._touch(self.files_read, p, use_seq, "read", use.id)
+                    self._touch(self.files_read, p, use_seq, "read", use.id,
+                                facts=_content.read_facts(p, text) if len(act.reads) == 1 and not act.paths else [])
             if act.is_test and use.id not in self._test_ids:
                 self._test_ids.add(use.id)
                 summary = _test_summary(text)

@@ -42,7 +42,7 @@ from compactor.lifting.narrative import (
     select_reports,
 )
 from compactor.summarize.failure_lines import build_failure_lines, code as _code, one_line as _one_line
-from compactor.summarize.file_details import ARTIFACT_SHARE, file_details
+from compactor.summarize.file_details import ARTIFACT_SHARE, file_details, read_details
 from compactor.tokens import count_text
 
 GOAL = "Goal"
@@ -100,6 +100,7 @@ SHORT_QUOTE_CHARS = 600
 # Drop tiers, least valuable first. Within a tier the oldest item goes first.
 _TIER_COMMAND_OK = 10
 _TIER_FILE_READ = 20
+_TIER_READ_DETAIL = 36  # a file read and what it defines (within READ_SHARE): after the reasons
 _TIER_QUOTED_CONSTRAINT = 25  # a duplicate: also verbatim inside a request shown in full
 _TIER_DECISION = 30
 _TIER_REASON = 35
@@ -311,10 +312,13 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
             doc.add(FILES_CHANGED, details[f.path], tier, f.seq, detail=True)
 
     changed = {f.path for f in state.files_changed}
-    for f in state.files_read:
-        if f.path in changed:
-            continue
-        doc.add(FILES_READ, f"- {f.path}", _TIER_FILE_READ, f.seq)
+    read_only = [f for f in state.files_read if f.path not in changed]
+    read_facts = read_details(read_only, budget)
+    for f in read_only:
+        if read_facts.get(f.path):  # what it defines is what the work built on: kept with its line
+            doc.add(FILES_READ, f"- {f.path}\n{read_facts[f.path]}", _TIER_READ_DETAIL, f.seq)
+        else:
+            doc.add(FILES_READ, f"- {f.path}", _TIER_FILE_READ, f.seq)
 
     # Commands: one line per distinct command, showing the latest run.
     latest_by_cmd: dict[str, int] = {}
