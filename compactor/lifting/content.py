@@ -227,7 +227,8 @@ def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
     if title and title.group(1).strip():
         found.append((0, -1, "title: " + _flat(title.group(1).strip())))
     if path.lower().endswith((".html", ".htm")):
-        found += html_facts(text)
+        found += [f for f in html_facts(text)  # (a page whose one heading is its title: said once)
+                  if not (title and f[2] == "sections: " + _flat(title.group(1).strip(), SECTION_CHARS))]
     for m in _IDS.finditer(text):
         found.append((1, m.start(), "id " + (m.group(1) or m.group(2))))
 

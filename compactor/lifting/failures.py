@@ -23,6 +23,7 @@ from typing import Sequence
 
 CAUSE_LINES = 2
 CAUSE_LINE_CHARS = 120
+ONE_CAUSE_CHARS = 200
 NEXT_CHARS = 80
 
 _NOISE_PREFIXES = ("Chunk ID", "Wall time", "Process exited", "Exit code", "Original token count",
@@ -108,8 +109,23 @@ def failure_cause(text: str, max_lines: int = CAUSE_LINES) -> str:
         opening = _clip(head, CAUSE_LINE_CHARS) + " … " if head and head not in heads else ""
         if head:
             heads.add(head)
-        out.append(opening + _clip(s, CAUSE_LINE_CHARS))
-    return " / ".join(out)
+        # one cause alone may say its distinctive end (``... missing: PixelRepresentation``)
+        out.append(opening + _clip(s, CAUSE_LINE_CHARS if len(best) > 1 else ONE_CAUSE_CHARS))
+    frame = _raising_frame(lines, best[-1][1]) if "File \"" in text else ""
+    return " / ".join(out) + (f" (raised at {frame})" if frame else "")
+
+
+_FRAME_RE = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
+
+
+def _raising_frame(lines: list[str], cause_at: int) -> str:
+    """``path:line in function`` of a Python traceback's innermost frame above the cause line."""
+    for ln in reversed(lines[max(0, cause_at - 12):cause_at]):
+        m = _FRAME_RE.match(ln)
+        if m:
+            fn = "" if m.group(3) == "<module>" else f" in {m.group(3)}"
+            return f"{m.group(1)}:{m.group(2)}{fn}"
+    return ""
 
 
 _CD_PREFIX_RE = re.compile(r"^\s*(?:cd\s+\S+\s*(?:&&|;)\s*)+")

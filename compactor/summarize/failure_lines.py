@@ -25,6 +25,8 @@ TIER_FAILED_FIXED = 66  # a failure fixed by changing files: what failed, why, a
 TIER_FAILED_APPROACH = 60
 TIER_FAILED_OPEN = 70  # a failure nothing fixed yet: the next agent meets it again
 
+CAUSE_CHARS = 300
+"""A cause as the lifter kept it (its telling line(s) and where a traceback raised it), clipped to this."""
 MAX_ACTIONS = 4
 """Actions named on one shared-cause line; the rest are counted."""
 MAX_CAUSES = 3
@@ -89,7 +91,7 @@ def failure_line(fa: FailedApproach, files: list[FileRef] | None = None) -> tupl
     status, tier = _status(fa, files)
     cause = fa.cause or fa.error
     line = f"- #{fa.seq} {code(fa.what, 120)} → failed" + (f", {status}" if status else "") + (
-        f": {one_line(cause, 200)}" if cause else ": no error text in the output")
+        f": {one_line(cause, CAUSE_CHARS)}" if cause else ": no error text in the output")
     return line + _next(fa, files), tier
 
 
@@ -137,7 +139,7 @@ def _shared_cause_line(actions: list[list[FailedApproach]], cause: str, files: l
     first = min(fa.seq for a in actions for fa in a)
     last = max((fa for a in actions for fa in a), key=lambda fa: fa.seq)
     line = (f"- #{first} {n_runs} calls failed with the same cause: " + "; ".join(named)
-            + f" → {one_line(cause, 200)}")
+            + f" → {one_line(cause, CAUSE_CHARS)}")
     return line + _next(last, files), tier
 
 
