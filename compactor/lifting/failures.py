@@ -122,6 +122,8 @@ def _raising_frame(lines: list[str], cause_at: int) -> str:
     """``path:line in function`` of a Python traceback's innermost frame above the cause line."""
     for ln in reversed(lines[max(0, cause_at - 12):cause_at]):
         m = _FRAME_RE.match(ln)
+        if m and m.group(1).startswith("<"):  # ``python -c`` / stdin: no file to name
+            return ""
         if m:
             fn = "" if m.group(3) == "<module>" else f" in {m.group(3)}"
             return f"{m.group(1)}:{m.group(2)}{fn}"
@@ -221,3 +223,30 @@ def declined_commands(text: str) -> list[tuple[str, str]]:
             continue
         out.append((cmd, DECLINED_CAUSE.format(ans=m.group("ans"), ask=_clip(m.group("ask"), 40))))
     return out
+
+
+# What an install brought in ("which extra dependency had to be installed", "did `pip install -e
+# .[dev]` hit a problem"): an install that worked is how the environment got where it is.
+_INSTALL_RE = re.compile(r"(?:^|[;&|(]\s*|\bsudo\s+)(?:python3?\s+-m\s+)?(?:pip3?|uv\s+pip|uv|npm|pnpm|yarn|bun|"
+                         r"apt(?:-get)?|brew|cargo|gem|poetry|conda)\s+(?:\S+\s+)*?(?:install|add|i)\b", re.M)
+_INSTALLED_RE = re.compile(r"^\s*(?:Successfully installed .+|added \d+ packages?.*|Setting up \S+.*|"
+                           r"Requirement already satisfied: \S+)$", re.M)
+_INSTALL_PROBLEM_RE = re.compile(r"^\s*(?:ERROR|WARNING|npm (?:ERR!|WARN)|E:|error)\b[:\s].*$", re.M)
+INSTALL_DETAIL_CHARS = 160
+
+
+def is_install(command: str) -> bool:
+    return bool(_INSTALL_RE.search(command))
+
+
+def install_outcome(text: str) -> str:
+    """What an install reported: the packages it installed (its last such line) and its first
+    warning or error line, `` · ``-joined; "" when it said neither."""
+    parts = []
+    done = _INSTALLED_RE.findall(text)
+    if done:
+        parts.append(_clip(done[-1], INSTALL_DETAIL_CHARS // 2 if len(done) > 1 else INSTALL_DETAIL_CHARS))
+    problem = _INSTALL_PROBLEM_RE.search(text)
+    if problem:
+        parts.append(_clip(problem.group(0), INSTALL_DETAIL_CHARS // 2))
+    return " · ".join(parts)

@@ -342,9 +342,10 @@ class _Acc:
             if use.id not in self._command_ids:
                 self._command_ids.add(use.id)
                 status: CommandStatus = "failed" if out.failed else "ok"
+                detail = _failures.install_outcome(text) if text and _failures.is_install(act.command) else ""
                 self.commands.append(Command(seq=use_seq, command=act.command, tool=act.tool,
                                              tool_use_id=use.id, exit_code=out.exit_code,
-                                             status=status, result_seq=result_seq))
+                                             status=status, result_seq=result_seq, detail=detail))
             if not out.failed:
                 for p in act.paths:
                     self._touch(self.files_changed, p, use_seq, act.shell_ops.get(p, "shell"), use.id,

@@ -70,6 +70,7 @@ class Command(_Item):
     exit_code: int | None = None
     status: CommandStatus = "unknown"
     result_seq: int | None = Field(default=None, description="Seq of the result, if any.")
+    detail: str = Field(default="", description="An install's outcome: what it installed, its first warning or error.")
 
 
 TestStatus = Literal["passed", "failed", "unknown"]

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
+from compactor.lifting.failures import is_install
 from compactor.lifting.lift import LastAction, LiftedState, Request
 from compactor.lifting.narrative import (
     REPORT_SHARE,
@@ -111,6 +112,7 @@ _TIER_MIDDLE_REQUEST = 40
 _TIER_COMMAND_FAILED = 50
 _TIER_COMMAND_RECENT_OK = 46  # one of the newest commands that worked
 _RECENT_OK_COMMANDS = 4
+_TIER_INSTALL = 44  # an install that worked (what it brought in): how the environment got where it is
 _TIER_ARTIFACT = 55
 _TIER_ERROR_RESOLVED = 62  # an error name whose failures were all fixed
 _TIER_OLD_TEST = 65
@@ -338,8 +340,10 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
             outcome = {"ok": "ok", "failed": "failed", "unknown": "no exit status recorded"}[c.status]
         times = f" ×{counts[c.command]}" if counts[c.command] > 1 else ""
         tier = (_TIER_COMMAND_FAILED if c.status == "failed"
-                else _TIER_COMMAND_RECENT_OK if i in recent_ok else _TIER_COMMAND_OK)
-        doc.add(COMMANDS, f"- #{c.seq} {_code(c.command)} → {outcome}{times}", tier, c.seq)
+                else _TIER_COMMAND_RECENT_OK if i in recent_ok
+                else _TIER_INSTALL if c.detail or is_install(c.command) else _TIER_COMMAND_OK)
+        detail = f": {c.detail}" if c.detail else ""
+        doc.add(COMMANDS, f"- #{c.seq} {_code(c.command)} → {outcome}{times}{detail}", tier, c.seq)
 
     last_test_by_cmd: dict[str, int] = {}
     for i, t in enumerate(state.tests):

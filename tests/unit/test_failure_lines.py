@@ -81,3 +81,25 @@ def test_a_yes_or_an_unrelated_question_is_not_a_declined_command() -> None:
     assert declined_commands("Run shell command? (Y)es/(N)o [Yes]: y") == []
     assert declined_commands("ls\nRun shell command? (Y)es/(N)o [Yes]: y\nok") == []
     assert declined_commands("Create new file? (Y)es/(N)o [Yes]: n") == []
+
+
+def test_an_install_says_what_it_brought_in_and_its_warning_and_outlives_other_listings() -> None:
+    from compactor.summarize.structured import COMMANDS
+
+    pip_out = ("Requirement already satisfied: pytest in /env/lib (8.3.3)\nSuccessfully installed marshmallow-3.13.0\n"
+               "WARNING: Running pip as the 'root' user can result in broken permissions\n")
+    evs = [_user(1, "Reproduce the rounding bug.")]
+    evs += _call(2, "i1", "pip install -e .[dev]", pip_out, False)
+    evs += _call(4, "i2", "pip3 install -q --upgrade yt-dlp 2>&1 | tail -5",
+                 "error: externally-managed-environment\n", False)
+    for k in range(6, 30, 2):  # later listings that worked
+        evs += _call(k, f"l{k}", f"ls -la dir{k}", "total 0", False)
+    st = lift_state(evs)
+    lines = render_summary(st, 100_000).sections[COMMANDS]
+    (dev,) = [ln for ln in lines if ".[dev]" in ln]
+    assert "Successfully installed marshmallow-3.13.0" in dev and "WARNING: Running pip as the 'root' user" in dev
+    (yt,) = [ln for ln in lines if "yt-dlp" in ln]
+    assert "error: externally-managed-environment" in yt  # exit 0 through the pipe, yet it did not install
+    small = render_summary(st, 260)
+    assert any(".[dev]" in ln for ln in small.sections.get(COMMANDS, []))
+    assert not any("ls -la dir6" in ln for ln in small.sections.get(COMMANDS, []))
