@@ -250,3 +250,23 @@ def install_outcome(text: str) -> str:
     if problem:
         parts.append(_clip(problem.group(0), INSTALL_DETAIL_CHARS // 2))
     return " · ".join(parts)
+
+
+# A run that exits 0 yet reports it got nothing ("DONE: 0/49 transcripts extracted", "0 of 12
+# succeeded"): the batch failed, and the next agent must not read "ok" as done.
+_ZERO_TALLY_RE = re.compile(r"(?<![\d./])0\s*(?:/|of|out of)\s*[1-9]\d*\b(?![./]\d)", re.I)
+_HARNESS_NOTE_RE = re.compile(r"^\s*(?:\[(?:Showing|Output|Truncated)|\(Open file|\(Current directory|bash-\$)", re.I)
+TALLY_TAIL_LINES = 4
+_BAD_COUNTED_RE = re.compile(r"(?i)fail|error|\berr|skip|warn|miss|broken|problem|issue|leak|vuln|regress|invalid|bad")
+
+
+def zero_tally(text: str) -> str:
+    """The closing line of an output that reports zero successes out of N, or ""."""
+    if "0" not in text:
+        return ""
+    tail = [ln.strip() for ln in text[-2000:].splitlines() if ln.strip() and not _HARNESS_NOTE_RE.match(ln)]
+    for ln in reversed(tail[-TALLY_TAIL_LINES:]):
+        m = _ZERO_TALLY_RE.search(ln)
+        if m and _LETTERS_RE.search(ln) and not _BAD_COUNTED_RE.search(ln[m.end():m.end() + 30]):
+            return _clip(ln, CAUSE_LINE_CHARS)
+    return ""

@@ -371,6 +371,11 @@ class _Acc:
                                             error=out.error_line, tool_use_id=use.id,
                                             cause=_failures.failure_cause(text) if text else "",
                                             result_seq=result_seq, key=key))
+        elif act.command and text and (tally := _failures.zero_tally(text)):  # exit 0, nothing done
+            cause = _failures.failure_cause(text, 1)
+            self._add_failed(FailedApproach(seq=use_seq, what=_clip(act.command, 200), error=tally,
+                                            tool_use_id=use.id, result_seq=result_seq, key=key,
+                                            cause=tally + (f" / {cause}" if cause and cause != tally else "")))
         elif not (act.is_test and _FAIL_SUMMARY_RE.search(_test_summary(text) or "")):
             self._note_ok(key, use_seq)
         for cmd, cause in _failures.declined_commands(text) if text else ():  # proposed, never run

@@ -103,3 +103,19 @@ def test_an_install_says_what_it_brought_in_and_its_warning_and_outlives_other_l
     small = render_summary(st, 260)
     assert any(".[dev]" in ln for ln in small.sections.get(COMMANDS, []))
     assert not any("ls -la dir6" in ln for ln in small.sections.get(COMMANDS, []))
+
+
+def test_a_batch_that_exits_0_but_got_nothing_is_a_failure_with_its_cause_and_the_agents_next_move() -> None:
+    from compactor.lifting.failures import zero_tally
+
+    out = ("[1/3] abc...\n  ERROR: Could not retrieve a transcript\nYouTube is blocking requests from your IP.\n"
+           "[2/3] def...\n  ERROR: Could not retrieve a transcript\n[3/3] ghi...\n  ERROR: Could not retrieve\n\n"
+           "DONE: 0/3 transcripts extracted\n\n[Showing lines 1-9 of 9]")
+    evs = [_user(1, "Get the transcripts of the three videos.")]
+    evs += _call(2, "b1", "cd /tmp && python3 fetch_all.py", out, False)
+    evs += [Event(seq=4, id="a4", role="assistant", blocks=[TextBlock(text="The API IP is blocked; switching to the browser session.")])]
+    (line,) = render_summary(lift_state(evs), 3_000).sections[ERRORS]
+    assert "`cd /tmp && python3 fetch_all.py` → failed" in line and "DONE: 0/3 transcripts extracted" in line
+    assert "switching to the browser session" in line
+    assert zero_tally("collected 12 items\n0/12 failed\n") == ""  # zero failures is a success
+    assert zero_tally("DONE: 10/49 transcripts extracted") == ""
