@@ -24,7 +24,10 @@ from typing import Sequence
 CAUSE_LINES = 2
 CAUSE_LINE_CHARS = 120
 ONE_CAUSE_CHARS = 200
-NEXT_CHARS = 80
+NEXT_CHARS = 150
+NEXT_CALL_CHARS = 80
+"""The agent's next move after a failure: its opening sentences up to this many characters (the first
+often only restates the error; the second says what it does about it)."""
 
 _NOISE_PREFIXES = ("Chunk ID", "Wall time", "Process exited", "Exit code", "Original token count",
                    "Output:", "Command exited", "Process running", "Total output lines",
@@ -199,7 +202,7 @@ def first_after(seqs: Sequence[int], after: int) -> int | None:
 def move_text(text: str, is_call: bool) -> str:
     """How an agent's next move reads in a summary: a call in backticks, a sentence quoted."""
     if is_call:
-        return "`" + _clip(text, NEXT_CHARS).replace("`", "'") + "`"
+        return "`" + _clip(text, NEXT_CALL_CHARS).replace("`", "'") + "`"
     return "\"" + _clip(text, NEXT_CHARS) + "\""
 
 
@@ -270,3 +273,35 @@ def zero_tally(text: str) -> str:
         if m and _LETTERS_RE.search(ln) and not _BAD_COUNTED_RE.search(ln[m.end():m.end() + 30]):
             return _clip(ln, CAUSE_LINE_CHARS)
     return ""
+
+
+# A non-shell tool (a browser, an eval) that reports its error as its whole answer without
+# flagging it ("EVAL ERROR: Invalid or unexpected token at line undefined"): a failure.
+_ERROR_ANSWER_RE = re.compile(r"^(?:[A-Z][A-Z _-]{0,24} )?ERROR\b\s*[:\-]\s*\S|^(?:[A-Z]\w*)?(?:Error|Exception):\s+\S")
+ERROR_ANSWER_CHARS = 400
+
+
+def error_only_result(text: str) -> str:
+    """The error line when a short result (<= 3 lines, ``ERROR_ANSWER_CHARS``) opens with one, else ""."""
+    if not text or len(text) > ERROR_ANSWER_CHARS:
+        return ""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines or len(lines) > 3 or not _ERROR_ANSWER_RE.match(lines[0]):
+        return ""
+    return _clip(lines[0], CAUSE_LINE_CHARS)
+
+
+def next_words(sentences: Sequence[str]) -> str:
+    """The agent's words after a failure: from its first sentence of 12+ characters, whole sentences
+    while they fit in ``NEXT_CHARS`` (at least the first)."""
+    out: list[str] = []
+    n = 0
+    for sent in sentences:
+        sent = sent.strip()
+        if not out and len(sent) < 12:
+            continue
+        if out and n + len(sent) + 1 > NEXT_CHARS:
+            break
+        out.append(sent)
+        n += len(sent) + 1
+    return " ".join(out)

@@ -202,7 +202,7 @@ class _Acc:
         if not e.tool_uses and e.seq > self._last_seq:
             first = next((s for s in sentences if len(s) >= 12), sentences[0] if sentences else "")
             self._last, self._last_seq, self._last_out = ("reply", e.seq, first), e.seq, None
-        self.note_move(e.seq, next((s for s in sentences if len(s) >= 12), ""), False)
+        self.note_move(e.seq, _failures.next_words(sentences), False)
 
     def _text_actions(self, e: Event) -> None:
         """Aider writes its actions as text: 'Applied edit to X', '> Running cmd'."""
@@ -308,6 +308,8 @@ class _Acc:
         out = _outcome(result)
         if out.failed and not result.is_error and no_match(act.command, out):
             out = out.model_copy(update={"failed": False, "error_line": ""})  # "grep found nothing"
+        elif not out.failed and act.command is None and (err := _failures.error_only_result(out.text)):
+            out = out.model_copy(update={"failed": True, "error_line": err})  # a tool that answers with an error
         self._last_result(use.id, out, result_seq)
         text = out.text
         m = _SWE_OPEN_FILE_RE.search(text[-600:]) if text else None

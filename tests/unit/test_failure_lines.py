@@ -119,3 +119,16 @@ def test_a_batch_that_exits_0_but_got_nothing_is_a_failure_with_its_cause_and_th
     assert "switching to the browser session" in line
     assert zero_tally("collected 12 items\n0/12 failed\n") == ""  # zero failures is a success
     assert zero_tally("DONE: 10/49 transcripts extracted") == ""
+
+
+def test_a_tool_answering_with_an_error_failed_and_the_agents_next_words_say_what_it_does_about_it() -> None:
+    evs = [_user(1, "Build the comparison page.")]
+    evs += [Event(seq=2, id="a2", role="assistant", blocks=[ToolUseBlock(id="b1", name="browser", input={
+                "action": "run", "code": "eval(script.textContent)"})]),
+            Event(seq=3, id="r3", role="user", blocks=[ToolResultBlock(tool_use_id="b1", content=[
+                TextBlock(text="EVAL ERROR: Invalid or unexpected token at line undefined")])]),
+            Event(seq=4, id="a4", role="assistant", blocks=[TextBlock(
+                text="There is a JS parse error. I will rewrite the page with the data separated from the code.")])]
+    (line,) = render_summary(lift_state(evs), 3_000).sections[ERRORS]
+    assert "→ failed" in line and "EVAL ERROR: Invalid or unexpected token" in line
+    assert "rewrite the page with the data separated from the code" in line  # the second sentence too
