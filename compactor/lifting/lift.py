@@ -154,8 +154,9 @@ class _Acc:
         # action key -> seqs of successful runs, and the agent's moves (seq, text, is_call):
         # what resolves a failure and what came next, looked up when the state is built
         self._ok_runs: dict[str, list[int]] = {}
+        soft = {f.tool_use_id for f in p.failed_approaches if f.tool_use_id}  # exit 0, nothing done (0/49)
         for c in p.commands:
-            if c.status == "ok":
+            if c.status == "ok" and c.tool_use_id not in soft:
                 self._ok_runs.setdefault(_failures.action_key("", c.command, ()), []).append(c.seq)
         self._moves: list[tuple[int, str, bool]] = []
 
