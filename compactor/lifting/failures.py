@@ -305,3 +305,24 @@ def next_words(sentences: Sequence[str]) -> str:
         out.append(sent)
         n += len(sent) + 1
     return " ".join(out)
+
+
+# A fetch that worked but returned part of what was asked ("restricted":true, "hasMore":true,
+# "truncated": true): the limitation the next agent meets again, in the response's own fields.
+_PARTIAL_FLAG_RE = re.compile(r'"(?:restricted|truncated|partial|hasMore|has_more|is_truncated)"\s*:\s*true')
+_JSON_SCALARS_RE = re.compile(r'(?:"\w+"\s*:\s*(?:true|false|null|-?\d+(?:\.\d+)?)\s*,?\s*){2,}')
+PARTIAL_TAIL_CHARS = 600
+_SIZE_CAP_RE = re.compile(r'"(?:maxChars|max_chars|maxBytes|max_bytes|maxTokens|max_tokens|totalChars|total_chars)"')
+
+
+def partial_result(text: str) -> str:
+    """``partial: "restricted":true,"maxChars":8000,"totalChars":20526,...`` when a result's closing
+    fields say it holds only part of the answer; "" otherwise."""
+    tail = text[-PARTIAL_TAIL_CHARS:]
+    flag = _PARTIAL_FLAG_RE.search(tail)
+    if flag is None:
+        return ""
+    around = next((m.group(0) for m in _JSON_SCALARS_RE.finditer(tail) if m.start() <= flag.start() < m.end()), "")
+    if "more" in flag.group(0).lower() and not _SIZE_CAP_RE.search(around):
+        return ""  # more search results to page through: not a cut answer
+    return "partial: " + _clip((around or flag.group(0)).strip().rstrip(","), CAUSE_LINE_CHARS)

@@ -345,7 +345,8 @@ class _Acc:
             if use.id not in self._command_ids:
                 self._command_ids.add(use.id)
                 status: CommandStatus = "failed" if out.failed else "ok"
-                detail = _failures.install_outcome(text) if text and _failures.is_install(act.command) else ""
+                detail = ((_failures.install_outcome(text) if _failures.is_install(act.command)
+                           else _failures.partial_result(text)) if text else "")
                 self.commands.append(Command(seq=use_seq, command=act.command, tool=act.tool,
                                              tool_use_id=use.id, exit_code=out.exit_code,
                                              status=status, result_seq=result_seq, detail=detail))

@@ -70,7 +70,8 @@ class Command(_Item):
     exit_code: int | None = None
     status: CommandStatus = "unknown"
     result_seq: int | None = Field(default=None, description="Seq of the result, if any.")
-    detail: str = Field(default="", description="An install's outcome: what it installed, its first warning or error.")
+    detail: str = Field(default="", description="An install's outcome (what it installed, its first warning or error), or "
+                        "'partial: ...' when a fetch's response says it holds part of the answer.")
 
 
 TestStatus = Literal["passed", "failed", "unknown"]

@@ -132,3 +132,18 @@ def test_a_tool_answering_with_an_error_failed_and_the_agents_next_words_say_wha
     (line,) = render_summary(lift_state(evs), 3_000).sections[ERRORS]
     assert "→ failed" in line and "EVAL ERROR: Invalid or unexpected token" in line
     assert "rewrite the page with the data separated from the code" in line  # the second sentence too
+
+
+def test_a_fetch_whose_response_says_it_was_cut_says_so_and_paging_search_results_do_not() -> None:
+    from compactor.lifting.failures import partial_result
+    from compactor.summarize.structured import COMMANDS
+
+    article = '{"id":"a1","content":"' + "words " * 300 + '","restricted":true,"offset":0,"maxChars":8000,' \
+              '"totalChars":20526,"nextOffset":8000,"hasMore":true}\n[result-id: r12]'
+    search = '{"results":[{"id":1}],"totalFound":144,"totalMatched":144,"hasMore":true}'
+    assert partial_result(search) == ""
+    evs = [_user(1, "Dig into the articles on gap 1.")]
+    evs += _call(2, "f1", 'curl -s "$API/archives/bc41"', article, False)
+    (line,) = render_summary(lift_state(evs), 3_000).sections[COMMANDS]
+    assert line.endswith('→ ok: partial: "restricted":true,"offset":0,"maxChars":8000,"totalChars":20526,'
+                         '"nextOffset":8000,"hasMore":true')
