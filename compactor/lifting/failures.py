@@ -129,7 +129,8 @@ def _raising_frame(lines: list[str], cause_at: int) -> str:
             return ""
         if m:
             fn = "" if m.group(3) == "<module>" else f" in {m.group(3)}"
-            return f"{m.group(1)}:{m.group(2)}{fn}"
+            # the file name (prose, and short): its full path is in the traceback and the files lists
+            return f"{m.group(1).rsplit('/', 1)[-1]}:{m.group(2)}{fn}"
     return ""
 
 

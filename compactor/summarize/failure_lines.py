@@ -29,6 +29,7 @@ CAUSE_CHARS = 300
 """A cause as the lifter kept it (its telling line(s) and where a traceback raised it), clipped to this."""
 NEXT_CHARS = 170
 """The agent's next move as the lifter kept it (``failures.NEXT_CHARS`` of its words, its seq)."""
+RESOLVED_NEXT_CHARS = 100
 MAX_ACTIONS = 4
 """Actions named on one shared-cause line; the rest are counted."""
 MAX_CAUSES = 3
@@ -80,7 +81,8 @@ def _status(fa: FailedApproach, files: list[FileRef]) -> tuple[str, int]:
 def _next(fa: FailedApproach, files: list[FileRef]) -> str:
     # (the fix said it already when it names the file)
     if fa.next and not (fa.resolved_at is not None and _names_fixed_file(fa.next, files, fa)):
-        return f"; next: {one_line(fa.next, NEXT_CHARS)}"
+        # (a resolved failure's outcome is said; its next move is history: shorter)
+        return f"; next: {one_line(fa.next, NEXT_CHARS if fa.resolved_at is None else RESOLVED_NEXT_CHARS)}"
     return ""
 
 

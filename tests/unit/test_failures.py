@@ -20,7 +20,7 @@ def test_cause_of_a_traceback_is_its_last_line_and_where_it_was_raised() -> None
            "the dataset: PixelRepresentation\n")
     cause = failure_cause(out)
     assert cause.endswith("missing from the dataset: PixelRepresentation "
-                          "(raised at /repo/pkg/handlers/numpy_handler.py:293 in get_pixeldata)")
+                          "(raised at numpy_handler.py:293 in get_pixeldata)")
 
 
 def test_compiler_error_keeps_its_location() -> None:
