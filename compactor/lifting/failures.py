@@ -327,3 +327,35 @@ def partial_result(text: str) -> str:
     if "more" in flag.group(0).lower() and not _SIZE_CAP_RE.search(around):
         return ""  # more search results to page through: not a cut answer
     return "partial: " + _clip((around or flag.group(0)).strip().rstrip(","), CAUSE_LINE_CHARS)
+
+
+# How a rerun differed from the call that failed ("rerun with sandbox_permissions=require_escalated"):
+# the same command can work the second time because a parameter beside it changed.
+_BODY_KEYS = frozenset({"cmd", "command", "content", "file_text", "contents", "new_content", "text", "code",
+                        "old_str", "new_str", "old_string", "new_string", "edits", "patch", "input", "script",
+                        "justification", "description"})
+PARAM_CHARS = 40
+MAX_PARAMS = 8
+
+
+def call_params(inp: object) -> dict[str, str]:
+    """A call's short scalar parameters beside its command or body (``workdir``, ``timeout``,
+    ``sandbox_permissions``), values as text, to compare a rerun with the call that failed."""
+    if not isinstance(inp, dict):
+        return {}
+    out: dict[str, str] = {}
+    for k, v in inp.items():
+        if k in _BODY_KEYS or len(out) >= MAX_PARAMS:
+            continue
+        if isinstance(v, list) and len(v) <= 4 and all(isinstance(x, (str, int, float, bool)) for x in v):
+            v = "[" + ", ".join(str(x) for x in v) + "]"
+        if isinstance(v, (str, int, float, bool)) and len(str(v)) <= 2 * PARAM_CHARS:
+            out[str(k)] = _clip(str(v), PARAM_CHARS)
+    return out
+
+
+def param_diff(failed: dict[str, str], rerun: dict[str, str]) -> str:
+    """``sandbox_permissions=require_escalated, timeout=600``: what the rerun set differently ("" if nothing)."""
+    changed = [f"{k}={v}" for k, v in rerun.items() if failed.get(k) != v]
+    changed += [f"no {k}" for k in failed if k not in rerun]
+    return ", ".join(changed[:4])

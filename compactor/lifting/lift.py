@@ -159,6 +159,7 @@ class _Acc:
             if c.status == "ok" and c.tool_use_id not in soft:
                 self._ok_runs.setdefault(_failures.action_key("", c.command, ()), []).append(c.seq)
         self._moves: list[tuple[int, str, bool]] = []
+        self._ok_params: dict[tuple[str, int], dict[str, str]] = {}  # (key, seq) of a run that worked -> its params
 
     # requests ---------------------------------------------------------------------------
     def add_request(self, e: Event) -> None:
@@ -287,6 +288,9 @@ class _Acc:
                 if suite:  # a later passing run of the whole suite covers the subset that failed
                     runs = sorted([*runs, *self._ok_runs.get(suite, ())])
                 upd["resolved_at"] = _failures.first_after(runs, f.seq)
+                rerun = self._ok_params.get((f.key, upd["resolved_at"] or -1))
+                if rerun is not None and f.params is not None:
+                    upd["fixed_by"] = _failures.param_diff(f.params, rerun)
             out.append(f.model_copy(update=upd) if upd else f)
         return out
 
@@ -374,7 +378,8 @@ class _Acc:
             self._add_failed(FailedApproach(seq=use_seq, what=_clip(what, 200),
                                             error=out.error_line, tool_use_id=use.id,
                                             cause=_failures.failure_cause(text) if text else "",
-                                            result_seq=result_seq, key=key))
+                                            result_seq=result_seq, key=key,
+                                            params=_failures.call_params(use.input)))
         elif act.command and text and (tally := _failures.zero_tally(text)):  # exit 0, nothing done
             cause = _failures.failure_cause(text, 1)
             self._add_failed(FailedApproach(seq=use_seq, what=_clip(act.command, 200), error=tally,
@@ -382,6 +387,8 @@ class _Acc:
                                             cause=tally + (f" / {cause}" if cause and cause != tally else "")))
         elif not (act.is_test and _FAIL_SUMMARY_RE.search(_test_summary(text) or "")):
             self._note_ok(key, use_seq)
+            if key:
+                self._ok_params[(key, use_seq)] = _failures.call_params(use.input)
         for cmd, cause in _failures.declined_commands(text) if text else ():  # proposed, never run
             self._add_failed(FailedApproach(seq=use_seq, what=_clip(cmd, 200), error=cause, tool_use_id=use.id,
                                             cause=cause, result_seq=result_seq,

@@ -67,7 +67,7 @@ def _names_fixed_file(text: str, files: list[FileRef], fa: FailedApproach) -> bo
 def _status(fa: FailedApproach, files: list[FileRef]) -> tuple[str, int]:
     """(``resolved at #N after changing …`` / ``failed again at #N`` / ``still open …``, tier)."""
     if fa.resolved_at is not None:
-        fix = _fixed_by(fa, files)
+        fix = (f" (rerun with {fa.fixed_by})" if fa.fixed_by else "") + _fixed_by(fa, files)
         # a failure that changes to files fixed (the bug the session is about) says more than
         # one a plain retry fixed (a rejected edit, a wrong directory)
         return f"resolved at #{fa.resolved_at}{fix}", TIER_FAILED_FIXED if fix else TIER_FAILED_RESOLVED

@@ -33,7 +33,7 @@ def test_a_read_a_rerun_fixed_is_not_hidden_behind_commands_still_failing_with_i
     lines = render_summary(lift_state(evs), 3_000).sections[ERRORS]
     (line,) = [ln for ln in lines if SANDBOX in ln]
     read = line.split("SKILL.md", 1)[1].split(";", 1)[0]
-    assert "resolved at #4" in read  # the read, with its own outcome
+    assert "resolved at #4 (rerun with sandbox_permissions=require_escalated)" in read  # its own outcome and fix
     assert "`git log --oneline -20` (#6, open)" in line and "`git remote -v` (#8, open)" in line
     assert "3 calls failed with the same cause" in line
 
