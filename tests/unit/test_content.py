@@ -253,3 +253,24 @@ def test_a_file_read_says_what_it_defines_and_the_summary_shows_it() -> None:
     assert not any(x.startswith("if ") for x in f.facts)  # a branch is what an edit added, not a read
     text = render_summary(st, 3_000).text
     assert "- setup.py\n  defines: imports: setuptools · EXTRAS_REQUIRE = " in text
+
+
+def test_a_file_written_after_words_that_name_no_file_takes_those_words_as_its_note() -> None:
+    def write(seq: int, uid: str, words: str, path: str) -> list[Event]:
+        return [Event(seq=seq, id=f"a{seq}", role="assistant", blocks=[
+                    TextBlock(text=words), ToolUseBlock(id=uid, name="write", input={"path": path, "content": "x = 1\n"})]),
+                Event(seq=seq + 1, id=f"r{seq}", role="user", blocks=[ToolResultBlock(tool_use_id=uid, content=[
+                    TextBlock(text="ok")])])]
+
+    evs = [Event(seq=1, id="u1", role="user", blocks=[TextBlock(text="Get all the transcripts.")])]
+    evs += write(2, "w1", "10/10 성공. 전체 50개 영상 트랜스크립트 배치 추출합니다.", "/tmp/fetch_all.py")
+    evs += write(4, "w2", "Empty folder. Let me build it.", "/tmp/index.html")
+    evs += write(6, "w3", "Blocked by the API. Switching to a fetcher that routes requests through the tor proxy.",
+                 "/tmp/tor_fetch.py")
+    notes = {f.path: f.note for f in lift_state(evs).files_changed}
+    assert notes["/tmp/fetch_all.py"] == "10/10 성공. 전체 50개 영상 트랜스크립트 배치 추출합니다."
+    assert notes["/tmp/index.html"] == ""  # says nothing of what the file does
+    assert notes["/tmp/tor_fetch.py"].startswith("Blocked by the API. Switching to a fetcher")
+    for cut in (5, 6):  # (6: the words and the call before the checkpoint, the result after it)
+        half = lift_state(evs[:cut])
+        assert {f.path: f.note for f in lift_state(evs[cut:], prev=half).files_changed} == notes  # folds
