@@ -274,3 +274,17 @@ def test_a_file_written_after_words_that_name_no_file_takes_those_words_as_its_n
     for cut in (5, 6):  # (6: the words and the call before the checkpoint, the result after it)
         half = lift_state(evs[:cut])
         assert {f.path: f.note for f in lift_state(evs[cut:], prev=half).files_changed} == notes  # folds
+
+
+def test_the_projects_own_modules_are_not_named_as_dependencies() -> None:
+    from compactor.lifting.lift import FileRef, LiftedState
+
+    train = "import torch\nfrom dataset import load_data\nfrom model import Net\n\ndef train_model():\n    pass\n"
+    st = LiftedState(files_changed=[
+        FileRef(path="src/dataset.py", seq=3, ops=["write"], facts=content_facts("src/dataset.py", "import pandas\n")),
+        FileRef(path="src/model.py", seq=4, ops=["write"], facts=content_facts("src/model.py", "import torch\n")),
+        FileRef(path="src/train.py", seq=5, ops=["write"], facts=content_facts("src/train.py", train))])
+    assert "imports: torch, dataset, model" in st.files_changed[2].facts  # the lifter cannot tell yet
+    text = render_summary(st, 100_000).text
+    train_line = text.split("- src/train.py", 1)[1].split("\n- ", 1)[0]
+    assert "imports: torch ·" in train_line and "dataset" not in train_line.split("imports:", 1)[1].split("·")[0]
