@@ -110,9 +110,10 @@ _EXTRA_REPORT_TOKENS = 70
 _TIER_OLD_REPORT = 45
 _TIER_MIDDLE_REQUEST = 40
 _TIER_COMMAND_FAILED = 50
+_TIER_COMMAND_EXPLAINED = 33  # a failed run whose failure line (command, cause, outcome) is under Errors
 _TIER_COMMAND_RECENT_OK = 46  # one of the newest commands that worked
 _RECENT_OK_COMMANDS = 4
-_TIER_INSTALL = 44  # an install (what it brought in) or a partial fetch (its limit): where the environment stands
+_TIER_INSTALL = 34  # an install (what it brought in) or a partial fetch (its limit): where the environment stands
 _TIER_ARTIFACT = 55
 _TIER_ERROR_RESOLVED = 62  # an error name whose failures were all fixed
 _TIER_OLD_TEST = 65
@@ -322,6 +323,9 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         else:
             doc.add(FILES_READ, f"- {f.path}", _TIER_FILE_READ, f.seq)
 
+    failure_lines = build_failure_lines(state.failed_approaches, state.files_changed)  # [line, tier, seq, tool ids]
+    explained = {i for fl in failure_lines for i in fl[3]}  # failed runs the errors section tells in full
+
     # Commands: one line per distinct command, showing the latest run.
     latest_by_cmd: dict[str, int] = {}
     counts: dict[str, int] = {}
@@ -339,7 +343,8 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         else:
             outcome = {"ok": "ok", "failed": "failed", "unknown": "no exit status recorded"}[c.status]
         times = f" ×{counts[c.command]}" if counts[c.command] > 1 else ""
-        tier = (_TIER_COMMAND_FAILED if c.status == "failed"
+        tier = (_TIER_COMMAND_EXPLAINED if c.status == "failed" and c.tool_use_id in explained
+                else _TIER_COMMAND_FAILED if c.status == "failed"
                 else _TIER_COMMAND_RECENT_OK if i in recent_ok
                 else _TIER_INSTALL if c.detail or is_install(c.command) else _TIER_COMMAND_OK)
         detail = f": {c.detail}" if c.detail else ""
@@ -362,8 +367,6 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     by_name: dict[str, list] = {}
     for e in state.errors:
         by_name.setdefault(e.name, []).append(e)
-    failure_lines = build_failure_lines(state.failed_approaches, state.files_changed)  # [line, tier, seq, tool ids]
-
     # An error name is said by the failure line of the call that hit it when that line quotes it
     # (command, cause, status: "what failed, why, fixed or not" in one line, which then keeps
     # as long as the error would); otherwise on its own line, with the call that hit it.

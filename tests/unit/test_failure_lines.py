@@ -147,3 +147,22 @@ def test_a_fetch_whose_response_says_it_was_cut_says_so_and_paging_search_result
     (line,) = render_summary(lift_state(evs), 3_000).sections[COMMANDS]
     assert line.endswith('→ ok: partial: "restricted":true,"offset":0,"maxChars":8000,"totalChars":20526,'
                          '"nextOffset":8000,"hasMore":true')
+
+
+def test_a_failed_run_the_errors_section_tells_leaves_the_command_list_before_an_older_request() -> None:
+    from compactor.summarize.structured import COMMANDS, REQUESTS
+
+    evs = [_user(1, "Get the transcripts of every video in the list."),
+           _user(2, "Also keep a copy of each transcript as plain text next to the JSON.")]
+    for k in range(3, 23, 2):
+        evs += _call(k, f"f{k}", f"python3 fetch_{k}.py", f"Traceback (most recent call last):\nRuntimeError: blocked {k}\n"
+                     "Exit code: 1", True)
+    evs += [_user(23, "Now write the README.")]
+    st = lift_state(evs)
+    full = render_summary(st, 100_000)
+    assert any("fetch_3.py" in ln for ln in full.sections[COMMANDS])
+    need = full.tokens - sum(len(ln) for ln in full.sections[COMMANDS]) // 4 + 20
+    small = render_summary(st, need)
+    assert small.sections.get(REQUESTS)  # the older request stays
+    assert len(small.sections[ERRORS]) == 10  # every failure, with its cause
+    assert len(small.sections.get(COMMANDS, [])) < 10  # their bare command lines went first
