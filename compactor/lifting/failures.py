@@ -21,6 +21,8 @@ import shlex
 from bisect import bisect_right
 from typing import Sequence
 
+from compactor.lifting.state import FailedApproach
+
 CAUSE_LINES = 2
 CAUSE_LINE_CHARS = 120
 ONE_CAUSE_CHARS = 200
@@ -359,3 +361,20 @@ def param_diff(failed: dict[str, str], rerun: dict[str, str]) -> str:
     changed = [f"{k}={v}" for k, v in rerun.items() if failed.get(k) != v]
     changed += [f"no {k}" for k in failed if k not in rerun]
     return ", ".join(changed[:4])
+
+
+def soft_failures(command: str | None, text: str, tool_use_id: str, seq: int, result_seq: int,
+                  key: str, ran_ok: bool) -> list[FailedApproach]:
+    """Failures in a result no exit code or error flag marks: a run reporting zero successes
+    (``zero_tally``) and the commands a user declined to run (``declined_commands``)."""
+    out: list[FailedApproach] = []
+    tally = zero_tally(text) if command and ran_ok else ""
+    if tally:
+        cause = failure_cause(text, 1)
+        out.append(FailedApproach(seq=seq, what=_clip(command or "", 200), error=tally, tool_use_id=tool_use_id,
+                                  result_seq=result_seq, key=key,
+                                  cause=tally + (f" / {cause}" if cause and cause != tally else "")))
+    for cmd, why in declined_commands(text):
+        out.append(FailedApproach(seq=seq, what=_clip(cmd, 200), error=why, tool_use_id=tool_use_id, cause=why,
+                                  result_seq=result_seq, key=action_key("", cmd, [], "command")))
+    return out

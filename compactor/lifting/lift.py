@@ -380,19 +380,15 @@ class _Acc:
                                             cause=_failures.failure_cause(text) if text else "",
                                             result_seq=result_seq, key=key,
                                             params=_failures.call_params(use.input)))
-        elif act.command and text and (tally := _failures.zero_tally(text)):  # exit 0, nothing done
-            cause = _failures.failure_cause(text, 1)
-            self._add_failed(FailedApproach(seq=use_seq, what=_clip(act.command, 200), error=tally,
-                                            tool_use_id=use.id, result_seq=result_seq, key=key,
-                                            cause=tally + (f" / {cause}" if cause and cause != tally else "")))
-        elif not (act.is_test and _FAIL_SUMMARY_RE.search(_test_summary(text) or "")):
+        soft = (_failures.soft_failures(act.command, text, use.id, use_seq, result_seq, key, not out.failed)
+                if text else [])
+        for f in soft:  # "worked", yet got nothing (0/49), or proposed and never run (declined)
+            self._add_failed(f)
+        if not out.failed and not any(f.key == key for f in soft) and not (
+                act.is_test and _FAIL_SUMMARY_RE.search(_test_summary(text) or "")):
             self._note_ok(key, use_seq)
             if key:
                 self._ok_params[(key, use_seq)] = _failures.call_params(use.input)
-        for cmd, cause in _failures.declined_commands(text) if text else ():  # proposed, never run
-            self._add_failed(FailedApproach(seq=use_seq, what=_clip(cmd, 200), error=cause, tool_use_id=use.id,
-                                            cause=cause, result_seq=result_seq,
-                                            key=_failures.action_key("", cmd, [], "command")))
         for name, line in error_names(text, out.failed) if text else []:
             self._add_error(ErrorItem(seq=result_seq, name=name, message=line, tool_use_id=use.id))
         if out.failed and result.is_error and not error_names(text, True):
