@@ -353,7 +353,7 @@ def call_params(inp: object) -> dict[str, str]:
             v = "[" + ", ".join(str(x) for x in v) + "]"
         if isinstance(v, (str, int, float, bool)) and len(str(v)) <= 2 * PARAM_CHARS:
             out[str(k)] = _clip(str(v), PARAM_CHARS)
-    return out
+    return dict(sorted(out.items()))  # (key order survives a checkpoint's JSON round trip: one prompt on both paths)
 
 
 def param_diff(failed: dict[str, str], rerun: dict[str, str]) -> str:

@@ -166,3 +166,17 @@ def test_a_failed_run_the_errors_section_tells_leaves_the_command_list_before_an
     assert small.sections.get(REQUESTS)  # the older request stays
     assert len(small.sections[ERRORS]) == 10  # every failure, with its cause
     assert len(small.sections.get(COMMANDS, [])) < 10  # their bare command lines went first
+
+
+def test_a_failures_params_survive_a_checkpoints_sorted_json_round_trip_unchanged() -> None:
+    import json
+
+    from compactor.lifting.lift import LiftedState
+
+    evs = [_user(1, "Help me apply for the grant.")]
+    evs += _call(2, "c1", "git log -5", f"Exit code: 1\n{SANDBOX}", True, workdir="/w", yield_time_ms=1000,
+                 max_output_tokens=4000)
+    st = lift_state(evs)
+    stored = LiftedState.model_validate(json.loads(json.dumps(st.model_dump(), sort_keys=True)))
+    # the model request quotes the state as it is: the same bytes inline and after a checkpoint
+    assert json.dumps(stored.model_dump()) == json.dumps(st.model_dump())
