@@ -19,8 +19,11 @@ rules, no model: the same text always gives the same facts.
 
 from __future__ import annotations
 
+import ast
+import html
 import json
 import re
+import sys
 
 MAX_FACTS = 12
 """Facts kept per file (the newest write's first, then older ones not redefined)."""
@@ -43,7 +46,7 @@ _SIGS: dict[str, re.Pattern[str]] = {
 }
 _BARE_SIG = re.compile(r"\bdef\s+__\w+__\s*\(\s*self\s*\)|\bdef\s+\w+\s*\(\s*self\s*(?:,\s*\w+\s*)?\)\s*$|\bconstructor\s*\(\s*\)")
 _CONSTS: dict[str, re.Pattern[str]] = {
-    "py": re.compile(r"^([A-Z][A-Z0-9_]{1,})\s*(?::\s*[^=\n]+)?=\s*([^\n]+)$", re.M),
+    "py": re.compile(r"^([A-Z][A-Z0-9_]{1,}(?:\[[^\]\n]{1,30}\])?)\s*(?::\s*[^=\n]+)?=\s*([^\n]+)$", re.M),
     "js": re.compile(r"^(?:export\s+)?(?:const|let|var)\s+([A-Za-z_$][\w$]*)\s*(?::\s*[^=\n]+)?=\s*"
                      r"((?:-?\d[\d_.]*(?:e-?\d+)?|\"[^\"\n]*\"|'[^'\n]*'|`[^`\n]*`|true|false|\[[^\]\n]*\]|"
                      r"\{[^}\n]*\})\s*;?)\s*(?://.*)?$", re.M),
@@ -79,7 +82,7 @@ _CONF_PAIR: dict[str, re.Pattern[str]] = {
     "env": re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=([^\n]*)$", re.M),
 }
 _DATA_FILE = re.compile(
-    r"[\"'`]((?:[\w.-]+/)*[\w.-]+\.(?:csv|tsv|json|jsonl|ndjson|parquet|txt|db|sqlite3?|ya?ml|toml|xlsx?|npy|npz|"
+    r"[\"'`]((?:~?/)?(?:[\w.-]+/)*[\w.-]+\.(?:csv|tsv|json|jsonl|ndjson|parquet|txt|db|sqlite3?|ya?ml|toml|xlsx?|npy|npz|"
     r"pt|pth|pkl|pickle|h5|hdf5|html|md|wav|mp3|mp4|png|jpe?g|svg|pdf|zip|gz))[\"'`]")
 _IDS = re.compile(r"declare_id!\(\s*\"(\w+)\"\s*\)|\b([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b")
 
@@ -187,8 +190,12 @@ def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
         for m in const.finditer(text):
             value = m.group(2)
             if kind == "py" and value.strip().startswith(("(", "[", "{")) and not value.rstrip().endswith((")", "]", "}")):
-                value = value.strip()[0] + "…"  # a multi-line literal: its opening only
-            found.append((1, m.start(), f"{m.group(1)} = {_value(value)}"))
+                # a multi-line literal: its entries in short (``{"tests": [3 items], ...}``, ``[(...), … 49 items]``)
+                found.append((1, m.start(), f"{m.group(1)} = {literal_digest(text, m.start(2))}"))
+                continue
+            # (a keyed constant, ``EXTRAS["dev"] = EXTRAS["tests"] + ["tox"]``, is usually an expression)
+            found.append((1, m.start(), f"{m.group(1)} = " + (_flat(value.strip().rstrip(";,"), FORMULA_CHARS)
+                                                              if "[" in m.group(1) else _value(value))))
     local = _LOCAL_LITERALS.get(kind) if kind != "py" else None  # py: the numeric settings below
     if local is not None:
         found += [(4, m.start(), f"{m.group(1)} = {_value(m.group(2))}") for m in local.finditer(text)
@@ -214,9 +221,14 @@ def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
             found.append((3, m.start(), "uses " + m.group(1)))
     if kind in ("py", "js", "rs", "go", "sh"):
         found += [(3, pos, fact) for pos, fact in _used(text)]
+    if kind in ("py", "js"):
+        found += io_facts(kind, text)
     title = _TITLE.search(text) if whole and path.lower().endswith((".html", ".htm")) else None
     if title and title.group(1).strip():
         found.append((0, -1, "title: " + _flat(title.group(1).strip())))
+    if path.lower().endswith((".html", ".htm")):
+        found += [f for f in html_facts(text)  # (a page whose one heading is its title: said once)
+                  if not (title and f[2] == "sections: " + _flat(title.group(1).strip(), SECTION_CHARS))]
     for m in _IDS.finditer(text):
         found.append((1, m.start(), "id " + (m.group(1) or m.group(2))))
 
@@ -224,6 +236,8 @@ def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
     # files, then settings) up to MAX_FACTS, shown in file order
     if any(p < 5 for p, _, _ in found):
         found = [f for f in found if f[0] < 5]  # a bare ``def __init__(self)`` only when nothing else is said
+    written = {f[2][len("writes "):] for f in found if f[2].startswith("writes ")}
+    found = [f for f in found if not (f[2].startswith("uses ") and f[2][len("uses "):] in written)]
     seen: set[str] = set()
     picked: list[tuple[int, int, str]] = []
     for item in sorted(found):
@@ -231,6 +245,38 @@ def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
             seen.add(item[2])
             picked.append(item)
     return [fact for _, _, fact in sorted(picked, key=lambda t: t[1])]
+
+
+_HEADING = re.compile(r"<h([1-3])\b[^>]*>(.*?)</h\1>", re.I | re.S)
+_TAG = re.compile(r"<[^>]+>")
+_DATA_SCRIPT = re.compile(r"<script\b[^>]*type=[\"']application/(?:ld\+)?json[\"'][^>]*>(.*?)</script>", re.I | re.S)
+_ID_ATTR = re.compile(r"\bid=[\"']([\w-]+)[\"']")
+SECTION_CHARS = 160
+
+
+def html_facts(text: str) -> list[tuple[int, int, str]]:
+    """A page's structure: its headings in order, and data embedded as JSON (where the page's data lives)."""
+    out: list[tuple[int, int, str]] = []
+    heads = []
+    for m in _HEADING.finditer(text):
+        h = " ".join(html.unescape(_TAG.sub("", m.group(2))).split())
+        if h and h not in heads:
+            heads.append(h)
+    if heads:
+        out.append((1, _HEADING.search(text).start(), "sections: " + _flat(" | ".join(heads), SECTION_CHARS)))  # type: ignore[union-attr]
+    for m in _DATA_SCRIPT.finditer(text):
+        ident = _ID_ATTR.search(m.group(0)[:200])
+        where = f'<script id="{ident.group(1)}">' if ident else "<script> JSON"
+        try:
+            data = json.loads(m.group(1))
+        except ValueError:
+            data = None
+        size = f" ({len(data)} items)" if isinstance(data, (list, dict)) else ""
+        keys = ""
+        if isinstance(data, list) and data and isinstance(data[0], dict):
+            keys = "; item keys: " + ", ".join(list(data[0])[:8])
+        out.append((1, m.start(), _flat(f"data embedded as JSON in {where}{size}{keys}", FORMULA_CHARS)))
+    return out
 
 
 def fact_key(fact: str) -> str:
@@ -263,3 +309,143 @@ def written_text(inp: dict) -> str:
         if isinstance(v, str):
             return v
     return ""
+
+
+# --- what the code pulls in and where it writes ----------------------------------------------------
+# "which extra dependency does module X introduce", "where does script X write its output": the
+# third-party imports (the standard library is not a dependency) and the paths written to.
+_PY_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+([A-Za-z_]\w*)[\w.]*[ \t]+import\b|import[ \t]+([A-Za-z_][\w.]*(?:[ \t]*,[ \t]*[A-Za-z_][\w.]*)*))", re.M)
+_JS_IMPORT = re.compile(r"""(?:\bfrom\s+|\brequire\(\s*|^\s*import\s+)["'`]((?:@[\w.-]+/)?[\w.-]+)[^"'`]*["'`]""", re.M)
+_JS_BUILTIN = frozenset({"fs", "path", "os", "http", "https", "url", "util", "crypto", "child_process", "events",
+                         "stream", "zlib", "readline", "net", "assert", "buffer", "process", "node"})
+_PATH_ARG = r"""[fr]?["'`]((?:~?/|\./)?[^"'`\s{}]{2,120})["'`]"""
+_PY_WRITES = re.compile(r"\bopen\(\s*" + _PATH_ARG + r"""\s*,\s*["'][wax]b?\+?["']"""
+                        r"|\.(?:to_csv|to_json|to_parquet|to_excel|to_pickle|savefig|write_text|write_bytes)\(\s*" + _PATH_ARG
+                        + r"|\bPath\(\s*" + _PATH_ARG + r"\s*\)\.(?:write_text|write_bytes|open\(\s*[\"'][wa])"
+                        + r"|\b(?:torch\.save|np\.save(?:txt|z)?|joblib\.dump|pickle\.dump)\([^,\n]*,\s*" + _PATH_ARG
+                        + r"|\bos\.makedirs\(\s*" + _PATH_ARG)
+_JS_WRITES = re.compile(r"\b(?:writeFileSync|writeFile|appendFileSync|createWriteStream|mkdirSync)\(\s*" + _PATH_ARG)
+_KW_CALL = re.compile(r"^[ \t]*([a-z_][\w.]*)\s*=\s*([A-Z]\w*(?:\.\w+)*\([^()\n]*\b[a-z_]\w*=[^()\n]*\))[ \t]*(?:#.*)?$", re.M)
+_ATTR_LITERAL = re.compile(r"^[ \t]*([A-Za-z_]\w*(?:\.\w+)+)\s*=\s*([\[{(])[ \t]*$", re.M)
+_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"__future__"}
+
+
+def io_facts(kind: str, text: str) -> list[tuple[int, int, str]]:
+    """(priority, position, fact): ``imports: requests, pandas``, ``writes out/x.json``, and an object built
+    with keyword settings (``ytt = YouTubeTranscriptApi(http_client=session)``: how two libraries are wired)."""
+    out: list[tuple[int, int, str]] = []
+    mods: list[str] = []
+    first = -1
+    rx = _PY_IMPORT if kind == "py" else _JS_IMPORT
+    for m in rx.finditer(text):
+        if kind == "py":
+            names = [m.group(1)] if m.group(1) else [n.strip().split(".")[0].split()[0] for n in m.group(2).split(",")]
+            names = [n for n in names if n not in _STDLIB]
+        else:
+            names = [m.group(1)] if not m.group(1).startswith(".") and m.group(1) not in _JS_BUILTIN else []
+        for n in names:
+            if n and n not in mods:
+                mods.append(n)
+                first = m.start() if first < 0 else first
+    if mods:
+        out.append((1, first, "imports: " + _flat(", ".join(mods), FACT_CHARS)))
+    for m in (_PY_WRITES if kind == "py" else _JS_WRITES).finditer(text):
+        path = next(g for g in m.groups() if g)
+        out.append((1, m.start(), ("creates dir " if "makedirs" in m.group(0) or "mkdirSync" in m.group(0)
+                                   else "writes ") + path))
+    if kind == "py":
+        out += [(4, m.start(), f"{m.group(1)} = {_flat(m.group(2), FORMULA_CHARS)}") for m in _KW_CALL.finditer(text)]
+        # an attribute set to a multi-line literal (``session.proxies = {...}``): how an object is configured
+        out += [(4, m.start(), f"{m.group(1)} = {literal_digest(text, m.start(2))}") for m in _ATTR_LITERAL.finditer(text)]
+    return out
+
+
+_OPEN_CLOSE = {"[": "]", "(": ")", "{": "}"}
+LITERAL_CHARS = 110
+
+
+def _short(v: object, depth: int = 0) -> str:
+    """A literal value in short: scalars as written (clipped), nested collections as their size."""
+    if isinstance(v, str):
+        return json.dumps(v if len(v) <= 40 else v[:39] + "…", ensure_ascii=False)
+    if isinstance(v, (int, float, bool)) or v is None:
+        return repr(v)
+    if isinstance(v, (list, tuple, set)):
+        if depth >= 1:
+            if len(v) <= 4 and all(isinstance(x, (str, int, float, bool)) for x in v):  # a record: inline
+                inner = ", ".join(_short(x, depth + 1) for x in v)
+                if isinstance(v, tuple) or len(inner) <= 40:
+                    return f"({inner})" if isinstance(v, tuple) else f"[{inner}]"
+            return f"[{len(v)} items]"
+        body = ", ".join(_short(x, depth + 1) for x in list(v)[:3])
+        return ("(" if isinstance(v, tuple) else "[") + body + ("" if len(v) <= 3 else ", …") + (
+            ")" if isinstance(v, tuple) else "]")
+    if isinstance(v, dict):
+        if depth >= 1:
+            return f"{{{len(v)} keys}}"
+        return "{" + ", ".join(f"{_short(k, 1)}: {_short(x, 1)}" for k, x in v.items()) + "}"
+    return "…"
+
+
+def literal_digest(text: str, start: int) -> str:
+    """A multi-line literal opening at ``text[start]`` in short, with its entry count:
+    ``{"tests": [3 items], "lint": [4 items]}``, ``[("Pxt1xpiyabU", "GPT 5.6 SOL…", "3way"), … (49 items)]``."""
+    opener = text[start]
+    depth, i, quote = 0, start, ""
+    end = -1
+    limit = min(len(text), start + 60_000)
+    while i < limit:
+        c = text[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = ""
+        elif c in "\"'":
+            quote = c
+        elif c == "#":
+            nl = text.find("\n", i)
+            i = limit if nl < 0 else nl
+            continue
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                end = i
+                break
+        i += 1
+    if end < 0:
+        return opener + "…"
+    try:
+        value = ast.literal_eval(text[start:end + 1])
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        n = sum(1 for ln in text[start + 1:end].splitlines() if ln.strip() and not ln.strip().startswith("#"))
+        return f"{opener}… {n} lines{_OPEN_CLOSE[opener]}"
+    short = _short(value)
+    n = len(value) if isinstance(value, (list, tuple, dict, set)) else 0
+    if len(short) > LITERAL_CHARS:
+        short = _flat(short, LITERAL_CHARS)
+    return short + (f" ({n} items)" if isinstance(value, (list, tuple, set)) and n > 3 else "")
+
+
+_NUMBERED = re.compile(r"^[ \t]*(\d{1,6})(?:[:\t|│]|  )[ \t]?", re.M)
+_READ_CHARS = 40_000
+"""A read result longer than this is judged by its head (what a file defines is mostly there)."""
+
+
+def read_facts(path: str, text: str) -> list[str]:
+    """``content_facts`` of a file the agent read, from the tool's listing (line numbers, a
+    ``[File: ...]`` header and ``(N more lines ...)`` markers dropped). The opening docstring
+    counts only when the listing starts at line 1."""
+    if not kind_of(path) or not text:
+        return []
+    text = text[:_READ_CHARS]
+    lines = text.splitlines()
+    numbered = [m for m in (_NUMBERED.match(ln) for ln in lines) if m]
+    if len(numbered) >= max(3, len(lines) // 2):
+        first = int(numbered[0].group(1))
+        body = "\n".join(ln[m.end():] for ln in lines if (m := _NUMBERED.match(ln)))
+        facts = content_facts(path, body, whole=first == 1)
+        return [f for f in facts if not f.startswith(("if ", "elif "))]  # (a branch is what an edit added)
+    return content_facts(path, text, whole=True)

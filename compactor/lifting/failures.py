@@ -21,9 +21,15 @@ import shlex
 from bisect import bisect_right
 from typing import Sequence
 
+from compactor.lifting.state import FailedApproach
+
 CAUSE_LINES = 2
 CAUSE_LINE_CHARS = 120
-NEXT_CHARS = 80
+ONE_CAUSE_CHARS = 200
+NEXT_CHARS = 150
+NEXT_CALL_CHARS = 80
+"""The agent's next move after a failure: its opening sentences up to this many characters (the first
+often only restates the error; the second says what it does about it)."""
 
 _NOISE_PREFIXES = ("Chunk ID", "Wall time", "Process exited", "Exit code", "Original token count",
                    "Output:", "Command exited", "Process running", "Total output lines",
@@ -108,8 +114,26 @@ def failure_cause(text: str, max_lines: int = CAUSE_LINES) -> str:
         opening = _clip(head, CAUSE_LINE_CHARS) + " … " if head and head not in heads else ""
         if head:
             heads.add(head)
-        out.append(opening + _clip(s, CAUSE_LINE_CHARS))
-    return " / ".join(out)
+        # one cause alone may say its distinctive end (``... missing: PixelRepresentation``)
+        out.append(opening + _clip(s, CAUSE_LINE_CHARS if len(best) > 1 else ONE_CAUSE_CHARS))
+    frame = _raising_frame(lines, best[-1][1]) if "File \"" in text else ""
+    return " / ".join(out) + (f" (raised at {frame})" if frame else "")
+
+
+_FRAME_RE = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
+
+
+def _raising_frame(lines: list[str], cause_at: int) -> str:
+    """``path:line in function`` of a Python traceback's innermost frame above the cause line."""
+    for ln in reversed(lines[max(0, cause_at - 12):cause_at]):
+        m = _FRAME_RE.match(ln)
+        if m and m.group(1).startswith("<"):  # ``python -c`` / stdin: no file to name
+            return ""
+        if m:
+            fn = "" if m.group(3) == "<module>" else f" in {m.group(3)}"
+            # the file name (prose, and short): its full path is in the traceback and the files lists
+            return f"{m.group(1).rsplit('/', 1)[-1]}:{m.group(2)}{fn}"
+    return ""
 
 
 _CD_PREFIX_RE = re.compile(r"^\s*(?:cd\s+\S+\s*(?:&&|;)\s*)+")
@@ -181,5 +205,176 @@ def first_after(seqs: Sequence[int], after: int) -> int | None:
 def move_text(text: str, is_call: bool) -> str:
     """How an agent's next move reads in a summary: a call in backticks, a sentence quoted."""
     if is_call:
-        return "`" + _clip(text, NEXT_CHARS).replace("`", "'") + "`"
+        return "`" + _clip(text, NEXT_CALL_CHARS).replace("`", "'") + "`"
     return "\"" + _clip(text, NEXT_CHARS) + "\""
+
+
+# A harness that asks before running a command the agent proposed (aider: "mkdir data" then
+# "Run shell command? (Y)es/(N)o/... [Yes]: n"): a "no" means the command never ran. The
+# agent's text still proposes it, so without this a reader assumes it did.
+_ASK_RE = re.compile(r"^(?P<ask>.*\b(?:Run|Execute)\s+(?:shell\s+)?commands?\?).*:\s*(?P<ans>n|no|s|skip|d)\s*$", re.I)
+DECLINED_CAUSE = "not run: the user answered \"{ans}\" to \"{ask}\""
+
+
+def declined_commands(text: str) -> list[tuple[str, str]]:
+    """(command, cause) for each command a run-this-command prompt in ``text`` was answered no to."""
+    if "ommand" not in text:
+        return []
+    out = []
+    lines = text.splitlines()
+    for i, ln in enumerate(lines[1:], 1):
+        m = _ASK_RE.match(ln.strip())
+        cmd = lines[i - 1].strip()
+        if m is None or not cmd or _ASK_RE.match(cmd) or cmd.endswith("?"):
+            continue
+        out.append((cmd, DECLINED_CAUSE.format(ans=m.group("ans"), ask=_clip(m.group("ask"), 40))))
+    return out
+
+
+# What an install brought in ("which extra dependency had to be installed", "did `pip install -e
+# .[dev]` hit a problem"): an install that worked is how the environment got where it is.
+_INSTALL_RE = re.compile(r"(?:^|[;&|(]\s*|\bsudo\s+)(?:python3?\s+-m\s+)?(?:pip3?|uv\s+pip|uv|npm|pnpm|yarn|bun|"
+                         r"apt(?:-get)?|brew|cargo|gem|poetry|conda)\s+(?:\S+\s+)*?(?:install|add|i)\b", re.M)
+_INSTALLED_RE = re.compile(r"^\s*(?:Successfully installed .+|added \d+ packages?.*|Setting up \S+.*|"
+                           r"Requirement already satisfied: \S+)$", re.M)
+_INSTALL_PROBLEM_RE = re.compile(r"^\s*(?:ERROR|WARNING|npm (?:ERR!|WARN)|E:|error)\b[:\s].*$", re.M)
+INSTALL_DETAIL_CHARS = 160
+
+
+def is_install(command: str) -> bool:
+    return bool(_INSTALL_RE.search(command))
+
+
+def install_outcome(text: str) -> str:
+    """What an install reported: the packages it installed (its last such line) and its first
+    warning or error line, `` · ``-joined; "" when it said neither."""
+    parts = []
+    done = _INSTALLED_RE.findall(text)
+    if done:
+        parts.append(_clip(done[-1], INSTALL_DETAIL_CHARS // 2 if len(done) > 1 else INSTALL_DETAIL_CHARS))
+    problem = _INSTALL_PROBLEM_RE.search(text)
+    if problem:
+        parts.append(_clip(problem.group(0), INSTALL_DETAIL_CHARS // 2))
+    return " · ".join(parts)
+
+
+# A run that exits 0 yet reports it got nothing ("DONE: 0/49 transcripts extracted", "0 of 12
+# succeeded"): the batch failed, and the next agent must not read "ok" as done.
+_ZERO_TALLY_RE = re.compile(r"(?<![\d./])0\s*(?:/|of|out of)\s*[1-9]\d*\b(?![./]\d)", re.I)
+_HARNESS_NOTE_RE = re.compile(r"^\s*(?:\[(?:Showing|Output|Truncated)|\(Open file|\(Current directory|bash-\$)", re.I)
+TALLY_TAIL_LINES = 4
+_BAD_COUNTED_RE = re.compile(r"(?i)fail|error|\berr|skip|warn|miss|broken|problem|issue|leak|vuln|regress|invalid|bad")
+
+
+def zero_tally(text: str) -> str:
+    """The closing line of an output that reports zero successes out of N, or ""."""
+    if "0" not in text:
+        return ""
+    tail = [ln.strip() for ln in text[-2000:].splitlines() if ln.strip() and not _HARNESS_NOTE_RE.match(ln)]
+    for ln in reversed(tail[-TALLY_TAIL_LINES:]):
+        m = _ZERO_TALLY_RE.search(ln)
+        if m and _LETTERS_RE.search(ln) and not _BAD_COUNTED_RE.search(ln[m.end():m.end() + 30]):
+            return _clip(ln, CAUSE_LINE_CHARS)
+    return ""
+
+
+# A non-shell tool (a browser, an eval) that reports its error as its whole answer without
+# flagging it ("EVAL ERROR: Invalid or unexpected token at line undefined"): a failure.
+_ERROR_ANSWER_RE = re.compile(r"^(?:[A-Z][A-Z _-]{0,24} )?ERROR\b\s*[:\-]\s*\S|^(?:[A-Z]\w*)?(?:Error|Exception):\s+\S")
+ERROR_ANSWER_CHARS = 400
+
+
+def error_only_result(text: str) -> str:
+    """The error line when a short result (<= 3 lines, ``ERROR_ANSWER_CHARS``) opens with one, else ""."""
+    if not text or len(text) > ERROR_ANSWER_CHARS:
+        return ""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines or len(lines) > 3 or not _ERROR_ANSWER_RE.match(lines[0]):
+        return ""
+    return _clip(lines[0], CAUSE_LINE_CHARS)
+
+
+def next_words(sentences: Sequence[str]) -> str:
+    """The agent's words after a failure: from its first sentence of 12+ characters, whole sentences
+    while they fit in ``NEXT_CHARS`` (at least the first)."""
+    out: list[str] = []
+    n = 0
+    for sent in sentences:
+        sent = sent.strip()
+        if not out and len(sent) < 12:
+            continue
+        if out and n + len(sent) + 1 > NEXT_CHARS:
+            break
+        out.append(sent)
+        n += len(sent) + 1
+    return " ".join(out)
+
+
+# A fetch that worked but returned part of what was asked ("restricted":true, "hasMore":true,
+# "truncated": true): the limitation the next agent meets again, in the response's own fields.
+_PARTIAL_FLAG_RE = re.compile(r'"(?:restricted|truncated|partial|hasMore|has_more|is_truncated)"\s*:\s*true')
+_JSON_SCALARS_RE = re.compile(r'(?:"\w+"\s*:\s*(?:true|false|null|-?\d+(?:\.\d+)?)\s*,?\s*){2,}')
+PARTIAL_TAIL_CHARS = 600
+_SIZE_CAP_RE = re.compile(r'"(?:maxChars|max_chars|maxBytes|max_bytes|maxTokens|max_tokens|totalChars|total_chars)"')
+
+
+def partial_result(text: str) -> str:
+    """``partial: "restricted":true,"maxChars":8000,"totalChars":20526,...`` when a result's closing
+    fields say it holds only part of the answer; "" otherwise."""
+    tail = text[-PARTIAL_TAIL_CHARS:]
+    flag = _PARTIAL_FLAG_RE.search(tail)
+    if flag is None:
+        return ""
+    around = next((m.group(0) for m in _JSON_SCALARS_RE.finditer(tail) if m.start() <= flag.start() < m.end()), "")
+    if "more" in flag.group(0).lower() and not _SIZE_CAP_RE.search(around):
+        return ""  # more search results to page through: not a cut answer
+    return "partial: " + _clip((around or flag.group(0)).strip().rstrip(","), CAUSE_LINE_CHARS)
+
+
+# How a rerun differed from the call that failed ("rerun with sandbox_permissions=require_escalated"):
+# the same command can work the second time because a parameter beside it changed.
+_BODY_KEYS = frozenset({"cmd", "command", "content", "file_text", "contents", "new_content", "text", "code",
+                        "old_str", "new_str", "old_string", "new_string", "edits", "patch", "input", "script",
+                        "justification", "description"})
+PARAM_CHARS = 40
+MAX_PARAMS = 8
+
+
+def call_params(inp: object) -> dict[str, str]:
+    """A call's short scalar parameters beside its command or body (``workdir``, ``timeout``,
+    ``sandbox_permissions``), values as text, to compare a rerun with the call that failed."""
+    if not isinstance(inp, dict):
+        return {}
+    out: dict[str, str] = {}
+    for k, v in inp.items():
+        if k in _BODY_KEYS or len(out) >= MAX_PARAMS:
+            continue
+        if isinstance(v, list) and len(v) <= 4 and all(isinstance(x, (str, int, float, bool)) for x in v):
+            v = "[" + ", ".join(str(x) for x in v) + "]"
+        if isinstance(v, (str, int, float, bool)) and len(str(v)) <= 2 * PARAM_CHARS:
+            out[str(k)] = _clip(str(v), PARAM_CHARS)
+    return dict(sorted(out.items()))  # (key order survives a checkpoint's JSON round trip: one prompt on both paths)
+
+
+def param_diff(failed: dict[str, str], rerun: dict[str, str]) -> str:
+    """``sandbox_permissions=require_escalated, timeout=600``: what the rerun set differently ("" if nothing)."""
+    changed = [f"{k}={v}" for k, v in rerun.items() if failed.get(k) != v]
+    changed += [f"no {k}" for k in failed if k not in rerun]
+    return ", ".join(changed[:4])
+
+
+def soft_failures(command: str | None, text: str, tool_use_id: str, seq: int, result_seq: int,
+                  key: str, ran_ok: bool) -> list[FailedApproach]:
+    """Failures in a result no exit code or error flag marks: a run reporting zero successes
+    (``zero_tally``) and the commands a user declined to run (``declined_commands``)."""
+    out: list[FailedApproach] = []
+    tally = zero_tally(text) if command and ran_ok else ""
+    if tally:
+        cause = failure_cause(text, 1)
+        out.append(FailedApproach(seq=seq, what=_clip(command or "", 200), error=tally, tool_use_id=tool_use_id,
+                                  result_seq=result_seq, key=key,
+                                  cause=tally + (f" / {cause}" if cause and cause != tally else "")))
+    for cmd, why in declined_commands(text):
+        out.append(FailedApproach(seq=seq, what=_clip(cmd, 200), error=why, tool_use_id=tool_use_id, cause=why,
+                                  result_seq=result_seq, key=action_key("", cmd, [], "command")))
+    return out

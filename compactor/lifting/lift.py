@@ -154,10 +154,12 @@ class _Acc:
         # action key -> seqs of successful runs, and the agent's moves (seq, text, is_call):
         # what resolves a failure and what came next, looked up when the state is built
         self._ok_runs: dict[str, list[int]] = {}
+        soft = {f.tool_use_id for f in p.failed_approaches if f.tool_use_id}  # exit 0, nothing done (0/49)
         for c in p.commands:
-            if c.status == "ok":
+            if c.status == "ok" and c.tool_use_id not in soft:
                 self._ok_runs.setdefault(_failures.action_key("", c.command, ()), []).append(c.seq)
         self._moves: list[tuple[int, str, bool]] = []
+        self._ok_params: dict[tuple[str, int], dict[str, str]] = {}  # (key, seq) of a run that worked -> its params
 
     # requests ---------------------------------------------------------------------------
     def add_request(self, e: Event) -> None:
@@ -202,7 +204,7 @@ class _Acc:
         if not e.tool_uses and e.seq > self._last_seq:
             first = next((s for s in sentences if len(s) >= 12), sentences[0] if sentences else "")
             self._last, self._last_seq, self._last_out = ("reply", e.seq, first), e.seq, None
-        self.note_move(e.seq, next((s for s in sentences if len(s) >= 12), ""), False)
+        self.note_move(e.seq, _failures.next_words(sentences), False)
 
     def _text_actions(self, e: Event) -> None:
         """Aider writes its actions as text: 'Applied edit to X', '> Running cmd'."""
@@ -286,6 +288,9 @@ class _Acc:
                 if suite:  # a later passing run of the whole suite covers the subset that failed
                     runs = sorted([*runs, *self._ok_runs.get(suite, ())])
                 upd["resolved_at"] = _failures.first_after(runs, f.seq)
+                rerun = self._ok_params.get((f.key, upd["resolved_at"] or -1))
+                if rerun is not None and f.params is not None:
+                    upd["fixed_by"] = _failures.param_diff(f.params, rerun)
             out.append(f.model_copy(update=upd) if upd else f)
         return out
 
@@ -308,6 +313,8 @@ class _Acc:
         out = _outcome(result)
         if out.failed and not result.is_error and no_match(act.command, out):
             out = out.model_copy(update={"failed": False, "error_line": ""})  # "grep found nothing"
+        elif not out.failed and act.command is None and (err := _failures.error_only_result(out.text)):
+            out = out.model_copy(update={"failed": True, "error_line": err})  # a tool that answers with an error
         self._last_result(use.id, out, result_seq)
         text = out.text
         m = _SWE_OPEN_FILE_RE.search(text[-600:]) if text else None
@@ -325,8 +332,9 @@ class _Acc:
                 self.todos = list(act.todos)
                 self.todos_seq = use_seq
         elif act.kind == "read" and not out.failed:
-            for p in paths:
-                self._touch(self.files_read, p, use_seq, "read", use.id)
+            for p in paths:  # (what a file read defines: one file's listing only)
+                self._touch(self.files_read, p, use_seq, "read", use.id,
+                            facts=_content.read_facts(p, text) if len(paths) == 1 else [])
         elif act.kind == "change" and not out.failed:
             for p in paths:
                 aider = self._aider_digests if use.name == "apply_edit" else {}
@@ -341,16 +349,19 @@ class _Acc:
             if use.id not in self._command_ids:
                 self._command_ids.add(use.id)
                 status: CommandStatus = "failed" if out.failed else "ok"
+                detail = ((_failures.install_outcome(text) if _failures.is_install(act.command)
+                           else _failures.partial_result(text)) if text else "")
                 self.commands.append(Command(seq=use_seq, command=act.command, tool=act.tool,
                                              tool_use_id=use.id, exit_code=out.exit_code,
-                                             status=status, result_seq=result_seq))
+                                             status=status, result_seq=result_seq, detail=detail))
             if not out.failed:
                 for p in act.paths:
                     self._touch(self.files_changed, p, use_seq, act.shell_ops.get(p, "shell"), use.id,
                                 act.digests.get(p, ""), act.texts.get(p, ""),
                                 act.facts.get(p, []) if act.facts is not None else None, not act.partial)
                 for p in act.reads:
-                    self._touch(self.files_read, p, use_seq, "read", use.id)
+                    self._touch(self.files_read, p, use_seq, "read", use.id,
+                                facts=_content.read_facts(p, text) if len(act.reads) == 1 and not act.paths else [])
             if act.is_test and use.id not in self._test_ids:
                 self._test_ids.add(use.id)
                 summary = _test_summary(text)
@@ -367,9 +378,17 @@ class _Acc:
             self._add_failed(FailedApproach(seq=use_seq, what=_clip(what, 200),
                                             error=out.error_line, tool_use_id=use.id,
                                             cause=_failures.failure_cause(text) if text else "",
-                                            result_seq=result_seq, key=key))
-        elif not (act.is_test and _FAIL_SUMMARY_RE.search(_test_summary(text) or "")):
+                                            result_seq=result_seq, key=key,
+                                            params=_failures.call_params(use.input)))
+        soft = (_failures.soft_failures(act.command, text, use.id, use_seq, result_seq, key, not out.failed)
+                if text else [])
+        for f in soft:  # "worked", yet got nothing (0/49), or proposed and never run (declined)
+            self._add_failed(f)
+        if not out.failed and not any(f.key == key for f in soft) and not (
+                act.is_test and _FAIL_SUMMARY_RE.search(_test_summary(text) or "")):
             self._note_ok(key, use_seq)
+            if key:
+                self._ok_params[(key, use_seq)] = _failures.call_params(use.input)
         for name, line in error_names(text, out.failed) if text else []:
             self._add_error(ErrorItem(seq=result_seq, name=name, message=line, tool_use_id=use.id))
         if out.failed and result.is_error and not error_names(text, True):

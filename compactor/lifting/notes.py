@@ -49,6 +49,28 @@ def _score(unit: str) -> int:
     return score
 
 
+INTENT_KEY = ""
+"""``FileNote.key`` of the agent's last words when they name no file (carried for its next write)."""
+INTENT_CHARS = 160
+INTENT_MIN_CHARS = 25
+_SENTENCE_END = re.compile(r"(?<=[.!?。])\s+")
+
+
+def _intent(text: str) -> str:
+    """What the agent says it is about to do, when its message names no file: the message itself
+    when short, else its last sentence; "" for a question, a look-around, or a message naming a file."""
+    flat = " ".join(text.split())
+    if not flat or _PATH_TOKEN.search(flat) or "```" in text:
+        return ""
+    last = flat if len(flat) <= INTENT_CHARS else _SENTENCE_END.split(flat)[-1]
+    if len(last) < INTENT_MIN_CHARS or len(last) > INTENT_CHARS or last.endswith(("?", ":")) or _LOOKS.search(last):
+        return ""
+    tail = _SENTENCE_END.split(last)[-1]
+    if last.isascii() and (_score(tail) < MIN_SCORE or len(tail) < INTENT_MIN_CHARS):
+        return ""  # English that says what it does ("Let's fix that" does not); other scripts as written
+    return last
+
+
 def _base(path: str) -> str:
     return path.rsplit("/", 1)[-1]
 
@@ -69,14 +91,22 @@ class NoteAcc:
         self.window: dict[str, int] = {}  # path first changed in this pass -> earliest mention seq
         self.last_text_seq = 0
         self.last_mentions: list[FileNote] = []
+        self.last_intent: tuple[int, str] | None = None  # the agent's words beside its next write
         for m in carry or []:
-            self.latest[m.key] = (m.seq, m.text)
+            if m.key == INTENT_KEY:
+                self.last_intent = (m.seq, m.text)
+            else:
+                self.latest[m.key] = (m.seq, m.text)
             self.last_text_seq = max(self.last_text_seq, m.seq)
         self.last_mentions = list(carry or [])
 
     def on_text(self, seq: int, text: str) -> None:
         self.last_text_seq = seq
         self.last_mentions = []
+        intent = _intent(text)
+        self.last_intent = (seq, intent) if intent else None
+        if intent:
+            self.last_mentions.append(FileNote(key=INTENT_KEY, seq=seq, text=intent))
         if "." not in text or not _PATH_TOKEN.search(text):
             return  # no file named: the common case, one search
         for unit in report_units(text):
@@ -93,8 +123,15 @@ class NoteAcc:
                 self.last_mentions.append(FileNote(key=key, seq=seq, text=note))
 
     def on_new_file(self, path: str) -> None:
-        """``path`` is changed for the first time: mentions from the agent's last message count."""
+        """``path`` is changed for the first time: mentions from the agent's last message count.
+
+        When that message names no file, its own words (a short message, or its last sentence:
+        "Batch-extracting the transcripts of all 50 videos.") are the file's note until a
+        sentence naming the file says more."""
         self.window.setdefault(path, self.last_text_seq)
+        if self.last_intent is not None and self.last_intent[0] == self.last_text_seq and not any(
+                self.latest.get(k, (-1, ""))[0] >= self.last_text_seq for k in (path, _base(path))):
+            self.latest[path] = self.last_intent
 
     def note_for(self, path: str) -> str:
         start = self.window.get(path, 0)

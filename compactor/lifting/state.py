@@ -70,6 +70,8 @@ class Command(_Item):
     exit_code: int | None = None
     status: CommandStatus = "unknown"
     result_seq: int | None = Field(default=None, description="Seq of the result, if any.")
+    detail: str = Field(default="", description="An install's outcome (what it installed, its first warning or error), or "
+                        "'partial: ...' when a fetch's response says it holds part of the answer.")
 
 
 TestStatus = Literal["passed", "failed", "unknown"]
@@ -107,6 +109,11 @@ class FailedApproach(_Item):
     failed_again: int | None = Field(
         default=None, description="Seq of the next run of the same action that failed too (None: not rerun).")
     key: str = Field(default="", description="The action normalized, to match a later run.")
+    params: dict[str, str] | None = Field(
+        default=None, description="The call's short parameters beside its command (compactor.lifting.failures); "
+        "None in checkpoints written before they were kept.")
+    fixed_by: str = Field(default="", description="What the run that resolved it set differently, e.g. "
+                          "'sandbox_permissions=require_escalated'; empty when the same call worked on a rerun.")
 
 
 ActionKind = Literal["command", "read", "change", "todo", "other"]

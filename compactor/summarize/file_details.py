@@ -16,14 +16,21 @@ a newer file already says (a copied header, settings) is counted there instead."
 ARTIFACT_SHARE = 0.3
 """Share of the summary budget for what changed files hold (notes and facts), newest files first."""
 MIN_ARTIFACT_TOKENS = 80
+IMPORTS = "imports: "
+READ_SHARE = 0.1
+"""Share of the summary budget for what files the agent only read define (a setup.py's extras, a base
+class's methods): the facts the work built on, newest files first; changed files come first."""
+MIN_READ_TOKENS = 40
 
 
-def file_details(files: list[FileRef], budget: int | None) -> dict[str, str]:
+def file_details(files: list[FileRef], budget: int | None, share: float = ARTIFACT_SHARE,
+                 floor: int = MIN_ARTIFACT_TOKENS) -> dict[str, str]:
     """Path -> ``  the agent: <its note>`` / ``  holds: <facts>`` lines for changed files, newest first,
-    within ``ARTIFACT_SHARE`` of the budget (everything when ``budget`` is None)."""
-    left = None if budget is None else max(MIN_ARTIFACT_TOKENS, int(budget * ARTIFACT_SHARE))
+    within ``share`` of the budget (everything when ``budget`` is None)."""
+    left = None if budget is None else max(floor, int(budget * share))
     out: dict[str, str] = {}
     shown_in: dict[str, str] = {}  # fact -> the (newer) file whose line already says it
+    local = {f.path.rsplit("/", 1)[-1].split(".", 1)[0] for f in files}  # the project's own modules
     for f in sorted(files, key=lambda x: x.seq, reverse=True):
         if left is not None and left < 12:
             break
@@ -38,6 +45,11 @@ def file_details(files: list[FileRef], budget: int | None) -> dict[str, str]:
         facts: list[str] = []
         same: dict[str, int] = {}  # a newer file already says these (copied settings): named once
         for fact in f.facts:
+            if fact.startswith(IMPORTS):  # a dependency is what is not the project's own
+                names = [n for n in fact[len(IMPORTS):].split(", ") if n not in local]
+                if not names:
+                    continue
+                fact = IMPORTS + ", ".join(names)
             cost = count_text(fact) + 1
             if fact in shown_in and cost > _SHORT_FACT_TOKENS:
                 same[shown_in[fact]] = same.get(shown_in[fact], 0) + 1
@@ -54,3 +66,10 @@ def file_details(files: list[FileRef], budget: int | None) -> dict[str, str]:
         if parts:
             out[f.path] = "\n".join("  " + p for p in parts)
     return out
+
+
+def read_details(files: list[FileRef], budget: int | None) -> dict[str, str]:
+    """Path -> ``  defines: <facts>`` for files only read, newest first, within ``READ_SHARE``."""
+    lines = file_details([f.model_copy(update={"note": ""}) for f in files if f.facts], budget, READ_SHARE,
+                         MIN_READ_TOKENS)
+    return {p: ln.replace("  holds: ", "  defines: ", 1) for p, ln in lines.items()}

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
-from compactor.lifting.lift import FailedApproach, FileRef, LastAction, LiftedState, Request
+from compactor.lifting.failures import is_install
+from compactor.lifting.lift import LastAction, LiftedState, Request
 from compactor.lifting.narrative import (
     REPORT_SHARE,
     cut_words,
@@ -41,7 +42,8 @@ from compactor.lifting.narrative import (
     select_reasons,
     select_reports,
 )
-from compactor.summarize.file_details import ARTIFACT_SHARE, file_details
+from compactor.summarize.failure_lines import build_failure_lines, code as _code, one_line as _one_line
+from compactor.summarize.file_details import ARTIFACT_SHARE, file_details, read_details
 from compactor.tokens import count_text
 
 GOAL = "Goal"
@@ -99,6 +101,7 @@ SHORT_QUOTE_CHARS = 600
 # Drop tiers, least valuable first. Within a tier the oldest item goes first.
 _TIER_COMMAND_OK = 10
 _TIER_FILE_READ = 20
+_TIER_READ_DETAIL = 36  # a file read and what it defines (within READ_SHARE): after the reasons
 _TIER_QUOTED_CONSTRAINT = 25  # a duplicate: also verbatim inside a request shown in full
 _TIER_DECISION = 30
 _TIER_REASON = 35
@@ -107,14 +110,12 @@ _EXTRA_REPORT_TOKENS = 70
 _TIER_OLD_REPORT = 45
 _TIER_MIDDLE_REQUEST = 40
 _TIER_COMMAND_FAILED = 50
+_TIER_COMMAND_EXPLAINED = 33  # a failed run whose failure line (command, cause, outcome) is under Errors
 _TIER_COMMAND_RECENT_OK = 46  # one of the newest commands that worked
 _RECENT_OK_COMMANDS = 4
+_TIER_INSTALL = 34  # an install (what it brought in) or a partial fetch (its limit): where the environment stands
 _TIER_ARTIFACT = 55
-_TIER_FAILED_RESOLVED = 60  # a failure a later run fixed: history, still what not to repeat
-_TIER_FAILED_FIXED = 66  # a failure fixed by changing files: what failed, why, and what fixed it
 _TIER_ERROR_RESOLVED = 62  # an error name whose failures were all fixed
-_TIER_FAILED_APPROACH = 60
-_TIER_FAILED_OPEN = 70  # a failure nothing fixed yet: the next agent meets it again
 _TIER_OLD_TEST = 65
 _TIER_ERROR = 88  # one short line per distinct error name: cheap and telling
 _TIER_RECENT_REPORT = 72
@@ -178,15 +179,6 @@ class _Doc:
         self.lines.append(_Line(section, text, tier, seq, order=len(self.lines), detail=detail))
 
 
-def _one_line(text: str, n: int = 240) -> str:
-    t = " ".join(text.split())
-    return t if len(t) <= n else t[: n - 1].rstrip() + "…"
-
-
-def _code(text: str, n: int = 200) -> str:
-    return "`" + _one_line(text, n).replace("`", "'") + "`"
-
-
 def _request_body(r: Request, short: bool = False) -> str:
     text = r.text
     if short and len(text) > SHORT_QUOTE_CHARS:
@@ -223,51 +215,6 @@ def _request_line(r: Request, answered_at: int | None) -> str:
     status = f"answered at #{answered_at}" if answered_at else "no closing report in the log"
     where = f"; full text at #{r.seq}" if head != flat or r.truncated else ""
     return f"- #{r.seq} ({status}{where}): {head}"
-
-
-def _fixed_by(fa: FailedApproach, files: list[FileRef]) -> str:
-    """`` after changing a.py (#20)``: the files whose latest change falls between a failure and
-    the run that worked (what fixed it, as far as the log shows; a file changed again later is
-    not named, so this never claims more than happened in that window)."""
-    if fa.resolved_at is None:
-        return ""
-    # (a change at the resolving seq is the rerun itself: a retried edit that worked)
-    between = sorted((f for f in files if fa.seq < f.seq < fa.resolved_at), key=lambda f: f.seq)
-    if not between:
-        return ""
-    names = [f"{f.path} (#{f.seq})" for f in between[:3]]
-    more = f" and {len(between) - 3} more" if len(between) > 3 else ""
-    return " after changing " + ", ".join(names) + more
-
-
-def _names_fixed_file(text: str, files: list[FileRef], fa: FailedApproach) -> bool:
-    return any(f.path in text for f in files if fa.seq < f.seq < (fa.resolved_at or 0))
-
-
-def _failure_line(fa: FailedApproach, files: list[FileRef] | None = None) -> tuple[str, int]:
-    """``#57 `anchor build` → failed, still open: "cause"; next: …`` and its keep-tier (the
-    status first: it decides what the next turn does)."""
-    if not fa.tool_use_id:  # the agent's own words ("that didn't work")
-        return f"- #{fa.seq} the agent said: \"{_one_line(fa.what)}\"", _TIER_FAILED_APPROACH
-    cause = fa.cause or fa.error
-    if fa.resolved_at is not None:
-        fix = _fixed_by(fa, files or [])
-        # a failure that changes to files fixed (the bug the session is about) says more than
-        # one a plain retry fixed (a rejected edit, a wrong directory)
-        status, tier = f", resolved at #{fa.resolved_at}{fix}", _TIER_FAILED_FIXED if fix else _TIER_FAILED_RESOLVED
-    elif fa.key and fa.failed_again is not None:
-        status, tier = f", failed again at #{fa.failed_again}", _TIER_FAILED_OPEN
-    elif fa.key:
-        status, tier = ", still open (not rerun since)", _TIER_FAILED_OPEN
-    else:  # nothing to compare a later run with
-        status, tier = "", _TIER_FAILED_APPROACH
-    if not cause and fa.error:
-        cause = fa.error
-    line = f"- #{fa.seq} {_code(fa.what, 120)} → failed{status}" + (
-        f": {_one_line(cause, 200)}" if cause else ": no error text in the output")
-    if fa.next and not (fa.resolved_at is not None and _names_fixed_file(fa.next, files or [], fa)):
-        line += f"; next: {_one_line(fa.next, 110)}"  # (the fix said it already when it names the file)
-    return line, tier
 
 
 def _last_action_line(la: LastAction) -> tuple[str, int]:
@@ -368,10 +315,16 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
             doc.add(FILES_CHANGED, details[f.path], tier, f.seq, detail=True)
 
     changed = {f.path for f in state.files_changed}
-    for f in state.files_read:
-        if f.path in changed:
-            continue
-        doc.add(FILES_READ, f"- {f.path}", _TIER_FILE_READ, f.seq)
+    read_only = [f for f in state.files_read if f.path not in changed]
+    read_facts = read_details(read_only, budget)
+    for f in read_only:
+        if read_facts.get(f.path):  # what it defines is what the work built on: kept with its line
+            doc.add(FILES_READ, f"- {f.path}\n{read_facts[f.path]}", _TIER_READ_DETAIL, f.seq)
+        else:
+            doc.add(FILES_READ, f"- {f.path}", _TIER_FILE_READ, f.seq)
+
+    failure_lines = build_failure_lines(state.failed_approaches, state.files_changed)  # [line, tier, seq, tool ids]
+    explained = {i for fl in failure_lines for i in fl[3]}  # failed runs the errors section tells in full
 
     # Commands: one line per distinct command, showing the latest run.
     latest_by_cmd: dict[str, int] = {}
@@ -390,9 +343,12 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         else:
             outcome = {"ok": "ok", "failed": "failed", "unknown": "no exit status recorded"}[c.status]
         times = f" ×{counts[c.command]}" if counts[c.command] > 1 else ""
-        tier = (_TIER_COMMAND_FAILED if c.status == "failed"
-                else _TIER_COMMAND_RECENT_OK if i in recent_ok else _TIER_COMMAND_OK)
-        doc.add(COMMANDS, f"- #{c.seq} {_code(c.command)} → {outcome}{times}", tier, c.seq)
+        tier = (_TIER_COMMAND_EXPLAINED if c.status == "failed" and c.tool_use_id in explained
+                else _TIER_COMMAND_FAILED if c.status == "failed"
+                else _TIER_COMMAND_RECENT_OK if i in recent_ok
+                else _TIER_INSTALL if c.detail or is_install(c.command) else _TIER_COMMAND_OK)
+        detail = f": {c.detail}" if c.detail else ""
+        doc.add(COMMANDS, f"- #{c.seq} {_code(c.command)} → {outcome}{times}{detail}", tier, c.seq)
 
     last_test_by_cmd: dict[str, int] = {}
     for i, t in enumerate(state.tests):
@@ -411,25 +367,6 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     by_name: dict[str, list] = {}
     for e in state.errors:
         by_name.setdefault(e.name, []).append(e)
-    # The same failure repeated (calls failing with the same cause: a blocked tool, the same
-    # missing module) is said once, with its runs; it is open while any of them is.
-    groups: dict[tuple[str, bool], list[FailedApproach]] = {}
-    for fa in state.failed_approaches:
-        cause = fa.cause or fa.error
-        key = (cause, True) if cause and fa.tool_use_id else (f"{fa.what}\0{cause}", bool(fa.tool_use_id))
-        groups.setdefault(key, []).append(fa)
-    failure_lines: list[list] = []  # [line, tier, seq, tool ids]
-    for runs in groups.values():
-        open_runs = [fa for fa in runs if fa.resolved_at is None and fa.key]
-        lead = open_runs[-1] if open_runs else runs[-1]
-        line, tier = _failure_line(lead, state.files_changed)
-        if len(runs) > 1:
-            others = [fa for fa in runs if fa is not lead]
-            also = ", ".join(f"#{fa.seq}" for fa in others[-4:]) + (", …" if len(others) > 4 else "")
-            line = line.replace(f"- #{lead.seq} ", f"- #{lead.seq} (×{len(runs)} with the same cause, "
-                                f"also {also}) ", 1)
-        failure_lines.append([line, tier, lead.seq, {fa.tool_use_id for fa in runs if fa.tool_use_id}])
-
     # An error name is said by the failure line of the call that hit it when that line quotes it
     # (command, cause, status: "what failed, why, fixed or not" in one line, which then keeps
     # as long as the error would); otherwise on its own line, with the call that hit it.

@@ -31,7 +31,7 @@ def test_facts_of_a_python_write() -> None:
     assert "EPOCHS = 20" in facts and "LEARNING_RATE = 0.001" in facts
     assert 'DATA = "data/iot_data.csv"' in facts
     assert "def train_model(epochs: int = EPOCHS, lr: float = LEARNING_RATE) -> dict" in facts
-    assert "batch_size = 32" in facts and "uses results/results.json" in facts
+    assert "batch_size = 32" in facts and "writes results/results.json" in facts
     assert "score = 0.7 * acc + 0.3 * f1" in facts and "for epoch in range(epochs)" in facts
     assert not any("df[0]" in f for f in facts)
 
@@ -77,7 +77,7 @@ def test_the_summary_says_what_a_file_holds_and_the_agent_note() -> None:
     r = render_summary(st, 2_000)
     text = "\n".join(r.sections[FILES_CHANGED])
     assert "the agent: I'll create src/train.py" in text and "EPOCHS = 20" in text
-    assert "uses results/results.json" in text
+    assert "writes results/results.json" in text
 
 
 def test_notes_and_facts_fold_across_checkpoints() -> None:
@@ -193,3 +193,98 @@ def test_an_edit_says_which_branch_it_added() -> None:
     assert not any("__name__" in f for f in facts)
     # a whole file is described by its signatures and settings, not by each branch
     assert not any(f.startswith("if ") for f in content_facts("pkg/numpy_handler.py", new_lines))
+
+
+FETCH_ALL = '''from youtube_transcript_api import YouTubeTranscriptApi
+import json, time
+import requests
+
+VIDEOS = [
+    ("abc123", "First talk", "3way"),
+    ("def456", "Second talk", "news"),
+    ("ghi789", "Third talk", "news"),
+    ("jkl012", "Fourth talk", "news"),
+]
+
+session = requests.Session()
+session.proxies = {
+    'http': 'socks5h://127.0.0.1:9050',
+    'https': 'socks5h://127.0.0.1:9050',
+}
+ytt = YouTubeTranscriptApi(http_client=session)
+
+with open('/tmp/transcripts.json', 'w') as f:
+    json.dump(results, f)
+'''
+
+
+def test_a_script_says_its_dependencies_its_data_and_where_it_writes() -> None:
+    facts = content_facts("/tmp/fetch_all.py", FETCH_ALL)
+    assert "imports: youtube_transcript_api, requests" in facts  # json and time are the standard library
+    assert "writes /tmp/transcripts.json" in facts and "uses /tmp/transcripts.json" not in facts
+    (videos,) = [f for f in facts if f.startswith("VIDEOS = ")]
+    assert '("abc123", "First talk", "3way")' in videos and "(4 items)" in videos
+    assert 'session.proxies = {"http": "socks5h://127.0.0.1:9050", "https": "socks5h://127.0.0.1:9050"}' in facts
+    assert "ytt = YouTubeTranscriptApi(http_client=session)" in facts
+
+
+def test_a_page_says_its_sections_and_where_its_data_lives() -> None:
+    page = ('<html><head><title>Model duel</title></head><body><h1>Duel</h1><h2>Winners</h2>'
+            '<h2 class="s">&#x1F4B0; Prices</h2><div id="cards"></div>'
+            '<script type="application/json" id="vdata">[{"id": "a", "t": "x", "w": "gpt"}, '
+            '{"id": "b", "t": "y", "w": "glm"}]</script><script>var DATA=JSON.parse(x);</script></body></html>')
+    facts = content_facts("site/index.html", page)
+    assert "sections: Duel | Winners | \U0001F4B0 Prices" in facts
+    assert 'data embedded as JSON in <script id="vdata"> (2 items); item keys: id, t, w' in facts
+
+
+def test_a_file_read_says_what_it_defines_and_the_summary_shows_it() -> None:
+    listing = ('[File: setup.py (30 lines total)]\n1:from setuptools import setup\n2:\n3:EXTRAS_REQUIRE = {\n'
+               '4:    "tests": ["pytest", "pytz"],\n5:    "lint": ["flake8==4.0.1", "mypy==0.910", "pre-commit~=2.4"],\n'
+               '6:}\n7:EXTRAS_REQUIRE["dev"] = EXTRAS_REQUIRE["tests"] + EXTRAS_REQUIRE["lint"] + ["tox"]\n'
+               '8:\n9:def find_version(fname):\n10:    if not version:\n11:        raise RuntimeError("no version")\n')
+    evs = [Event(seq=1, id="u1", role="user", blocks=[TextBlock(text="Fix the rounding bug.")]),
+           Event(seq=2, id="a2", role="assistant", blocks=[ToolUseBlock(id="o1", name="open", input={"path": "setup.py"})]),
+           Event(seq=3, id="r3", role="user", blocks=[ToolResultBlock(tool_use_id="o1", content=[TextBlock(text=listing)])])]
+    st = lift_state(evs)
+    (f,) = st.files_read
+    assert 'EXTRAS_REQUIRE["dev"] = EXTRAS_REQUIRE["tests"] + EXTRAS_REQUIRE["lint"] + ["tox"]' in f.facts
+    assert 'EXTRAS_REQUIRE = {"tests": ["pytest", "pytz"], "lint": [3 items]}' in f.facts
+    assert not any(x.startswith("if ") for x in f.facts)  # a branch is what an edit added, not a read
+    text = render_summary(st, 3_000).text
+    assert "- setup.py\n  defines: imports: setuptools · EXTRAS_REQUIRE = " in text
+
+
+def test_a_file_written_after_words_that_name_no_file_takes_those_words_as_its_note() -> None:
+    def write(seq: int, uid: str, words: str, path: str) -> list[Event]:
+        return [Event(seq=seq, id=f"a{seq}", role="assistant", blocks=[
+                    TextBlock(text=words), ToolUseBlock(id=uid, name="write", input={"path": path, "content": "x = 1\n"})]),
+                Event(seq=seq + 1, id=f"r{seq}", role="user", blocks=[ToolResultBlock(tool_use_id=uid, content=[
+                    TextBlock(text="ok")])])]
+
+    evs = [Event(seq=1, id="u1", role="user", blocks=[TextBlock(text="Get all the transcripts.")])]
+    evs += write(2, "w1", "10/10 성공. 전체 50개 영상 트랜스크립트 배치 추출합니다.", "/tmp/fetch_all.py")
+    evs += write(4, "w2", "Empty folder. Let me build it.", "/tmp/index.html")
+    evs += write(6, "w3", "Blocked by the API. Switching to a fetcher that routes requests through the tor proxy.",
+                 "/tmp/tor_fetch.py")
+    notes = {f.path: f.note for f in lift_state(evs).files_changed}
+    assert notes["/tmp/fetch_all.py"] == "10/10 성공. 전체 50개 영상 트랜스크립트 배치 추출합니다."
+    assert notes["/tmp/index.html"] == ""  # says nothing of what the file does
+    assert notes["/tmp/tor_fetch.py"].startswith("Blocked by the API. Switching to a fetcher")
+    for cut in (5, 6):  # (6: the words and the call before the checkpoint, the result after it)
+        half = lift_state(evs[:cut])
+        assert {f.path: f.note for f in lift_state(evs[cut:], prev=half).files_changed} == notes  # folds
+
+
+def test_the_projects_own_modules_are_not_named_as_dependencies() -> None:
+    from compactor.lifting.lift import FileRef, LiftedState
+
+    train = "import torch\nfrom dataset import load_data\nfrom model import Net\n\ndef train_model():\n    pass\n"
+    st = LiftedState(files_changed=[
+        FileRef(path="src/dataset.py", seq=3, ops=["write"], facts=content_facts("src/dataset.py", "import pandas\n")),
+        FileRef(path="src/model.py", seq=4, ops=["write"], facts=content_facts("src/model.py", "import torch\n")),
+        FileRef(path="src/train.py", seq=5, ops=["write"], facts=content_facts("src/train.py", train))])
+    assert "imports: torch, dataset, model" in st.files_changed[2].facts  # the lifter cannot tell yet
+    text = render_summary(st, 100_000).text
+    train_line = text.split("- src/train.py", 1)[1].split("\n- ", 1)[0]
+    assert "imports: torch ·" in train_line and "dataset" not in train_line.split("imports:", 1)[1].split("·")[0]

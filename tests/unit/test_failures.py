@@ -10,10 +10,17 @@ def test_cause_is_the_telling_line_not_the_exit_banner() -> None:
     assert failure_cause(out) == "bash: anchor: command not found"
 
 
-def test_cause_of_a_traceback_is_its_last_line() -> None:
+def test_cause_of_a_traceback_is_its_last_line_and_where_it_was_raised() -> None:
     out = ("Traceback (most recent call last):\n  File \"x.py\", line 3, in <module>\n    f()\n"
            "TypeError: f() missing 1 required positional argument: 'a'\n")
-    assert failure_cause(out) == "TypeError: f() missing 1 required positional argument: 'a'"
+    assert failure_cause(out) == "TypeError: f() missing 1 required positional argument: 'a' (raised at x.py:3)"
+    out = ("Traceback (most recent call last):\n  File \"/repo/run.py\", line 17, in <module>\n    ds.pixels\n"
+           "  File \"/repo/pkg/handlers/numpy_handler.py\", line 293, in get_pixeldata\n    raise AttributeError(\n"
+           "AttributeError: Unable to convert the pixel data as the following required elements are missing from "
+           "the dataset: PixelRepresentation\n")
+    cause = failure_cause(out)
+    assert cause.endswith("missing from the dataset: PixelRepresentation "
+                          "(raised at numpy_handler.py:293 in get_pixeldata)")
 
 
 def test_compiler_error_keeps_its_location() -> None:

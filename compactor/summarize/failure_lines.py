@@ -1,0 +1,191 @@
+"""The structured summary's failure lines: one dense line per failure, "attempt -> cause -> next -> outcome".
+
+Blind readers asked "what happened on the first attempt to read X and what caused it", "why was
+the first ``edit 287:295`` rejected", "what happened to the commands creating data/ results/":
+the answer is one failed call, the telling line of its output, what the agent did next and
+whether a later run of the same thing worked. Per line:
+
+- the same action failing again (a rejected edit retried with new text) is one line with each
+  distinct cause and the runs that hit it, in order (the first attempt's cause stays readable);
+- different actions failing with one cause (a sandbox refusing every command, three proposed
+  commands the user declined) are one line naming each action with its own outcome, so a read
+  that a rerun fixed is not hidden behind the command still failing;
+- the status comes first in the keep-tier: a failure nothing fixed outranks one a rerun fixed.
+
+Split out of ``compactor.summarize.structured`` (which renders these under "Errors and failed
+approaches") to keep it small.
+"""
+
+from __future__ import annotations
+
+from compactor.lifting.state import FailedApproach, FileRef
+
+TIER_FAILED_RESOLVED = 60  # a failure a later run fixed: history, still what not to repeat
+TIER_FAILED_FIXED = 66  # a failure fixed by changing files: what failed, why, and what fixed it
+TIER_FAILED_APPROACH = 60
+TIER_FAILED_OPEN = 70  # a failure nothing fixed yet: the next agent meets it again
+
+CAUSE_CHARS = 300
+"""A cause as the lifter kept it (its telling line(s) and where a traceback raised it), clipped to this."""
+NEXT_CHARS = 170
+"""The agent's next move as the lifter kept it (``failures.NEXT_CHARS`` of its words, its seq)."""
+RESOLVED_NEXT_CHARS = 100
+MAX_ACTIONS = 4
+"""Actions named on one shared-cause line; the rest are counted."""
+MAX_CAUSES = 3
+"""Distinct causes quoted on one repeated-action line (the first always)."""
+
+
+def one_line(text: str, n: int = 240) -> str:
+    t = " ".join(text.split())
+    return t if len(t) <= n else t[: n - 1].rstrip() + "…"
+
+
+def code(text: str, n: int = 200) -> str:
+    return "`" + one_line(text, n).replace("`", "'") + "`"
+
+
+def _fixed_by(fa: FailedApproach, files: list[FileRef]) -> str:
+    """`` after changing a.py (#20)``: the files whose latest change falls between a failure and
+    the run that worked (what fixed it, as far as the log shows; a file changed again later is
+    not named, so this never claims more than happened in that window)."""
+    if fa.resolved_at is None:
+        return ""
+    # (a change at the resolving seq is the rerun itself: a retried edit that worked)
+    between = sorted((f for f in files if fa.seq < f.seq < fa.resolved_at), key=lambda f: f.seq)
+    if not between:
+        return ""
+    names = [f"{f.path} (#{f.seq})" for f in between[:3]]
+    more = f" and {len(between) - 3} more" if len(between) > 3 else ""
+    return " after changing " + ", ".join(names) + more
+
+
+def _names_fixed_file(text: str, files: list[FileRef], fa: FailedApproach) -> bool:
+    return any(f.path in text for f in files if fa.seq < f.seq < (fa.resolved_at or 0))
+
+
+def _status(fa: FailedApproach, files: list[FileRef]) -> tuple[str, int]:
+    """(``resolved at #N after changing …`` / ``failed again at #N`` / ``still open …``, tier)."""
+    if fa.resolved_at is not None:
+        fix = (f" (rerun with {fa.fixed_by})" if fa.fixed_by else "") + _fixed_by(fa, files)
+        # a failure that changes to files fixed (the bug the session is about) says more than
+        # one a plain retry fixed (a rejected edit, a wrong directory)
+        return f"resolved at #{fa.resolved_at}{fix}", TIER_FAILED_FIXED if fix else TIER_FAILED_RESOLVED
+    if fa.key and fa.failed_again is not None:
+        return f"failed again at #{fa.failed_again}", TIER_FAILED_OPEN
+    if fa.key:
+        return "still open (not rerun since)", TIER_FAILED_OPEN
+    return "", TIER_FAILED_APPROACH  # nothing to compare a later run with
+
+
+def _next(fa: FailedApproach, files: list[FileRef]) -> str:
+    # (the fix said it already when it names the file)
+    if fa.next and not (fa.resolved_at is not None and _names_fixed_file(fa.next, files, fa)):
+        # (a resolved failure's outcome is said; its next move is history: shorter)
+        return f"; next: {one_line(fa.next, NEXT_CHARS if fa.resolved_at is None else RESOLVED_NEXT_CHARS)}"
+    return ""
+
+
+def failure_line(fa: FailedApproach, files: list[FileRef] | None = None) -> tuple[str, int]:
+    """``#57 `anchor build` → failed, still open: "cause"; next: …`` and its keep-tier (the
+    status first: it decides what the next turn does)."""
+    files = files or []
+    if not fa.tool_use_id:  # the agent's own words ("that didn't work")
+        return f"- #{fa.seq} the agent said: \"{one_line(fa.what)}\"", TIER_FAILED_APPROACH
+    status, tier = _status(fa, files)
+    cause = fa.cause or fa.error
+    line = f"- #{fa.seq} {code(fa.what, 120)} → failed" + (f", {status}" if status else "") + (
+        f": {one_line(cause, CAUSE_CHARS)}" if cause else ": no error text in the output")
+    return line + _next(fa, files), tier
+
+
+def _seqs(runs: list[FailedApproach], n: int = 4) -> str:
+    return ", ".join(f"#{fa.seq}" for fa in runs[:n]) + (", …" if len(runs) > n else "")
+
+
+def _lead(runs: list[FailedApproach]) -> FailedApproach:
+    open_runs = [fa for fa in runs if fa.resolved_at is None and fa.key]
+    return open_runs[-1] if open_runs else runs[-1]
+
+
+def _repeated_action_line(runs: list[FailedApproach], files: list[FileRef]) -> tuple[str, int]:
+    """One action failing more than once with different causes: each cause with its runs."""
+    lead = _lead(runs)
+    status, tier = _status(lead, files)
+    # the agent struggled with it (a rejected edit retried with new text): what not to repeat
+    tier = max(tier, TIER_FAILED_FIXED)
+    causes: dict[str, list[FailedApproach]] = {}
+    for fa in runs:
+        cause = (fa.cause or fa.error).strip().lstrip("-* ").strip()  # (a listed lint line)
+        causes.setdefault(cause or "no error text in the output", []).append(fa)
+    parts = [f"{one_line(c, 120)} ({_seqs(rs, 3)})" for c, rs in list(causes.items())[:MAX_CAUSES]]
+    if len(causes) > MAX_CAUSES:
+        parts.append(f"{len(causes) - MAX_CAUSES} more causes")
+    line = (f"- #{runs[0].seq} {code(lead.what, 120)} ×{len(runs)} → failed ({_seqs(runs, 6)})"
+            + (f", {status}" if status else "") + ": " + " / ".join(parts))
+    return line + _next(runs[-1], files), tier
+
+
+def _shared_cause_line(actions: list[list[FailedApproach]], cause: str, files: list[FileRef]) -> tuple[str, int]:
+    """Different actions that failed with one cause: each action with its own outcome."""
+    n_runs = sum(len(a) for a in actions)
+    named: list[str] = []
+    tier = 0
+    for runs in actions:
+        status, t = _status(_lead(runs), files)
+        tier = max(tier, t)
+        if len(named) < MAX_ACTIONS:
+            short = "open" if status.startswith("still open") else status
+            named.append(f"{code(runs[0].what, 90)} ({_seqs(runs, 3)}" + (f", {short})" if short else ")"))
+    rest = actions[MAX_ACTIONS:]
+    if rest:
+        named.append(f"{len(rest)} more ({_seqs([r[0] for r in rest], 4)})")
+    first = min(fa.seq for a in actions for fa in a)
+    last = max((fa for a in actions for fa in a), key=lambda fa: fa.seq)
+    line = (f"- #{first} {n_runs} calls failed with the same cause: " + "; ".join(named)
+            + f" → {one_line(cause, CAUSE_CHARS)}")
+    return line + _next(last, files), tier
+
+
+def build_failure_lines(failed: list[FailedApproach], files: list[FileRef]) -> list[list]:
+    """``[line, tier, seq, tool ids]`` per failure line, in the order of their first failure.
+
+    Runs of one action (its normalized key) are folded first; actions whose runs all failed with
+    one cause are then folded by that cause.
+    """
+    stated: list[FailedApproach] = [fa for fa in failed if not fa.tool_use_id]
+    by_action: dict[str, list[FailedApproach]] = {}
+    for fa in failed:
+        if fa.tool_use_id:
+            by_action.setdefault(fa.key or f"\0{fa.tool_use_id}\0{fa.what}", []).append(fa)
+    by_cause: dict[str, list[list[FailedApproach]]] = {}
+    mixed: list[list[FailedApproach]] = []
+    for runs in by_action.values():
+        causes = {fa.cause or fa.error for fa in runs}
+        if len(causes) == 1 and "" not in causes:
+            by_cause.setdefault(causes.pop(), []).append(runs)
+        else:
+            mixed.append(runs)
+    out: list[list] = []
+    for fa in stated:
+        line, tier = failure_line(fa, files)
+        out.append([line, tier, fa.seq, set()])
+    for cause, actions in by_cause.items():
+        if len(actions) == 1 and len(actions[0]) == 1:
+            line, tier = failure_line(actions[0][0], files)
+        elif len(actions) == 1:
+            runs = actions[0]
+            line, tier = failure_line(_lead(runs), files)
+            lead = _lead(runs)
+            others = [fa for fa in runs if fa is not lead]
+            also = ", ".join(f"#{fa.seq}" for fa in others[-4:]) + (", …" if len(others) > 4 else "")
+            line = line.replace(f"- #{lead.seq} ", f"- #{lead.seq} (×{len(runs)} with the same cause, also {also}) ", 1)
+        else:
+            line, tier = _shared_cause_line(actions, cause, files)
+        runs_all = [fa for a in actions for fa in a]
+        out.append([line, tier, min(fa.seq for fa in runs_all), {fa.tool_use_id for fa in runs_all}])
+    for runs in mixed:
+        line, tier = (_repeated_action_line(runs, files) if len(runs) > 1 else failure_line(runs[0], files))
+        out.append([line, tier, runs[0].seq, {fa.tool_use_id for fa in runs}])
+    out.sort(key=lambda fl: fl[2])
+    return out
