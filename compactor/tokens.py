@@ -118,6 +118,11 @@ def count_texts(texts: Sequence[str]) -> list[int]:
     return [len(t) for t in enc.encode_ordinary_batch(list(texts))]
 
 
+_JSON = json.JSONEncoder(ensure_ascii=False)
+"""``json.dumps(x, ensure_ascii=False)`` without building an encoder per call (a call's input
+is dumped each time its event is counted)."""
+
+
 def _block_text(b: object) -> tuple[str, int]:
     """Text that stands for a block in the rendered request, and a fixed extra cost.
 
@@ -129,7 +134,7 @@ def _block_text(b: object) -> tuple[str, int]:
     if isinstance(b, ThinkingBlock):
         return "", 0
     if isinstance(b, ToolUseBlock):
-        return b.name + " " + json.dumps(b.input, ensure_ascii=False), 8
+        return b.name + " " + _JSON.encode(b.input), 8
     if isinstance(b, ToolResultBlock):
         total = 4
         for c in b.content:
