@@ -23,7 +23,7 @@ constrain the cut nor count towards the tail.
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Sequence
+from typing import Callable, Sequence
 
 from compactor.events import Event
 from compactor.engine.policy import Policy
@@ -181,11 +181,13 @@ def choose_cut(
     prev_end: int = 0,
     keep_latest_request: bool = True,
     safe: list[int] | None = None,
+    safe_fn: Callable[[], list[int]] | None = None,
 ) -> int:
     """The checkpoint's end seq for a tail of about ``tail_budget`` tokens; 0 = no cut.
 
     ``safe``: ``safe_cut_points(events, prev_end, keep_latest_request=...)`` when the caller
-    has it (the shrink ladder asks for several budgets over the same events).
+    has it (the shrink ladder asks for several budgets over the same events); ``safe_fn``:
+    what returns it, called only when the cut needs it (a caller's memo).
 
     The ideal cut from :func:`tail_start` moves to the nearest safe point that keeps the tail
     within budget (a later cut, smaller tail); when there is none (the latest request or a
@@ -205,7 +207,8 @@ def choose_cut(
     if ideal == 0:
         return 0
     if safe is None:
-        safe = safe_cut_points(events, prev_end, keep_latest_request=keep_latest_request)
+        safe = safe_fn() if safe_fn is not None else safe_cut_points(
+            events, prev_end, keep_latest_request=keep_latest_request)
     if not safe:
         return 0
     if policy.tail_cut_on_user:

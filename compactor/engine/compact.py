@@ -164,9 +164,20 @@ def plan(
     prev: Checkpoint | None,
     *,
     provider_usage: int | None = None,
+    _safe: dict[bool, list[int]] | None = None,
 ) -> Plan:
-    """Decide the target, the tail budgets and the layers for ``events`` (see ``compact``)."""
+    """Decide the target, the tail budgets and the layers for ``events`` (see ``compact``).
+
+    ``_safe``: filled with the safe cut points computed here (keep_latest_request -> seqs),
+    for ``apply_layers`` on the same events (``compact`` passes it on: one walk each)."""
     evs = prepare(events, prev)
+    safe = {} if _safe is None else _safe
+
+    def safe_points(keep: bool) -> list[int]:
+        if keep not in safe:
+            safe[keep] = safe_cut_points(evs, _prev_end(prev), keep_latest_request=keep)
+        return safe[keep]
+
     before = view_tokens(build_view(evs, prev))
     target = target_tokens if target_tokens is not None else policy.post_compact_tokens
     pinned = [e for e in evs if e.kind == "pinned"]
@@ -178,13 +189,15 @@ def plan(
     tail_max = min(policy.tail_max_tokens, int(available * TAIL_MAX_SHARE))
     tail_min = min(policy.tail_min_tokens, tail_budget)
     cut = choose_cut(
-        evs, policy, tail_budget, tail_min=tail_min, tail_max=tail_max, prev_end=end
+        evs, policy, tail_budget, tail_min=tail_min, tail_max=tail_max, prev_end=end,
+        safe_fn=lambda: safe_points(True),
     )
     layers: list[str] = []
     if any(e.tool_results for e in evs if e.kind != "pinned"):
         layers += [LAYER_EXTERNALIZE, LAYER_CLEAR]
     if cut > end or choose_cut(evs, policy, 0, tail_min=0, tail_max=0, min_text_messages=0,
-                               prev_end=end, keep_latest_request=False) > end:
+                               prev_end=end, keep_latest_request=False,
+                               safe_fn=lambda: safe_points(False)) > end:
         layers.append(LAYER_SUMMARY)
     return Plan(
         policy=policy.name,
@@ -259,8 +272,11 @@ def apply_layers(
     now: datetime | None = None,
     tenant: str | None = None,
     session: str | None = None,
+    _safe: dict[bool, list[int]] | None = None,
 ) -> LayerResult:
-    """Run the layers cheapest first, stopping as soon as the view fits ``plan.target_tokens``."""
+    """Run the layers cheapest first, stopping as soon as the view fits ``plan.target_tokens``.
+
+    ``_safe``: the safe cut points ``plan`` computed on the same events (``compact``)."""
     if (prev.id if prev is not None else None) != plan.prev_checkpoint:
         raise ValueError("plan was made for a different previous checkpoint")
     evs = prepare(events, prev)
@@ -363,7 +379,7 @@ def apply_layers(
         covered_all = body(evs, end0)
         covered_seqs = [e.seq for e in covered_all]
         covered_hash = _PrefixHash(covered_all, hash_lines)
-        safe_points: dict[bool, list[int]] = {}  # keep_request -> safe cuts, for every rung
+        safe_points: dict[bool, list[int]] = dict(_safe or {})  # keep_request -> safe cuts, every rung
         lifter = Lifter(covered_all, LiftedState.model_validate(state0) if state0 else None)
         # Normal mode keeps the latest request as an event (the cut is before it). Only when no
         # such cut meets the target may the cut pass it: the summary then quotes it in full,
@@ -656,7 +672,8 @@ def _compact(
 ) -> CompactResult:
     t0 = time.perf_counter()
     evs = prepare(events, prev)
-    p = plan(evs, policy, target_tokens, prev, provider_usage=provider_usage)
+    safe: dict[bool, list[int]] = {}  # plan's safe cut points, for the ladder on the same events
+    p = plan(evs, policy, target_tokens, prev, provider_usage=provider_usage, _safe=safe)
     plan_ms = (time.perf_counter() - t0) * 1000
     tenant = tenant or (prev.tenant if prev is not None else "inline")
     session = session or (prev.session if prev is not None else "inline")
@@ -684,7 +701,7 @@ def _compact(
                        prev_checkpoint=prev)
         return noop(vio, None, {"plan": plan_ms}, view)
     res = apply_layers(evs, p, policy, prev=prev, checkpoint_id=checkpoint_id, now=now,
-                       tenant=tenant, session=session)
+                       tenant=tenant, session=session, _safe=safe)
     ckpt = res.checkpoint
     assert ckpt is not None
     if not res.layers or res.tokens_after >= p.tokens_before:

@@ -210,12 +210,23 @@ def _plain_render(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(structured, "count_lines", count_text)
 
 
+def _before_round_three(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plain render, and the shrink ladder computing its safe cut points again instead of
+    taking plan's."""
+    from compactor.engine import compact as engine
+
+    _plain_render(monkeypatch)
+    orig = engine.plan
+    monkeypatch.setattr(engine, "plan", lambda *a, _safe=None, **k: orig(*a, **k))
+
+
 def test_views_are_byte_identical_with_the_summary_rendered_in_proportion(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Skipping the render of a state whose lists alone exceed the budget, and counting the
-    summary line by line, give the same views, checkpoints and records."""
+    """Skipping the render of a state whose lists alone exceed the budget, counting the
+    summary line by line and handing plan's safe cut points to the ladder give the same
+    views, checkpoints and records."""
     sessions = [events for _, events in _sessions()] + [_small(tmp_path, 1_500)]
-    assert sum(_both_paths(ev, monkeypatch, old_path=_plain_render) for ev in sessions) >= 30
+    assert sum(_both_paths(ev, monkeypatch, old_path=_before_round_three) for ev in sessions) >= 30
 
 
 def test_the_summary_of_a_long_session_is_the_same_rendered_in_proportion(
