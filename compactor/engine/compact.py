@@ -188,16 +188,17 @@ def plan(
     tail_budget = min(policy.tail_budget_tokens, int(available * TAIL_SHARE))
     tail_max = min(policy.tail_max_tokens, int(available * TAIL_MAX_SHARE))
     tail_min = min(policy.tail_min_tokens, tail_budget)
+    covered = body(evs, end)  # what both cuts below walk back over
     cut = choose_cut(
         evs, policy, tail_budget, tail_min=tail_min, tail_max=tail_max, prev_end=end,
-        safe_fn=lambda: safe_points(True),
+        safe_fn=lambda: safe_points(True), body_events=covered,
     )
     layers: list[str] = []
     if any(e.tool_results for e in evs if e.kind != "pinned"):
         layers += [LAYER_EXTERNALIZE, LAYER_CLEAR]
     if cut > end or choose_cut(evs, policy, 0, tail_min=0, tail_max=0, min_text_messages=0,
                                prev_end=end, keep_latest_request=False,
-                               safe_fn=lambda: safe_points(False)) > end:
+                               safe_fn=lambda: safe_points(False), body_events=covered) > end:
         layers.append(LAYER_SUMMARY)
     return Plan(
         policy=policy.name,
@@ -400,6 +401,7 @@ def apply_layers(
                     tail_max=max(budget, int(plan.tail_max * factor)),
                     min_text_messages=plan.min_text_messages if factor else 0, prev_end=end0,
                     keep_latest_request=keep_request, safe=safe_points[keep_request],
+                    body_events=covered_all,
                 )
                 if cut <= end0 or cut in tried:
                     continue
