@@ -8,6 +8,7 @@ count to the provider's tokenizer.
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from functools import lru_cache
 from typing import Iterable, Iterator, Sequence
@@ -88,10 +89,38 @@ SHORT_TEXT = 512
 _count_short = lru_cache(maxsize=1 << 17)(_count)
 
 
+# Where a newline is followed by a character that is not whitespace, cl100k's pre-split always
+# cuts (no piece of its split pattern holds a newline followed by a non-space character), so
+# a multi-line text's count is the sum of its lines' counts (each line with its newline).
+_LINE_CUT = re.compile(r"(?<=\n)(?=\S)")
+_count_line = lru_cache(maxsize=1 << 17)(_count)
+
+
+def count_lines(text: str) -> int:
+    """``count_text(text)``, counted line by line with a memo: a long text made of lines that
+    recur (a summary re-rendered for each candidate of the shrink ladder, issue 17) costs a
+    dictionary lookup per line instead of tokenizing it again. The same number, always:
+    lines are cut only where the tokenizer cuts, and a text over ``COUNT_PIECE`` is cut into
+    the same pieces first."""
+    if len(text) <= SHORT_TEXT:
+        return count_text(text)
+    pieces = _pieces(text) if len(text) > COUNT_PIECE else (text,)
+    total = 0
+    for piece in pieces:
+        for line in _LINE_CUT.split(piece):
+            total += _count_line(line) if len(line) <= SHORT_TEXT else _count_cached(line)
+    return total
+
+
 def count_texts(texts: Sequence[str]) -> list[int]:
     """Batch count (uses tiktoken's threaded batch encoder)."""
     enc = encoding()
     return [len(t) for t in enc.encode_ordinary_batch(list(texts))]
+
+
+_JSON = json.JSONEncoder(ensure_ascii=False)
+"""``json.dumps(x, ensure_ascii=False)`` without building an encoder per call (a call's input
+is dumped each time its event is counted)."""
 
 
 def _block_text(b: object) -> tuple[str, int]:
@@ -105,7 +134,7 @@ def _block_text(b: object) -> tuple[str, int]:
     if isinstance(b, ThinkingBlock):
         return "", 0
     if isinstance(b, ToolUseBlock):
-        return b.name + " " + json.dumps(b.input, ensure_ascii=False), 8
+        return b.name + " " + _JSON.encode(b.input), 8
     if isinstance(b, ToolResultBlock):
         total = 4
         for c in b.content:

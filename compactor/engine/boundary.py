@@ -23,7 +23,7 @@ constrain the cut nor count towards the tail.
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Sequence
+from typing import Callable, Sequence
 
 from compactor.events import Event
 from compactor.engine.policy import Policy
@@ -143,14 +143,16 @@ def tail_start(
     tail_max: int | None = None,
     min_text_messages: int = 0,
     prev_end: int = 0,
+    body_events: Sequence[Event] | None = None,
 ) -> int:
     """The budget-ideal cut (before any safety move): seq of the last event left out of the tail.
 
     Walks back from the newest event, keeping events while they fit ``tail_budget``, and past
     it while the tail is under ``tail_min`` tokens or ``min_text_messages`` text messages, as
-    long as it stays within ``tail_max``. 0 when everything fits.
+    long as it stays within ``tail_max``. 0 when everything fits. ``body_events``:
+    ``body(events, prev_end)`` when the caller has it (the walk back reads only the tail).
     """
-    evs = body(events, prev_end)
+    evs = body(events, prev_end) if body_events is None else body_events
     cap = tail_budget if tail_max is None else max(tail_max, tail_budget)
     tokens = 0
     texts = 0
@@ -181,11 +183,15 @@ def choose_cut(
     prev_end: int = 0,
     keep_latest_request: bool = True,
     safe: list[int] | None = None,
+    safe_fn: Callable[[], list[int]] | None = None,
+    body_events: Sequence[Event] | None = None,
 ) -> int:
     """The checkpoint's end seq for a tail of about ``tail_budget`` tokens; 0 = no cut.
 
     ``safe``: ``safe_cut_points(events, prev_end, keep_latest_request=...)`` when the caller
-    has it (the shrink ladder asks for several budgets over the same events).
+    has it (the shrink ladder asks for several budgets over the same events); ``safe_fn``:
+    what returns it, called only when the cut needs it (a caller's memo); ``body_events``:
+    ``body(events, prev_end)``, likewise (each call walked the whole session for it).
 
     The ideal cut from :func:`tail_start` moves to the nearest safe point that keeps the tail
     within budget (a later cut, smaller tail); when there is none (the latest request or a
@@ -201,15 +207,17 @@ def choose_cut(
             policy.min_tail_text_messages if min_text_messages is None else min_text_messages
         ),
         prev_end=prev_end,
+        body_events=body_events,
     )
     if ideal == 0:
         return 0
     if safe is None:
-        safe = safe_cut_points(events, prev_end, keep_latest_request=keep_latest_request)
+        safe = safe_fn() if safe_fn is not None else safe_cut_points(
+            events, prev_end, keep_latest_request=keep_latest_request)
     if not safe:
         return 0
     if policy.tail_cut_on_user:
-        evs = body(events, prev_end)
+        evs = body(events, prev_end) if body_events is None else list(body_events)
         nxt = {a.seq: b for a, b in zip(evs, evs[1:])}
         on_user = [k for k in safe if k in nxt and nxt[k].role == "user" and not nxt[k].tool_results]
         pick = _nearest(on_user, ideal)

@@ -13,10 +13,13 @@ span two texts of the joined haystack) is left to the full search.
 
 from __future__ import annotations
 
-from typing import Sequence
+from bisect import bisect_right
+from typing import Any, Sequence
 
+from compactor.engine.boundary import body
 from compactor.engine.invariants import _block_texts, _refs, _result_texts
-from compactor.events import Event, ToolResultBlock
+from compactor.events import Event, ToolResultBlock, ToolUseBlock
+from compactor.tokens import count_event
 
 
 class CoveredText:
@@ -29,6 +32,7 @@ class CoveredText:
         self._found: dict[str, bool] = {}
         self._answered: set[str] | None = None
         self._source_refs: set[tuple[str, str]] | None = None
+        self._memo: dict[Any, Any] = {}
 
     def answered(self) -> set[str]:
         """Ids of the calls a result in the events answers (read-only: shared)."""
@@ -68,3 +72,107 @@ class CoveredText:
             got = self._found[ident] = (ident in self._words or ident in self._calls
                                         or ident in self._bulk)
         return got
+
+    # --- per-cut facts: computed once, answered for each candidate's cut (issue 17, round 3) ---
+    # The shrink ladder's candidates differ in the cut only; the checks below used to walk the
+    # whole session per candidate for what is the same list read up to a different cut.
+
+    def body(self, prev_end: int) -> list[Event]:
+        """``boundary.body(events, prev_end)`` (read-only: shared)."""
+        got = self._memo.get(("body", prev_end))
+        if got is None:
+            got = self._memo[("body", prev_end)] = body(self.events, prev_end)
+        return got
+
+    def _body_seqs(self, prev_end: int) -> list[int]:
+        got = self._memo.get(("seqs", prev_end))
+        if got is None:
+            got = self._memo[("seqs", prev_end)] = [e.seq for e in self.body(prev_end)]
+        return got
+
+    def covered(self, prev_end: int, end: int) -> list[Event]:
+        """``[e for e in body(events, prev_end) if e.seq <= end]``."""
+        return self.body(prev_end)[:bisect_right(self._body_seqs(prev_end), end)]
+
+    def covered_tokens(self, prev_end: int, end: int) -> int:
+        """``sum(count_event(e) for e in covered(prev_end, end))``, from prefix sums."""
+        sums = self._memo.get(("sums", prev_end))
+        if sums is None:
+            sums = [0]
+            for e in self.body(prev_end):
+                sums.append(sums[-1] + count_event(e))
+            self._memo[("sums", prev_end)] = sums
+        return sums[bisect_right(self._body_seqs(prev_end), end)]
+
+    def latest_request(self, prev_end: int = 0) -> Event | None:
+        """``boundary.latest_request(events, prev_end)``."""
+        key = ("latest", prev_end)
+        if key not in self._memo:
+            evs = self.body(prev_end)
+            self._memo[key] = next((evs[i] for i in range(len(evs) - 1, -1, -1) if evs[i].is_user_request),
+                                   None)
+        return self._memo[key]
+
+    def batch_splits(self, end: int, prev_end: int) -> list[tuple[Event, list[ToolUseBlock], str]]:
+        """What ``invariants.check_batches`` finds over the events as given, for a cut at
+        ``end``: (event, its calls, the first call whose last result lies past the cut), in
+        event order. Calls whose last result comes after the cut are few (the kept tail and
+        the calls the cut straddles), and are read from a list sorted by that result."""
+        calls = self._memo.get(("calls", prev_end))
+        if calls is None:
+            evs = self.body(prev_end)
+            last_result: dict[str, int] = {}
+            for e in evs:
+                for r in e.tool_results:
+                    last_result[r.tool_use_id] = max(last_result.get(r.tool_use_id, 0), e.seq)
+            calls = []
+            for pos, e in enumerate(evs):
+                uses = e.tool_uses
+                lrs = [last_result.get(u.id) for u in uses]
+                if any(x is not None for x in lrs):
+                    calls.append((max(x for x in lrs if x is not None), pos, e, uses, lrs))
+            calls.sort(key=lambda c: -c[0])
+            self._memo[("calls", prev_end)] = calls
+        hits = []
+        for latest, pos, e, uses, lrs in calls:
+            if latest <= end:
+                break
+            if e.seq > end:
+                continue
+            first = next(u.id for u, lr in zip(uses, lrs) if lr is not None and e.seq <= end < lr)
+            hits.append((pos, e, uses, first))
+        hits.sort(key=lambda h: h[0])
+        return [(e, uses, first) for _, e, uses, first in hits]
+
+    def request_constraints(self, prev_end: int, end: int) -> list[tuple[int, list[str]]]:
+        """(seq, ``constraint_sentences``) of each genuine request of ``covered(prev_end, end)``,
+        in order (the requests are classified once for every cut)."""
+        from compactor.lifting.lift import constraint_sentences, is_genuine_request
+
+        reqs = self._memo.get(("requests", prev_end))
+        if reqs is None:
+            reqs = self._memo[("requests", prev_end)] = [
+                (e.seq, constraint_sentences(e.text)) for e in self.body(prev_end) if is_genuine_request(e)]
+        return [(seq, sents) for seq, sents in reqs if seq <= end]
+
+    def unanswered_calls(self, prev_end: int) -> list[tuple[int, ToolUseBlock]]:
+        """(seq, call) of each call in ``body(events, prev_end)`` that no result in the events
+        answers, in order: the only calls ``check_unknown`` can find unlisted."""
+        got = self._memo.get(("unanswered", prev_end))
+        if got is None:
+            answered = self.answered()
+            got = self._memo[("unanswered", prev_end)] = [
+                (e.seq, u) for e in self.body(prev_end) for u in e.tool_uses if u.id not in answered]
+        return got
+
+    def range_facts(self) -> tuple[dict[int, Event], list[int], int, list[int]] | None:
+        """The events by seq, their seqs, the snapshot (the largest seq) and the positions of
+        the pinned events; None when the events are not in seq order (the checks then walk
+        them)."""
+        if "range" not in self._memo:
+            seqs = [e.seq for e in self.events]
+            ordered = all(a <= b for a, b in zip(seqs, seqs[1:]))
+            pinned = [i for i, e in enumerate(self.events) if e.kind == "pinned"]
+            self._memo["range"] = (({e.seq: e for e in self.events}, seqs, max(seqs, default=0), pinned)
+                                   if ordered else None)
+        return self._memo["range"]

@@ -26,6 +26,7 @@ import hashlib
 import json
 import re
 import threading
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -114,20 +115,25 @@ def validate(
     end = max(_end(checkpoint), prev_end)
     out: list[Violation] = []
     out += check_tool_pairing(events, view, index)
-    shown = events
-    if checkpoint is not None and checkpoint.replacements:
-        shown = [e.with_(blocks=list(checkpoint.replacements[e.seq])) if e.seq in checkpoint.replacements
-                 and e.seq > end else e for e in events]
-    out += check_batches(shown, end, prev_end)
+    if index is not None and getattr(index, "events", None) is not events:
+        index = None  # an index of other events (the per-cut facts below read its events)
+    if index is not None and _same_calls(index, checkpoint, end):
+        out += _batch_violations(index.batch_splits(end, prev_end), end) if end > prev_end else []
+    else:
+        shown = events
+        if checkpoint is not None and checkpoint.replacements:
+            shown = [e.with_(blocks=list(checkpoint.replacements[e.seq])) if e.seq in checkpoint.replacements
+                     and e.seq > end else e for e in events]
+        out += check_batches(shown, end, prev_end)
     out += check_first_user(view)
     out += check_pinned(events, view)
-    out += check_latest_request(events, view)
-    out += check_range(events, checkpoint, view, prev_checkpoint)
+    out += check_latest_request(events, view, index)
+    out += check_range(events, checkpoint, view, prev_checkpoint, index)
     if checkpoint is not None:
-        out += check_constraints(events, checkpoint, prev_end)
+        out += check_constraints(events, checkpoint, prev_end, index)
         out += check_unknown(events, checkpoint, view, prev_checkpoint, index)
         out += check_artifacts(events, checkpoint, view, artifacts, index)
-        out += check_summary_size(events, checkpoint, prev_checkpoint)
+        out += check_summary_size(events, checkpoint, prev_checkpoint, index)
         out += check_identifiers(events, checkpoint, prev_checkpoint, index)
         out += check_model_summary(checkpoint)
     if target_tokens is not None:
@@ -251,30 +257,59 @@ def _seq_of_result(view: Sequence[Event], uid: str) -> int | None:
     return None
 
 
+def _call_ids(blocks: Iterable[Any]) -> tuple[list[str], list[str]]:
+    return ([b.id for b in blocks if isinstance(b, ToolUseBlock)],
+            [b.tool_use_id for b in blocks if isinstance(b, ToolResultBlock)])
+
+
+def _same_calls(index: Any, ckpt: Checkpoint | None, end: int) -> bool:
+    """The checkpoint's replacements shown after ``end`` keep every call and result of the
+    events they replace (the clearing and externalizing layers do; a late result shown as
+    text does not): the batches can then be checked on the events as logged."""
+    if ckpt is None or not ckpt.replacements:
+        return True
+    facts = index.range_facts()
+    if facts is None:
+        return False
+    by_seq = facts[0]
+    if len(by_seq) != len(facts[1]):
+        return False  # two events share a seq: walk them as the view shows them
+    for seq, blocks in ckpt.replacements.items():
+        if seq > end and (seq not in by_seq or _call_ids(blocks) != _call_ids(by_seq[seq].blocks)):
+            return False
+    return True
+
+
 def check_batches(events: Sequence[Event], end: int, prev_end: int) -> list[Violation]:
     """The cut at ``end`` does not separate a tool_use from its result (batch_split when the
     call belongs to a parallel batch, tool_pairing otherwise). ``events`` as the view shows
     them: a late result the view renders as text (``reconcile_checkpoint``) is not a result."""
     if end <= prev_end:
         return []
-    out: list[Violation] = []
     evs = body(events, prev_end)
     last_result: dict[str, int] = {}
     for e in evs:
         for r in e.tool_results:
             last_result[r.tool_use_id] = max(last_result.get(r.tool_use_id, 0), e.seq)
+    splits = []
     for e in evs:
         uses = e.tool_uses
         split = [u.id for u in uses if u.id in last_result and e.seq <= end < last_result[u.id]]
-        if not split:
-            continue
+        if split:
+            splits.append((e, uses, split[0]))
+    return _batch_violations(splits, end)
+
+
+def _batch_violations(splits: Iterable[tuple[Event, list[ToolUseBlock], str]], end: int) -> list[Violation]:
+    out: list[Violation] = []
+    for e, uses, first in splits:
         if len(uses) > 1:
             out.append(Violation(code="batch_split",
                                  message=f"cut at {end} splits the parallel batch of {len(uses)} calls",
                                  seq=e.seq))
         else:
             out.append(Violation(code="tool_pairing",
-                                 message=f"cut at {end} separates tool_use {split[0]} from its result",
+                                 message=f"cut at {end} separates tool_use {first} from its result",
                                  seq=e.seq))
     return out
 
@@ -319,10 +354,10 @@ def check_pinned(events: Sequence[Event], view: Sequence[Event]) -> list[Violati
     return out
 
 
-def check_latest_request(events: Sequence[Event], view: Sequence[Event]) -> list[Violation]:
+def check_latest_request(events: Sequence[Event], view: Sequence[Event], index: Any = None) -> list[Violation]:
     """The latest request is in the view verbatim: as its own event (the normal case: the cut
     is before it) or, when a checkpoint covers it, quoted in full by the summary message."""
-    req = latest_request(events)
+    req = latest_request(events) if index is None else index.latest_request()
     if req is None:
         return []
     if any(v.id == req.id and v.blocks == req.blocks for v in _by_seq(view).get(req.seq, [])):
@@ -338,18 +373,34 @@ def check_latest_request(events: Sequence[Event], view: Sequence[Event]) -> list
 # --- 10: ranges ---------------------------------------------------------------------------------
 
 
+def _gaps(events: Sequence[Event], prev_end: int) -> list[Violation]:
+    seqs = sorted({e.seq for e in events if e.seq > prev_end})
+    if seqs and seqs != list(range(prev_end + 1, seqs[-1] + 1)):
+        missing = sorted(set(range(prev_end + 1, seqs[-1] + 1)) - set(seqs))[:5]
+        return [Violation(code="range_not_contiguous",
+                          message=f"events after {prev_end} have gaps (missing {missing})")]
+    return []
+
+
 def check_range(
-    events: Sequence[Event], ckpt: Checkpoint | None, view: Sequence[Event], prev: Checkpoint | None
+    events: Sequence[Event], ckpt: Checkpoint | None, view: Sequence[Event], prev: Checkpoint | None,
+    index: Any = None,
 ) -> list[Violation]:
+    """``index``: a ``covered_text.CoveredText`` of ``events``; the same violations, reading
+    only the events the view shows or should show instead of every event per candidate."""
     out: list[Violation] = []
     prev_end = _end(prev)
     end = max(_end(ckpt), prev_end)
-    seqs = sorted({e.seq for e in events if e.seq > prev_end})
-    snapshot = max((e.seq for e in events), default=0)
-    if seqs and seqs != list(range(prev_end + 1, seqs[-1] + 1)):
-        missing = sorted(set(range(prev_end + 1, seqs[-1] + 1)) - set(seqs))[:5]
-        out.append(Violation(code="range_not_contiguous",
-                             message=f"events after {prev_end} have gaps (missing {missing})"))
+    facts = index.range_facts() if index is not None else None
+    if facts is not None:
+        gaps = index._memo.get(("gaps", prev_end))
+        if gaps is None:
+            gaps = index._memo[("gaps", prev_end)] = _gaps(events, prev_end)
+        out += gaps
+        snapshot = facts[2]
+    else:
+        out += _gaps(events, prev_end)
+        snapshot = max((e.seq for e in events), default=0)
     if ckpt is not None:
         if ckpt.covers.end > snapshot or (ckpt.snapshot_version and ckpt.covers.end > ckpt.snapshot_version):
             out.append(Violation(code="range_not_contiguous",
@@ -366,8 +417,21 @@ def check_range(
                 out.append(Violation(code="range_not_contiguous",
                                      message="replacement for a covered event", seq=seq))
     shown = _by_seq(view)
-    known = {e.seq: e for e in events}
-    for e in events:
+    if facts is not None:
+        known, seqs, _, pinned = facts
+        # the events a violation can name: those after the cut, pinned ones, and those the
+        # view shows; every other event is covered and absent, as it should be
+        first_after = bisect_right(seqs, end)
+        at = set(range(first_after, len(events)))
+        at.update(pinned)
+        for seq in shown:
+            if seq <= end:
+                at.update(range(bisect_left(seqs, seq), bisect_right(seqs, seq)))
+        walk: Iterable[Event] = [events[i] for i in sorted(at)]
+    else:
+        known = {e.seq: e for e in events}
+        walk = events
+    for e in walk:
         n = len(shown.get(e.seq, []))
         expected = e.seq > end or e.kind == "pinned"
         if expected and n == 0 and e.kind != "pinned":  # pinned: reported as pinned_missing
@@ -394,7 +458,8 @@ def _norm(text: str) -> str:
     return " ".join(text.split()).lower()
 
 
-def check_constraints(events: Sequence[Event], ckpt: Checkpoint, prev_end: int) -> list[Violation]:
+def check_constraints(events: Sequence[Event], ckpt: Checkpoint, prev_end: int,
+                      index: Any = None) -> list[Violation]:
     from compactor.lifting.lift import constraint_sentences, is_genuine_request
 
     if ckpt.covers.empty:
@@ -403,12 +468,17 @@ def check_constraints(events: Sequence[Event], ckpt: Checkpoint, prev_end: int) 
     wanted: dict[str, int | None] = {}
     for c in ckpt.state.get("constraints", []) or []:
         wanted.setdefault(c["text"], c.get("seq"))
-    for e in body(events, prev_end):
-        if e.seq > ckpt.covers.end:
-            break
-        if is_genuine_request(e):
-            for s in constraint_sentences(e.text):
-                wanted.setdefault(s, e.seq)
+    if index is not None:
+        for seq, sentences in index.request_constraints(prev_end, ckpt.covers.end):
+            for s in sentences:
+                wanted.setdefault(s, seq)
+    else:
+        for e in body(events, prev_end):
+            if e.seq > ckpt.covers.end:
+                break
+            if is_genuine_request(e):
+                for s in constraint_sentences(e.text):
+                    wanted.setdefault(s, e.seq)
     return [
         Violation(code="constraint_dropped", message="a constraint from the covered range is not "
                   "verbatim in the summary", seq=seq, detail=text)
@@ -439,14 +509,16 @@ def check_unknown(
                                  "arrived, but the state no longer lists it as unknown", seq=u.get("seq")))
     # covered calls without a result anywhere are unknown
     if not ckpt.covers.empty:
-        for e in body(events, _end(prev)):
-            if e.seq > ckpt.covers.end:
+        # (with the index: only the calls no event answers can be unanswered here)
+        calls = ((e.seq, u) for e in body(events, _end(prev)) for u in e.tool_uses) if index is None \
+            else index.unanswered_calls(_end(prev))
+        for seq, use in calls:
+            if seq > ckpt.covers.end:
                 break
-            for use in e.tool_uses:
-                if use.id not in answered and use.id not in unknown:
-                    out.append(Violation(code="unknown_reported_done",
-                                         message=f"call {use.id} ({use.name}) has no result but is not listed "
-                                         "as unknown", seq=e.seq))
+            if use.id not in answered and use.id not in unknown:
+                out.append(Violation(code="unknown_reported_done",
+                                     message=f"call {use.id} ({use.name}) has no result but is not listed "
+                                     "as unknown", seq=seq))
     # nothing unknown is listed as done
     for key in _DONE_LISTS:
         for item in state.get(key, []) or []:
@@ -507,12 +579,15 @@ def check_artifacts(
 
 
 def check_summary_size(
-    events: Sequence[Event], ckpt: Checkpoint, prev: Checkpoint | None
+    events: Sequence[Event], ckpt: Checkpoint, prev: Checkpoint | None, index: Any = None
 ) -> list[Violation]:
     prev_end = _end(prev)
     if ckpt.covers.empty or ckpt.covers.end <= prev_end:
         return []  # no new summary
-    replaced = sum(count_event(e) for e in body(events, prev_end) if e.seq <= ckpt.covers.end)
+    if index is not None:
+        replaced = index.covered_tokens(prev_end, ckpt.covers.end)
+    else:
+        replaced = sum(count_event(e) for e in body(events, prev_end) if e.seq <= ckpt.covers.end)
     if prev is not None and not prev.covers.empty:
         replaced += count_event(summary_event(prev).with_(tokens=None))
     mine = count_event(summary_event(ckpt).with_(tokens=None))

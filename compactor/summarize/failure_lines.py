@@ -18,6 +18,8 @@ approaches") to keep it small.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from compactor.lifting.state import FailedApproach, FileRef
 
 TIER_FAILED_RESOLVED = 60  # a failure a later run fixed: history, still what not to repeat
@@ -36,7 +38,9 @@ MAX_CAUSES = 3
 """Distinct causes quoted on one repeated-action line (the first always)."""
 
 
+@lru_cache(maxsize=1 << 16)
 def one_line(text: str, n: int = 240) -> str:
+    # (memo: each candidate of the shrink ladder renders the same commands and files again)
     t = " ".join(text.split())
     return t if len(t) <= n else t[: n - 1].rstrip() + "…"
 

@@ -44,7 +44,7 @@ from compactor.lifting.narrative import (
 )
 from compactor.summarize.failure_lines import build_failure_lines, code as _code, one_line as _one_line
 from compactor.summarize.file_details import ARTIFACT_SHARE, file_details, read_details
-from compactor.tokens import count_text
+from compactor.tokens import count_lines, count_text
 
 GOAL = "Goal"
 REQUESTS = "User requests"
@@ -477,8 +477,24 @@ def _fit(doc: _Doc, budget: int, tokens: int) -> tuple[str, dict[str, list[str]]
             freed += candidates[idx].tokens
             idx += 1
         text, sections, dropped = _render(doc)
-        tokens = count_text(text)
+        tokens = count_lines(text)
     return text, sections, dropped, tokens
+
+
+_FIXED_SECTIONS = frozenset({FILES_CHANGED, FILES_READ, COMMANDS, TESTS, ARTIFACTS})
+"""Sections whose item lines a budget can only thin (``_build``): without one every line is
+there, and no fewer of them (a file only read keeps its ``defines:`` line within a share,
+and everything without a budget; a changed file's detail line is budgeted and not counted)."""
+
+
+def _min_tokens(doc: _Doc, sections: frozenset[str]) -> int:
+    """A lower bound of the tokens of any summary that shows every item line of ``sections``
+    in ``doc``: each line of text holding a non-space character starts at least one token of
+    its own (no piece of cl100k's pre-split holds a newline followed by a non-space
+    character)."""
+    return sum(1 for ln in doc.lines if ln.section in sections and not ln.detail
+               for part in (ln.text.split("\n") if "\n" in ln.text else (ln.text,))
+               if part and not part.isspace())
 
 
 def _left_out_weight(doc: _Doc) -> int:
@@ -497,14 +513,18 @@ def render_summary(state: LiftedState, budget_tokens: int, *, latest_full: bool 
     """
     # Whole reports and reasons when everything fits; their budget shares apply only when
     # the summary has to give something up.
-    doc = _build(state)
+    budgeted = _build(state, budget=budget_tokens)
+    if _min_tokens(budgeted, _FIXED_SECTIONS) <= budget_tokens:
+        # (else the whole state cannot fit: its lists alone hold more lines than the budget
+        # has tokens, and a session of thousands of commands is not rendered twice, issue 17)
+        doc = _build(state)
+        text, sections, dropped = _render(doc)
+        tokens = count_lines(text)
+        if tokens <= budget_tokens:
+            return RenderedSummary(text=text, sections=sections, tokens=tokens, dropped=dropped)
+    doc = budgeted
     text, sections, dropped = _render(doc)
-    tokens = count_text(text)
-    if tokens <= budget_tokens:
-        return RenderedSummary(text=text, sections=sections, tokens=tokens, dropped=dropped)
-    doc = _build(state, budget=budget_tokens)
-    text, sections, dropped = _render(doc)
-    tokens = count_text(text)
+    tokens = count_lines(text)
     if tokens <= budget_tokens:
         return RenderedSummary(text=text, sections=sections, tokens=tokens, dropped=dropped)
 
@@ -514,7 +534,7 @@ def render_summary(state: LiftedState, budget_tokens: int, *, latest_full: bool 
         # Last resort: the goal and latest request shrink to head quotes pointing at the log.
         short = _build(state, short_requests=True, budget=budget_tokens, latest_full=latest_full)
         short_text = _render(short)[0]
-        out2 = _fit(short, budget_tokens, count_text(short_text))
+        out2 = _fit(short, budget_tokens, count_lines(short_text))
         if out2[3] < tokens:
             text, sections, dropped, tokens = out2
             weight = _left_out_weight(short)

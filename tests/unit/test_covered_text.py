@@ -58,3 +58,36 @@ def test_pinned_events_count_wherever_they_are() -> None:
     assert got == check_identifiers(evs, ck, None)
     # src/b.py is after the cut but in the session (the tail the view shows): not invented
     assert [v.detail for v in got] == ["src/c.py"]
+
+
+def test_validate_with_the_per_cut_facts_gives_the_walks_violations() -> None:
+    """Batches, constraints, unknown outcomes, ranges, the latest request and the summary's
+    size read from the index give the violations walking the events per candidate gives: at
+    every 5th cut (splitting calls from their results too), replacements that keep or drop a result, and a view that shows a covered event."""
+    from compactor.engine.invariants import validate
+    from compactor.engine.layers import clear_old_tool_results
+    from compactor.engine.policy import make_policy
+    from compactor.engine.view import build_view
+    from compactor.tokens import with_tokens
+
+    codes: set[str] = set()
+    for events in _sessions():
+        evs = with_tokens(sorted(events, key=lambda e: e.seq))
+        repl = clear_old_tool_results(evs, make_policy("default"), keep=3).replacements
+        text_repl = {s: [TextBlock(text="late result as text")] for s in list(repl)[-2:]}
+        index = CoveredText(evs)
+        for end in [e.seq for e in evs][::5]:
+            for replacements in ({}, repl, {**repl, **text_repl}):
+                kept = {s: b for s, b in replacements.items() if s > end}
+                ckpt = Checkpoint(id="c", tenant="t", session="s", covers=SeqRange(start=1, end=end),
+                                  summary="short", state={"constraints": [], "unknown_actions": []},
+                                  replacements=kept)
+                view = build_view(evs, ckpt)
+                if end % 3 == 0 and len(view) > 2:
+                    view = [*view, next(e for e in evs if e.seq <= end and e.kind != "pinned")]
+                got = validate(events=evs, checkpoint=ckpt, view=view, target_tokens=None, index=index)
+                want = validate(events=evs, checkpoint=ckpt, view=view, target_tokens=None)
+                assert got == want, end
+                codes |= {v.code for v in got}
+    assert {"event_duplicated", "latest_request_missing", "constraint_dropped"} <= codes, codes
+    assert codes & {"tool_pairing", "batch_split"}, codes

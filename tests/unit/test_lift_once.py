@@ -198,3 +198,47 @@ def test_views_are_byte_identical_with_checks_shared_corpus(path: Path, monkeypa
     from compactor.importers import import_file
 
     assert _both_paths(import_file(path).events, monkeypatch, ratios=(0.15, 0.05), old_path=_without_shared_work)
+
+
+def _plain_render(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The structured summary rendered as before issue 17's third round: the whole state
+    rendered and counted first, every full text tokenized whole."""
+    from compactor.summarize import structured
+    from compactor.tokens import count_text
+
+    monkeypatch.setattr(structured, "_min_tokens", lambda doc, sections: 0)
+    monkeypatch.setattr(structured, "count_lines", count_text)
+
+
+def _before_round_three(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plain render, and the shrink ladder computing its safe cut points again instead of
+    taking plan's."""
+    from compactor.engine import compact as engine
+
+    _plain_render(monkeypatch)
+    orig = engine.plan
+    monkeypatch.setattr(engine, "plan", lambda *a, _safe=None, **k: orig(*a, **k))
+
+
+def test_views_are_byte_identical_with_the_summary_rendered_in_proportion(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Skipping the render of a state whose lists alone exceed the budget, counting the
+    summary line by line and handing plan's safe cut points to the ladder give the same
+    views, checkpoints and records."""
+    sessions = [events for _, events in _sessions()] + [_small(tmp_path, 1_500)]
+    assert sum(_both_paths(ev, monkeypatch, old_path=_before_round_three) for ev in sessions) >= 30
+
+
+def test_the_summary_of_a_long_session_is_the_same_rendered_in_proportion(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from compactor.summarize.structured import render_summary
+
+    state = lift_state(_small(tmp_path, 4_000))
+    assert len(state.commands) > 1_500
+    for budget in (200, 1_000, 2_500, 6_000, 40_000, 200_000):
+        for latest_full in (False, True):
+            new = render_summary(state, budget, latest_full=latest_full)
+            with monkeypatch.context() as m:
+                _plain_render(m)
+                old = render_summary(state, budget, latest_full=latest_full)
+            assert new == old, budget
