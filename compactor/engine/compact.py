@@ -20,15 +20,12 @@ invariant and says so: ``record.violations`` holds ``over_budget`` and ``record.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
-import threading
 import time
 from bisect import bisect_right
-from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -36,6 +33,7 @@ from compactor.engine.boundary import body, choose_cut, latest_request, safe_cut
 from compactor.errors import InvalidInput
 from compactor.events import Block, Event, TextBlock, ToolResultBlock, content_hash, content_hash_line
 from compactor.engine.covered_text import CoveredText
+from compactor.engine.gc_pause import collector_paused
 from compactor.engine.invariants import Violation, _refs, validate
 from compactor.engine.layers import (
     LAYER_CLEAR,
@@ -600,35 +598,6 @@ def _result(
 
 # --- the entry point ---------------------------------------------------------------------------
 
-_GC_LOCK = threading.Lock()
-_gc_pauses = 0
-_gc_was_enabled = False
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while a compaction runs (reference counting still
-    frees everything else). A compaction allocates millions of objects that live until it
-    ends (event copies, blocks, lifted items, summary lines) and makes almost no cycles: the
-    collector's full passes re-scanned all of them for nothing (289 objects collected in a
-    30k-event compaction; 22% of its CPU). Nested and concurrent compactions share one pause;
-    the collector is back on when the last one ends (if it was on)."""
-    global _gc_pauses, _gc_was_enabled
-    with _GC_LOCK:
-        if _gc_pauses == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_pauses += 1
-    try:
-        yield
-    finally:
-        with _GC_LOCK:
-            _gc_pauses -= 1
-            if _gc_pauses == 0 and _gc_was_enabled:
-                gc.enable()
-
-
-
 def compact(
     events: Sequence[Event],
     policy: Policy,
@@ -652,7 +621,7 @@ def compact(
     """
     if target_tokens is not None and target_tokens < 1:
         raise InvalidInput(f"target_tokens must be a positive number of tokens, not {target_tokens}")
-    with _gc_paused():
+    with collector_paused():
         return _compact(events, policy, target_tokens, prev, checkpoint_id=checkpoint_id, now=now,
                         tenant=tenant, session=session, trigger=trigger, record_id=record_id,
                         provider_usage=provider_usage)
