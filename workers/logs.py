@@ -317,10 +317,13 @@ def log_worker_started(task_queues: list[str]) -> None:
 # --- drain -----------------------------------------------------------------------------------------
 
 
-def log_drain_started(grace_s: float, signal_name: str = "SIGTERM") -> float:
+def log_drain_started(grace_s: float, signal_name: str = "SIGTERM", model_call_grace_s: float = 0.0) -> float:
+    """``model_call_grace_s``: the model-call worker's longer bound (at least one model call)."""
+    longer = model_call_grace_s > grace_s
     event(EVENTS, logging.WARNING, "drain_started",
-          f"{signal_name}: stopped polling, in-flight activities have {grace_s:.0f} s to finish",
-          signal=signal_name, grace_s=grace_s)
+          f"{signal_name}: stopped polling, in-flight activities have {grace_s:.0f} s to finish"
+          + (f" (model calls {model_call_grace_s:.0f} s)" if longer else ""),
+          signal=signal_name, grace_s=grace_s, **({"model_call_grace_s": model_call_grace_s} if longer else {}))
     return time.monotonic()
 
 

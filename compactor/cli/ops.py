@@ -224,7 +224,7 @@ async def _dev(args: argparse.Namespace) -> int:
     from workers.devstack import start_temporal
     from workers.logs import configure_from_settings
     from workers.telemetry import WorkerTelemetry
-    from workers.worker import _store_s3_client, build_workers, connect
+    from workers.worker import _store_s3_client, build_workers, connect, model_call_grace_s
 
     settings = _settings(args)
     configure_from_settings(settings)
@@ -253,14 +253,14 @@ async def _dev(args: argparse.Namespace) -> int:
             print("worker running; Ctrl-C to stop", flush=True)
         async with tel.serving(client, store) as serving, _monitor(settings, client, store):
             await _serve_until_signal(workers, quiet=args.json, on_stop=serving.drain,
-                                      grace_s=settings.graceful_shutdown_s)
+                                      grace_s=settings.graceful_shutdown_s, model_grace_s=model_call_grace_s(settings))
     finally:
         await asyncio.to_thread(server.stop)
     return 0
 
 
 async def _serve_until_signal(workers: list[Any], quiet: bool = False, on_stop: Any = None,
-                              grace_s: float | None = None) -> None:
+                              grace_s: float | None = None, model_grace_s: float = 0.0) -> None:
     """Run workers until SIGINT/SIGTERM, then shut them down gracefully (``on_stop`` first:
     readiness turns 503 while in-flight activities drain; the drain is logged)."""
     import contextlib
@@ -285,7 +285,7 @@ async def _serve_until_signal(workers: list[Any], quiet: bool = False, on_stop: 
         if not quiet:
             print("stopping ...", flush=True)
         if grace_s is not None:
-            started = log_drain_started(grace_s, got[0] if got else "SIGTERM")
+            started = log_drain_started(grace_s, got[0] if got else "SIGTERM", model_grace_s)
     if started is not None:
         log_drain_finished(started)
 
@@ -323,7 +323,7 @@ async def _worker(settings: Any, quiet: bool = False) -> None:
     from workers.backlog import BacklogGauge
     from workers.telemetry import WorkerTelemetry
     from workers.setup import require_search_attributes
-    from workers.worker import _store_s3_client, build_workers, check_conditional_writes, connect
+    from workers.worker import _store_s3_client, build_workers, check_conditional_writes, connect, model_call_grace_s
 
     from compactor.cli.config import warn_unknown_variables
 
@@ -341,7 +341,7 @@ async def _worker(settings: Any, quiet: bool = False) -> None:
             await stack.enter_async_context(BacklogGauge(
                 client, settings.temporal_namespace, [settings.task_queue, settings.llm_task_queue]))
         await _serve_until_signal(workers, quiet=quiet, on_stop=serving.drain,
-                                  grace_s=settings.graceful_shutdown_s)
+                                  grace_s=settings.graceful_shutdown_s, model_grace_s=model_call_grace_s(settings))
 
 
 # --- inspect / rollback --------------------------------------------------------------------------

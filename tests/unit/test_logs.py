@@ -159,3 +159,21 @@ def test_bad_log_settings_are_refused_by_name():
     for kw, name in (({"log_format": "xml"}, "COMPACTOR_LOG_FORMAT"), ({"log_level": "loud"}, "COMPACTOR_LOG_LEVEL")):
         with pytest.raises(ValidationError, match=name):
             Settings(**kw)
+
+
+def test_the_drain_line_names_the_model_call_workers_longer_grace(logged):
+    """SIGTERM's line gives the bound each worker really waits: the model-call worker's grace
+    (at least one model call) is longer than COMPACTOR_GRACEFUL_SHUTDOWN_S, and said so."""
+    from workers.logs import log_drain_started
+    from workers.settings import Settings
+    from workers.worker import _operations_options, model_call_grace_s
+
+    settings = Settings(graceful_shutdown_s=45)
+    llm_grace = _operations_options(settings, model_calls=True)["graceful_shutdown_timeout"].total_seconds()
+    assert model_call_grace_s(settings) == llm_grace > 45
+    log_drain_started(45, "SIGTERM", model_call_grace_s(settings))
+    log_drain_started(45, "SIGTERM", 0.0)  # no model-call worker: nothing more to say
+    longer, plain = _docs(logged)
+    assert longer["grace_s"] == 45 and longer["model_call_grace_s"] == llm_grace
+    assert f"model calls {llm_grace:.0f} s" in longer["msg"]
+    assert "model_call_grace_s" not in plain and "model calls" not in plain["msg"]
