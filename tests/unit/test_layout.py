@@ -85,6 +85,27 @@ def test_no_import_of_workflows_from_activities_or_the_core():
     assert not bad, f"imports of workflows/ from activities/ or the core: {bad}"
 
 
+PIPELINE_ORDER = ("compactor.lifting", "compactor.summarize", "compactor.engine")
+PURE = PIPELINE_ORDER + ("compactor.store", "compactor.importers", "compactor.events", "compactor.tokens",
+                         "compactor.records", "compactor.errors")
+
+
+def test_the_pipeline_imports_run_one_way():
+    """README Architecture: lifting knows nothing of summarize, summarize nothing of engine, and
+    the pipeline, the store and the core data modules nothing of activities/, workers/ or workflows/
+    (only the platform-facing client, operator and the CLI reach the layer above)."""
+    graph = imports()
+    bad = []
+    for a, deps in graph.items():
+        for b in deps:
+            if a.startswith(PURE) and b.split(".")[0] in ("activities", "workers", "workflows"):
+                bad.append(f"{a} -> {b}")
+            for i, low in enumerate(PIPELINE_ORDER):
+                if a.startswith(low) and b.startswith(PIPELINE_ORDER[i + 1:]):
+                    bad.append(f"{a} -> {b}")
+    assert not sorted(bad), f"imports against the layering: {sorted(bad)}"
+
+
 def test_the_core_stays_small_and_grouped():
     flat = sorted(p.stem for p in (ROOT / "compactor").glob("*.py") if p.stem not in ("__init__", "__main__"))
     assert len(flat) <= 12, f"{len(flat)} modules side by side in compactor/: {flat}"
