@@ -16,6 +16,7 @@ Plain rules, no model: the same events always give the same annotations.
 from __future__ import annotations
 
 import functools
+import json
 import re
 import shlex
 from bisect import bisect_right
@@ -378,3 +379,71 @@ def soft_failures(command: str | None, text: str, tool_use_id: str, seq: int, re
         out.append(FailedApproach(seq=seq, what=_clip(cmd, 200), error=why, tool_use_id=tool_use_id, cause=why,
                                   result_seq=result_seq, key=action_key("", cmd, [], "command")))
     return out
+
+
+# What an output the agent read said ("what did the /status check return", "which documents were
+# fetched and what did each cover", "what is the leaked upload code"): a command that worked and
+# answered with JSON or with source code is how the agent learned it. One short line per output:
+# a JSON answer's scalar fields and the names/titles of its items; code lines a response printed.
+GIST_CHARS = 240
+_GIST_KEYS = ("title", "name", "status", "ok", "authenticated", "scope", "expiresAt", "error", "message",
+              "author", "publishedAt", "source", "count", "total", "id", "documentId", "slug", "version")
+_ITEM_NAME_KEYS = ("name", "title", "slug", "id")
+_HTTP_CODE_RE = re.compile(r"\A\s*([1-5]\d\d)\s*\Z")
+_BR_RE = re.compile(r"<br\s*/?>", re.I)
+_CODE_LINE_RE = re.compile(r"^\s*(?:if|elsif|elif|unless|while|for|foreach|my|our|def|sub|return|open|system|exec|"
+                           r"eval|function|const|let|var|import|require|print)\b.{3,}$|^\s*\$\w+\s*=\s*.{3,}$")
+_TAG_RE = re.compile(r"</?[A-Za-z!]")
+_CODE_NOISE_RE = re.compile(r"^\s*(?:use\s+(?:strict|warnings)\b|my \$\w+\s*=\s*\w+->new\b|print\s+(?:\$\w+->header|<<|'</))")
+MAX_GIST_ITEMS = 5
+
+
+def _scalar(v: object) -> str:
+    s = json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v
+    return _clip(s, 48)
+
+
+def _json_gist(data: object) -> str:
+    if isinstance(data, list):
+        items = [x for x in data if isinstance(x, dict)]
+        names = [str(next((x[k] for k in _ITEM_NAME_KEYS if isinstance(x.get(k), (str, int))), "")) for x in items]
+        names = [_clip(n, 50) for n in names if n]
+        if not names:
+            return ""
+        more = f", … ({len(data)} items)" if len(data) > MAX_GIST_ITEMS else ""
+        return ", ".join(names[:MAX_GIST_ITEMS]) + more
+    if not isinstance(data, dict):
+        return ""
+    parts = [f"{k}={_scalar(data[k])}" for k in _GIST_KEYS
+             if k in data and isinstance(data[k], (str, int, float, bool)) and data[k] != ""]
+    for k, v in data.items():  # a list of records (results, projects, documents): what came back
+        if isinstance(v, list) and v and isinstance(v[0], dict):
+            inner = _json_gist(v)
+            if inner:
+                parts.append(f"{k} ({len(v)}): {inner}")
+                break
+    return "; ".join(parts[:8])
+
+
+def output_gist(text: str) -> str:
+    """``got: authenticated=true; scope=...; HTTP 200`` for a JSON answer, ``got code: if (...) { · my $file = ...``
+    for source code a response printed; "" for anything else (plain output is the command's own line)."""
+    body = "\n".join(ln for ln in text.splitlines()
+                     if not _HARNESS_NOTE_RE.match(ln) and "PROCESS-DONE" not in ln).strip()
+    if body[:1] in "{[":
+        try:
+            data, end = json.JSONDecoder().raw_decode(body)
+        except ValueError:
+            return ""
+        gist = _json_gist(data)
+        code = _HTTP_CODE_RE.match(body[end:])
+        if code:
+            gist += ("; " if gist else "") + f"HTTP {code.group(1)}"
+        return "got: " + _clip(gist, GIST_CHARS) if gist else ""
+    if "$" not in body and "(" not in body:
+        return ""
+    lines = [ln.strip() for ln in _BR_RE.sub("\n", body).splitlines()]
+    code = [ln for ln in lines if _CODE_LINE_RE.match(ln) and not _CODE_NOISE_RE.match(ln) and not _TAG_RE.search(ln)]
+    if len(code) < 3:
+        return ""
+    return "got code: " + _clip(" · ".join(code[:6]), GIST_CHARS)

@@ -351,6 +351,9 @@ class _Acc:
                 status: CommandStatus = "failed" if out.failed else "ok"
                 detail = ((_failures.install_outcome(text) if _failures.is_install(act.command)
                            else _failures.partial_result(text)) if text else "")
+                if text and not out.failed and not act.reads and not act.paths and not _failures.is_install(act.command):
+                    gist = _failures.output_gist(text)  # what a fetch or a query answered
+                    detail = f"{detail}; {gist}" if detail and gist else detail or gist
                 self.commands.append(Command(seq=use_seq, command=act.command, tool=act.tool,
                                              tool_use_id=use.id, exit_code=out.exit_code,
                                              status=status, result_seq=result_seq, detail=detail))

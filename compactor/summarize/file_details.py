@@ -17,6 +17,8 @@ ARTIFACT_SHARE = 0.3
 """Share of the summary budget for what changed files hold (notes and facts), newest files first."""
 MIN_ARTIFACT_TOKENS = 80
 IMPORTS = "imports: "
+LONG_FACT_CHARS = 110
+"""A fact longer than this (a function and its statements) gets a line of its own."""
 READ_SHARE = 0.1
 """Share of the summary budget for what files the agent only read define (a setup.py's extras, a base
 class's methods): the facts the work built on, newest files first; changed files come first."""
@@ -62,7 +64,11 @@ def file_details(files: list[FileRef], budget: int | None, share: float = ARTIFA
         for other, n in same.items():
             facts.append(f"{n} more as in {other}")
         if facts:
-            parts.append("holds: " + " · ".join(facts))
+            # a function said with its statements is a line of its own: a run of ` · ` joins
+            # would hide where one ends
+            short = [x for x in facts if len(x) <= LONG_FACT_CHARS]
+            parts.append("holds: " + " · ".join(short) if short else "holds:")
+            parts += ["  " + x for x in facts if len(x) > LONG_FACT_CHARS]
         if parts:
             out[f.path] = "\n".join("  " + p for p in parts)
     return out

@@ -113,6 +113,10 @@ _TIER_COMMAND_FAILED = 50
 _TIER_COMMAND_EXPLAINED = 33  # a failed run whose failure line (command, cause, outcome) is under Errors
 _TIER_COMMAND_RECENT_OK = 46  # one of the newest commands that worked
 _RECENT_OK_COMMANDS = 4
+_TIER_OUTPUT_GIST = 48  # what a fetch or query answered (within GIST_SHARE): what the agent learned
+GIST_SHARE = 0.1
+GIST_COMMAND_CHARS = 90
+"""Share of the summary budget for the answers of fetches and queries (``got: ...`` details)."""
 _TIER_INSTALL = 34  # an install (what it brought in) or a partial fetch (its limit): where the environment stands
 _TIER_ARTIFACT = 55
 _TIER_ERROR_RESOLVED = 62  # an error name whose failures were all fixed
@@ -335,6 +339,18 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     # the newest distinct commands that worked are how the agent got where it is: kept longer
     recent_ok = [i for i in sorted(set(latest_by_cmd.values())) if state.commands[i].status != "failed"]
     recent_ok = set(recent_ok[-_RECENT_OK_COMMANDS:])
+    # what fetches and queries answered (a status, the documents and items that came back, code a
+    # response printed): what the agent learned and acted on, newest first within a share
+    gist_room = None if budget is None else int(budget * GIST_SHARE)
+    gists: set[int] = set()
+    for i in sorted(set(latest_by_cmd.values()), reverse=True):
+        c = state.commands[i]
+        if c.status == "ok" and "got" in c.detail[:40]:
+            cost = count_text(c.command[:GIST_COMMAND_CHARS] + c.detail) + 4
+            if gist_room is not None and cost > gist_room:
+                continue
+            gists.add(i)
+            gist_room = None if gist_room is None else gist_room - cost
     for i, c in enumerate(state.commands):
         if latest_by_cmd[c.command] != i:
             continue
@@ -346,9 +362,11 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         tier = (_TIER_COMMAND_EXPLAINED if c.status == "failed" and c.tool_use_id in explained
                 else _TIER_COMMAND_FAILED if c.status == "failed"
                 else _TIER_COMMAND_RECENT_OK if i in recent_ok
+                else _TIER_OUTPUT_GIST if i in gists
                 else _TIER_INSTALL if c.detail or is_install(c.command) else _TIER_COMMAND_OK)
         detail = f": {c.detail}" if c.detail else ""
-        doc.add(COMMANDS, f"- #{c.seq} {_code(c.command)} → {outcome}{times}{detail}", tier, c.seq)
+        cmd_text = _code(c.command, GIST_COMMAND_CHARS if i in gists else 200)  # (the answer is the point)
+        doc.add(COMMANDS, f"- #{c.seq} {cmd_text} → {outcome}{times}{detail}", tier, c.seq)
 
     last_test_by_cmd: dict[str, int] = {}
     for i, t in enumerate(state.tests):
