@@ -447,3 +447,48 @@ def output_gist(text: str) -> str:
     if len(code) < 3:
         return ""
     return "got code: " + _clip(" · ".join(code[:6]), GIST_CHARS)
+
+
+# A call that ran and "worked" yet did nothing the agent wanted ("the attempt did not yield any
+# additional output", "the file was not echoed back", "0 cards rendered"): no exit code says so,
+# only the agent's next words. The failure is kept with those words (its symptom), the agent's
+# explanation in the same message (``because`` ...), and what its next result showed.
+SOFT_ERROR = "no visible effect (the agent's words)"
+SOFT_SENTENCES = 3
+"""The agent's first sentences after a result that may state a symptom."""
+SOFT_CHARS = 170
+WHY_CHARS = 240
+_SOFT_FAIL_RE = re.compile(
+    r"\b(?:did not|didn'?t|does not|doesn'?t|was not|wasn'?t|were not|weren'?t)\s+(?:yield|produce|return|print|show|"
+    r"echo|output|render|display|trigger|execute|run)\w*\b(?![^.]*\b(?:errors?|warnings?)\b)"
+    r"|\bnot (?:echoed|printed|rendered|displayed|shown|returned)\b|\bno (?:output|response|results?|effect)\b"
+    r"|\b(?:returned|printed|showed|rendered|produced) nothing\b|\bempty (?:output|response|result|page|list)\b"
+    r"|\b(?:rendered |shows? |found )?0 (?:results|cards|items|rows|matches|videos|entries)\b", re.I)
+_WHY_RE = re.compile(r"\b(?:because|probably|caused by|due to|the reason|this means|which means)\b", re.I)
+_CONFIRM_RE = re.compile(r"\b(?:valid|confirm\w*|worked|works|success\w*|as expected|yielded|fixed|now (?:shows|prints|renders|returns))\b",
+                         re.I)
+
+
+def soft_symptom(sentences: Sequence[str]) -> tuple[str, str]:
+    """(symptom, why): the agent's sentence saying a call had no effect, among its first
+    ``SOFT_SENTENCES``, and its explanation later in the same message; ("", "") when none."""
+    firsts = [s.strip() for s in sentences if len(s.strip()) >= 12][:SOFT_SENTENCES]
+    i = next((k for k, s in enumerate(firsts) if _SOFT_FAIL_RE.search(s)), -1)
+    if i < 0:
+        return "", ""
+    rest = [s.strip() for s in sentences if len(s.strip()) >= 12]
+    start = rest.index(firsts[i]) + 1
+    k = next((j for j in range(start, min(len(rest), start + 4)) if _WHY_RE.search(rest[j])), -1)
+    why = " ".join(rest[k:k + 2]) if k >= 0 else ""  # (an explanation often runs on into a second sentence)
+    return _clip(firsts[i], SOFT_CHARS), _clip(why, WHY_CHARS)
+
+
+def soft_cause(symptom: str, why: str) -> str:
+    return f"the agent: \"{symptom}\"" + (f" / why: \"{why}\"" if why else "")
+
+
+def confirmation(sentences: Sequence[str]) -> str:
+    """The agent's opening words after its next result when they confirm something ("Our assumptions
+    are valid! Switching the two yielded back the file."), else ""."""
+    words = next_words(sentences)
+    return _clip(words, SOFT_CHARS) if words and _CONFIRM_RE.search(words) else ""

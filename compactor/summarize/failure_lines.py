@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from compactor.lifting.failures import SOFT_ERROR
 from compactor.lifting.state import FailedApproach, FileRef
 
 TIER_FAILED_RESOLVED = 60  # a failure a later run fixed: history, still what not to repeat
@@ -98,6 +99,9 @@ def failure_line(fa: FailedApproach, files: list[FileRef] | None = None) -> tupl
         return f"- #{fa.seq} the agent said: \"{one_line(fa.what)}\"", TIER_FAILED_APPROACH
     status, tier = _status(fa, files)
     cause = fa.cause or fa.error
+    if fa.error == SOFT_ERROR:  # it ran; the agent's words say it did nothing it wanted
+        return f"- #{fa.seq} {code(fa.what, 120)} → ran, no visible effect: {one_line(cause, CAUSE_CHARS)}" + (
+            f"; {one_line(fa.next, NEXT_CHARS)}" if fa.next else ""), tier
     line = f"- #{fa.seq} {code(fa.what, 120)} → failed" + (f", {status}" if status else "") + (
         f": {one_line(cause, CAUSE_CHARS)}" if cause else ": no error text in the output")
     return line + _next(fa, files), tier
@@ -157,7 +161,9 @@ def build_failure_lines(failed: list[FailedApproach], files: list[FileRef]) -> l
     Runs of one action (its normalized key) are folded first; actions whose runs all failed with
     one cause are then folded by that cause.
     """
-    stated: list[FailedApproach] = [fa for fa in failed if not fa.tool_use_id]
+    soft = " ".join(fa.cause for fa in failed if fa.error == SOFT_ERROR)
+    # (a sentence a call's "no visible effect" line quotes is not said again on its own)
+    stated: list[FailedApproach] = [fa for fa in failed if not fa.tool_use_id and fa.what[:100] not in soft]
     by_action: dict[str, list[FailedApproach]] = {}
     for fa in failed:
         if fa.tool_use_id:

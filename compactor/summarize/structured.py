@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
-from compactor.lifting.failures import is_install
+from compactor.lifting.failures import SOFT_ERROR, is_install
 from compactor.lifting.lift import LastAction, LiftedState, Request
 from compactor.lifting.narrative import (
     REPORT_SHARE,
@@ -290,12 +290,14 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
             answers = f" (answering #{o.request_seq})" if o.request_seq else ""
             report_lines.append((o.seq, f"- #{o.seq}{answers}: {fit_report(o.text, _EXTRA_REPORT_TOKENS)}",
                                  _TIER_EXTRA_REPORT))
-    reasons = select_reasons(state.reasons, budget, [t for _, t in reports])
+    # (a call's "no visible effect" line quotes the agent's symptom and why: not said again)
+    soft = [fa.cause.replace("…", "") for fa in state.failed_approaches if fa.error == SOFT_ERROR]
+    reasons = select_reasons(state.reasons, budget, [t for _, t in reports] + soft)
     shown = [norm(t) for _, t in reports] + [norm(r.text) for r in reasons]
     # What the agent concluded along the way (a long turn's findings), said once: not again when
     # a report, a reason or a failure line carries the sentence.
     said_failed = {norm(fa.what) for fa in state.failed_approaches if not fa.tool_use_id}
-    said = shown + sorted(said_failed)
+    said = shown + sorted(said_failed) + [norm(c) for c in soft]
     if state.last_action is not None and state.last_action.status in ("unknown", "failed") and state.last_action.intent:
         said.append(norm(state.last_action.intent))  # quoted by the last action's line, which stays
     findings = select_findings(state.findings, budget, said, picked)

@@ -1,0 +1,48 @@
+"""A call that ran yet did nothing the agent wanted is a failure, told in the agent's own words."""
+
+from __future__ import annotations
+
+from compactor.lifting.failures import SOFT_ERROR
+from compactor.lifting.lift import lift_state
+from compactor.summarize.structured import ERRORS, render_summary
+from tests.unit.test_lift import assistant, results, user
+
+PAGE = "<html><body><h1>Upload</h1><form></form></body></html>"
+
+
+def _session() -> list:
+    return [
+        user(1, "Find the flag on the upload service."),
+        assistant(2, "I'll upload the script twice.", (("u1", "bash", {"command": "curl -F 'f=7' -F 'f=@a.pl' http://svc.test/up"}),)),
+        results(3, ("u1", PAGE, False)),
+        assistant(4, "That ran without an error. However, the file `a.pl` was not echoed back this time. "
+                     "This is probably because param() keeps only the first value of f. Let's swap the two values.",
+                  (("u2", "bash", {"command": "curl -F 'f=@a.pl' -F 'f=7' http://svc.test/up"}),)),
+        results(5, ("u2", PAGE + "\n#!/usr/bin/perl", False)),
+        assistant(6, "Our guess is confirmed! Swapping the two values printed the file again.",
+                  (("u3", "bash", {"command": "curl http://svc.test/hello"}),)),
+        results(7, ("u3", "Hello", False)),
+        assistant(8, "The hello page only greets; nothing to see there."),
+    ]
+
+
+def test_the_agents_words_make_a_call_that_did_nothing_a_failure_with_its_why_and_what_confirmed_it() -> None:
+    state = lift_state(_session())
+    (soft,) = [fa for fa in state.failed_approaches if fa.error == SOFT_ERROR]
+    assert soft.tool_use_id == "u1" and soft.seq == 2 and soft.result_seq == 3
+    assert "was not echoed back" in soft.cause and "param() keeps only the first value" in soft.cause
+    assert soft.next.startswith("then #6: \"Our guess is confirmed!")
+    line = next(ln for ln in render_summary(state, 2_000).sections[ERRORS] if ln.startswith("- #2 "))
+    assert "→ ran, no visible effect: the agent: \"However, the file `a.pl` was not echoed back" in line
+    assert "why: \"This is probably because param() keeps only the first value of f." in line
+    assert line.endswith("then #6: \"Our guess is confirmed! Swapping the two values printed the file again.\"")
+
+
+def test_words_that_report_no_error_or_only_describe_are_not_a_failure() -> None:
+    evs = [
+        user(1, "Check the service."),
+        assistant(2, "", (("u1", "bash", {"command": "curl http://svc.test/"}),)),
+        results(3, ("u1", PAGE, False)),
+        assistant(4, "The request did not produce any errors and the page lists the upload form."),
+    ]
+    assert not [fa for fa in lift_state(evs).failed_approaches if fa.error == SOFT_ERROR]
