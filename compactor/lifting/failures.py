@@ -492,3 +492,51 @@ def confirmation(sentences: Sequence[str]) -> str:
     are valid! Switching the two yielded back the file."), else ""."""
     words = next_words(sentences)
     return _clip(words, SOFT_CHARS) if words and _CONFIRM_RE.search(words) else ""
+
+
+# A line-range edit (SWE-agent ``edit 287:295``) replaces lines the agent saw in a listing: what
+# they were is "the original check" a reader asks about, and a rejected attempt's harness output
+# shows both the text it would have produced and the original, so the first line that differs says
+# what the attempt got wrong ("line 287 would have read `'BitsAllocated', ...` instead of
+# `required_elements = [`": the opening line was left out).
+_RANGE_EDIT_RE = re.compile(r"^edit\s+(\d+):(\d+)\b")
+_LISTED_RE = re.compile(r"^(\d{1,6}):(.*)$", re.M)
+ORIGINAL_MARK = "This is the original code before your edit"
+WOULD_MARK = "This is how your edit would have looked if applied"
+REPLACED_CHARS = 220
+LISTED_LINES_KEPT = 400
+
+
+def edit_range(command: str | None) -> tuple[int, int] | None:
+    m = _RANGE_EDIT_RE.match(command or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def listed_lines(text: str) -> dict[int, str]:
+    """Line number -> text of a numbered file listing (``287:    required_elements = [``); for a
+    rejected edit's output, the original listing."""
+    if ORIGINAL_MARK in text:
+        text = text.split(ORIGINAL_MARK, 1)[1]
+    return {int(m.group(1)): m.group(2) for m in _LISTED_RE.finditer(text[:40_000])}
+
+
+def replaced_text(listing: dict[int, str], start: int, end: int) -> str:
+    """``was (lines 287-296): required_elements = [ ⏎ …`` when the listing holds every line of the range."""
+    if end < start or any(n not in listing for n in range(start, end + 1)):
+        return ""
+    body = " ⏎ ".join(" ".join(listing[n].split()) for n in range(start, end + 1) if listing[n].strip())
+    return f"was (lines {start}-{end}): " + _clip(body, REPLACED_CHARS) if body else ""
+
+
+def rejected_edit_detail(command: str | None, text: str) -> str:
+    """What a rejected line-range edit would have put at its first changed line, against the original."""
+    rng = edit_range(command)
+    if rng is None or WOULD_MARK not in text or ORIGINAL_MARK not in text:
+        return ""
+    would_part, original_part = text.split(WOULD_MARK, 1)[1].split(ORIGINAL_MARK, 1)
+    would = {int(m.group(1)): m.group(2) for m in _LISTED_RE.finditer(would_part)}
+    original = {int(m.group(1)): m.group(2) for m in _LISTED_RE.finditer(original_part)}
+    n = rng[0]
+    if n in would and n in original and would[n].strip() != original[n].strip():
+        return f"line {n} would be `{_clip(would[n], 36)}`, not `{_clip(original[n], 36)}`"
+    return ""

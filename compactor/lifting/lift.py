@@ -159,6 +159,7 @@ class _Acc:
             if c.status == "ok" and c.tool_use_id not in soft:
                 self._ok_runs.setdefault(_failures.action_key("", c.command, ()), []).append(c.seq)
         self._moves: list[tuple[int, str, bool]] = []
+        self._listings: dict[str, dict[int, str]] = {}  # path -> the lines of its latest numbered listing
         self._soft_call: tuple | None = None  # (use id, command, use seq, result seq, key): the last ok command
         self._soft_open: tuple[str, int] | None = None  # (use id, result seq) of a soft failure awaiting what came next
         self._ok_params: dict[tuple[str, int], dict[str, str]] = {}  # (key, seq) of a run that worked -> its params
@@ -347,6 +348,14 @@ class _Acc:
         paths = list(act.paths)
         if act.swe_edit and header:
             paths = [header.group(1)]
+        was = ""
+        if act.swe_edit and header and not out.failed and (rng := _failures.edit_range(act.command)):
+            was = _failures.replaced_text(self._listings.get(header.group(1), {}), *rng)  # what the edit replaced
+        if header and text:
+            listing = _failures.listed_lines(text)
+            if listing:
+                kept = {**self._listings.get(header.group(1), {}), **listing}
+                self._listings[header.group(1)] = dict(sorted(kept.items())[-_failures.LISTED_LINES_KEPT:])
         if m and m.group(1) not in ("n/a", "None"):
             self.open_file = m.group(1)
         elif header:
@@ -361,7 +370,13 @@ class _Acc:
                 self._touch(self.files_read, p, use_seq, "read", use.id,
                             facts=_content.read_facts(p, text) if len(paths) == 1 else [])
         elif act.kind == "change" and not out.failed:
-            for p in paths:
+            if was and len(paths) == 1:
+                # what the range held before: the first of the file's facts
+                digest = act.digests.get(paths[0]) or act.digests.get("", "")
+                self._touch(self.files_changed, paths[0], use_seq, act.change_op, use.id, digest, "",
+                            [was, *_content.content_facts(paths[0], act.texts.get(paths[0]) or act.texts.get("", ""),
+                                                          False)])
+            for p in (paths if not (was and len(paths) == 1) else []):
                 aider = self._aider_digests if use.name == "apply_edit" else {}
                 aider_text = self._aider_texts.get(p, "") if use.name == "apply_edit" else ""
                 self._touch(self.files_changed, p, use_seq, act.change_op, use.id,
@@ -404,9 +419,11 @@ class _Acc:
             what = act.command or act.summary or use.name
             if act.kind == "change" and paths:
                 what = f"{act.command or use.name} ({', '.join(paths)})"
+            cause = _failures.failure_cause(text) if text else ""
+            wrong = _failures.rejected_edit_detail(act.command, text) if act.kind == "change" and text else ""
             self._add_failed(FailedApproach(seq=use_seq, what=_clip(what, 200),
                                             error=out.error_line, tool_use_id=use.id,
-                                            cause=_failures.failure_cause(text) if text else "",
+                                            cause=f"{cause}: {wrong}" if wrong else cause,
                                             result_seq=result_seq, key=key,
                                             params=_failures.call_params(use.input)))
         soft = (_failures.soft_failures(act.command, text, use.id, use_seq, result_seq, key, not out.failed)

@@ -126,12 +126,15 @@ def _repeated_action_line(runs: list[FailedApproach], files: list[FileRef]) -> t
     for fa in runs:
         cause = (fa.cause or fa.error).strip().lstrip("-* ").strip()  # (a listed lint line)
         causes.setdefault(cause or "no error text in the output", []).append(fa)
-    parts = [f"{one_line(c, 120)} ({_seqs(rs, 3)})" for c, rs in list(causes.items())[:MAX_CAUSES]]
+    # (the first cause whole: a rejected edit's says what the attempt got wrong)
+    parts = [f"{one_line(c, 200 if k == 0 else 120)} ({_seqs(rs, 3)})"
+             for k, (c, rs) in enumerate(list(causes.items())[:MAX_CAUSES])]
     if len(causes) > MAX_CAUSES:
         parts.append(f"{len(causes) - MAX_CAUSES} more causes")
     line = (f"- #{runs[0].seq} {code(lead.what, 120)} ×{len(runs)} → failed ({_seqs(runs, 6)})"
             + (f", {status}" if status else "") + ": " + " / ".join(parts))
-    return line + _next(runs[-1], files), tier
+    # (once a rerun worked, the words after the last failed one are history: the causes say what went wrong)
+    return line + (_next(runs[-1], files) if lead.resolved_at is None else ""), tier
 
 
 def _shared_cause_line(actions: list[list[FailedApproach]], cause: str, files: list[FileRef]) -> tuple[str, int]:

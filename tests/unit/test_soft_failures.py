@@ -46,3 +46,35 @@ def test_words_that_report_no_error_or_only_describe_are_not_a_failure() -> None
         assistant(4, "The request did not produce any errors and the page lists the upload form."),
     ]
     assert not [fa for fa in lift_state(evs).failed_approaches if fa.error == SOFT_ERROR]
+
+
+# --- a line-range edit: what a rejected attempt got wrong, and what the lines held before ---------
+
+_LISTING = "[File: /r/calc.py (40 lines total)]\n(9 more lines above)\n10:    limits = [\n11:        'a', 'b', 'c',\n12:    ]\n13:    return limits\n"
+_REJECTED = ("Your proposed edit has introduced new syntax error(s). Please understand the fixes and retry your edit commmand.\n\n"
+             "ERRORS:\n- E999 SyntaxError: unmatched ']'\n\nThis is how your edit would have looked if applied\n"
+             "-------------------------------------------------\n[File: /r/calc.py (40 lines total)]\n"
+             "10:        'a', 'b',\n11:    ]\n12:    return limits\n-------------------------------------------------\n\n"
+             "This is the original code before your edit\n-------------------------------------------------\n"
+             "[File: /r/calc.py (40 lines total)]\n10:    limits = [\n11:        'a', 'b', 'c',\n12:    ]\n"
+             "-------------------------------------------------\nYour changes have NOT been applied.")
+
+
+def test_a_rejected_range_edit_says_which_line_it_got_wrong_and_the_edit_that_worked_what_it_replaced() -> None:
+    evs = [
+        user(1, "Drop 'c' from the limits."),
+        assistant(2, "", (("s1", "bash", {"command": "open calc.py 10"}),)),
+        results(3, ("s1", _LISTING, False)),
+        assistant(4, "", (("s2", "bash", {"command": "edit 10:12\n        'a', 'b',\n    ]\nend_of_edit"}),)),
+        results(5, ("s2", _REJECTED, False)),
+        assistant(6, "", (("s3", "bash", {"command": "edit 10:12\n    limits = [\n        'a', 'b',\n    ]\nend_of_edit"}),)),
+        results(7, ("s3", "[File: /r/calc.py (40 lines total)]\n10:    limits = [\n11:        'a', 'b',\n12:    ]\n"
+                          "File updated. Please review the changes.", False)),
+    ]
+    state = lift_state(evs)
+    (fa,) = [f for f in state.failed_approaches if f.tool_use_id == "s2"]
+    assert fa.cause.endswith("line 10 would be `'a', 'b',`, not `limits = [`") and fa.resolved_at == 6
+    (f,) = [f for f in state.files_changed if f.path == "/r/calc.py"]
+    assert f.facts[0] == "was (lines 10-12): limits = [ ⏎ 'a', 'b', 'c', ⏎ ]"
+    line = next(ln for ln in render_summary(state, 2_000).sections[ERRORS] if "edit 10:12" in ln)
+    assert "resolved at #6" in line and "line 10 would be `'a', 'b',`, not `limits = [`" in line
