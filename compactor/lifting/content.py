@@ -371,7 +371,9 @@ def io_facts(kind: str, text: str) -> list[tuple[int, int, str]]:
 
 
 _OPEN_CLOSE = {"[": "]", "(": ")", "{": "}"}
-LITERAL_CHARS = 110
+LITERAL_CHARS = 200
+NAMES_CHARS = 90
+"""A nested list of up to 6 scalars this short is shown whole (``"lint": ["mypy==0.910", ...]``)."""
 
 
 def _short(v: object, depth: int = 0) -> str:
@@ -382,9 +384,10 @@ def _short(v: object, depth: int = 0) -> str:
         return repr(v)
     if isinstance(v, (list, tuple, set)):
         if depth >= 1:
-            if len(v) <= 4 and all(isinstance(x, (str, int, float, bool)) for x in v):  # a record: inline
+            if len(v) <= 6 and all(isinstance(x, (str, int, float, bool)) for x in v):  # a record: inline
                 inner = ", ".join(_short(x, depth + 1) for x in v)
-                if isinstance(v, tuple) or len(inner) <= 40:
+                # (a short list of names, such as an extra's pinned packages, is the value asked for)
+                if isinstance(v, tuple) and len(v) <= 4 or len(inner) <= NAMES_CHARS:
                     return f"({inner})" if isinstance(v, tuple) else f"[{inner}]"
             return f"[{len(v)} items]"
         body = ", ".join(_short(x, depth + 1) for x in list(v)[:3])
