@@ -158,12 +158,20 @@ def _shared_cause_line(actions: list[list[FailedApproach]], cause: str, files: l
     return line + _next(last, files), tier
 
 
+def soft_told(fa: FailedApproach) -> bool:
+    """A soft failure with the agent's why or what its next result confirmed."""
+    return "why: " in fa.cause or bool(fa.next)
+
+
 def build_failure_lines(failed: list[FailedApproach], files: list[FileRef]) -> list[list]:
     """``[line, tier, seq, tool ids]`` per failure line, in the order of their first failure.
 
     Runs of one action (its normalized key) are folded first; actions whose runs all failed with
     one cause are then folded by that cause.
     """
+    # a call the agent said did nothing is a line when the agent said why or its next result confirmed
+    # something: then it is what the session turned on; a bare symptom stays the agent's finding
+    failed = [fa for fa in failed if fa.error != SOFT_ERROR or soft_told(fa)]
     soft = " ".join(fa.cause for fa in failed if fa.error == SOFT_ERROR)
     # (a sentence a call's "no visible effect" line quotes is not said again on its own)
     stated: list[FailedApproach] = [fa for fa in failed if not fa.tool_use_id and fa.what[:100] not in soft]

@@ -42,7 +42,7 @@ from compactor.lifting.narrative import (
     select_reasons,
     select_reports,
 )
-from compactor.summarize.failure_lines import build_failure_lines, code as _code, one_line as _one_line
+from compactor.summarize.failure_lines import build_failure_lines, code as _code, one_line as _one_line, soft_told
 from compactor.summarize.file_details import ARTIFACT_SHARE, file_details, read_details
 from compactor.tokens import count_lines, count_text
 
@@ -113,7 +113,7 @@ _TIER_COMMAND_FAILED = 50
 _TIER_COMMAND_EXPLAINED = 33  # a failed run whose failure line (command, cause, outcome) is under Errors
 _TIER_COMMAND_RECENT_OK = 46  # one of the newest commands that worked
 _RECENT_OK_COMMANDS = 4
-_TIER_OUTPUT_GIST = 48  # what a fetch or query answered (within GIST_SHARE): what the agent learned
+_TIER_OUTPUT_GIST = 45  # what a fetch or query answered (within GIST_SHARE): what the agent learned
 GIST_SHARE = 0.1
 GIST_COMMAND_CHARS = 90
 """Share of the summary budget for the answers of fetches and queries (``got: ...`` details)."""
@@ -291,7 +291,7 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
             report_lines.append((o.seq, f"- #{o.seq}{answers}: {fit_report(o.text, _EXTRA_REPORT_TOKENS)}",
                                  _TIER_EXTRA_REPORT))
     # (a call's "no visible effect" line quotes the agent's symptom and why: not said again)
-    soft = [fa.cause.replace("…", "") for fa in state.failed_approaches if fa.error == SOFT_ERROR]
+    soft = [fa.cause.replace("…", "") for fa in state.failed_approaches if fa.error == SOFT_ERROR and soft_told(fa)]
     reasons = select_reasons(state.reasons, budget, [t for _, t in reports] + soft)
     shown = [norm(t) for _, t in reports] + [norm(r.text) for r in reasons]
     # What the agent concluded along the way (a long turn's findings), said once: not again when

@@ -78,3 +78,17 @@ def test_a_rejected_range_edit_says_which_line_it_got_wrong_and_the_edit_that_wo
     assert f.facts[0] == "was (lines 10-12): limits = [ ⏎ 'a', 'b', 'c', ⏎ ]"
     line = next(ln for ln in render_summary(state, 2_000).sections[ERRORS] if "edit 10:12" in ln)
     assert "resolved at #6" in line and "line 10 would be `'a', 'b',`, not `limits = [`" in line
+
+
+def test_a_bare_symptom_without_why_or_confirmation_stays_the_agents_finding() -> None:
+    evs = [
+        user(1, "Try the form."),
+        assistant(2, "", (("u1", "bash", {"command": "curl -d 'name=x;id' http://svc.test/form"}),)),
+        results(3, ("u1", PAGE, False)),
+        assistant(4, "The injection did not yield any additional output, suggesting the input is not run in a shell."),
+    ]
+    state = lift_state(evs)
+    assert [fa.tool_use_id for fa in state.failed_approaches if fa.error == SOFT_ERROR] == ["u1"]  # kept in the state
+    text = render_summary(state, 2_000).text
+    assert "no visible effect" not in text
+    assert "(found): The injection did not yield any additional output" in text
