@@ -91,4 +91,4 @@ def test_a_bare_symptom_without_why_or_confirmation_stays_the_agents_finding() -
     assert [fa.tool_use_id for fa in state.failed_approaches if fa.error == SOFT_ERROR] == ["u1"]  # kept in the state
     text = render_summary(state, 2_000).text
     assert "no visible effect" not in text
-    assert "(found): The injection did not yield any additional output" in text
+    assert "The injection did not yield any additional output" in text  # (its report)
