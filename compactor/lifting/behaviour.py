@@ -141,30 +141,41 @@ def _pick(stmts: list[str], room: int) -> list[str]:
     return [st for _, _, st in sorted(keep, key=lambda t: t[1])]
 
 
+def closing(text: str, start: int, quotes: str = "\"'`", comment: str = "", span: int = 20_000) -> int:
+    """Index of the bracket that closes the one at ``text[start]`` (strings in ``quotes`` and
+    ``comment``-to-end-of-line skipped), -1 when it does not close within ``span`` characters."""
+    depth, i, quote = 0, start, ""
+    limit = min(len(text), start + span)
+    while i < limit:
+        c = text[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = ""
+        elif c in quotes:
+            quote = c
+        elif comment and c == comment[0] and text.startswith(comment, i):
+            nl = text.find("\n", i)
+            i = limit if nl < 0 else nl
+            continue
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
 def _js_body(text: str, start: int) -> tuple[int, int] | None:
     """(start, end) of the brace-delimited body opening at or after ``start`` (strings skipped)."""
     i = text.find("{", start, start + 200)
     if i < 0 or text[start:i].strip():
         return None  # (an arrow function returning an expression: no block of its own)
-    depth, quote, j = 0, "", i
-    limit = min(len(text), i + 20_000)
-    while j < limit:
-        c = text[j]
-        if quote:
-            if c == "\\":
-                j += 1
-            elif c == quote:
-                quote = ""
-        elif c in "\"'`":
-            quote = c
-        elif c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return i + 1, j
-        j += 1
-    return None
+    j = closing(text, i, comment="//")  # (an apostrophe in a comment opens no string)
+    return (i + 1, j) if j >= 0 else None
 
 
 def _py_body(text: str, line_start: int, line_end: int) -> tuple[int, int]:

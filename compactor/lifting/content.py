@@ -404,30 +404,7 @@ def literal_digest(text: str, start: int) -> str:
     """A multi-line literal opening at ``text[start]`` in short, with its entry count:
     ``{"tests": [3 items], "lint": [4 items]}``, ``[("Pxt1xpiyabU", "GPT 5.6 SOL…", "3way"), … (49 items)]``."""
     opener = text[start]
-    depth, i, quote = 0, start, ""
-    end = -1
-    limit = min(len(text), start + 60_000)
-    while i < limit:
-        c = text[i]
-        if quote:
-            if c == "\\":
-                i += 1
-            elif c == quote:
-                quote = ""
-        elif c in "\"'":
-            quote = c
-        elif c == "#":
-            nl = text.find("\n", i)
-            i = limit if nl < 0 else nl
-            continue
-        elif c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-            if depth == 0:
-                end = i
-                break
-        i += 1
+    end = _behaviour.closing(text, start, "\"'", "#", 60_000)
     if end < 0:
         return opener + "…"
     try:

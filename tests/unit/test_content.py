@@ -354,3 +354,8 @@ def test_a_function_with_one_telling_statement_keeps_its_plain_signature() -> No
     facts = content_facts("m.py", "def forward(self, x):\n    return self.fc(x)\n\ndef area(r):\n    return 3.14 * r * r\n")
     assert "def area(r)" in facts or any(f == "def area(r)" for f in facts)
     assert not any(f.startswith("def area(r): ") for f in facts)
+
+
+def test_a_comment_with_an_apostrophe_does_not_swallow_the_next_function() -> None:
+    js = "function f(a) {\n  // don't stop here\n  const c = a * 3;\n  return c + 7;\n}\nfunction g(x) {\n  const y = x * 2;\n  return y - 5;\n}\n"
+    assert content_facts("a.js", js) == ["function f(a): c = a * 3; return c + 7", "function g(x): y = x * 2; return y - 5"]
