@@ -117,7 +117,7 @@ _TIER_OUTPUT_GIST = 45  # what a fetch or query answered (within GIST_SHARE): wh
 GIST_SHARE = 0.1
 GIST_COMMAND_CHARS = 90
 """Share of the summary budget for the answers of fetches and queries (``got: ...`` details)."""
-_TIER_INSTALL = 34  # an install (what it brought in) or a partial fetch (its limit): where the environment stands
+_TIER_INSTALL = 39  # an install (what it brought in) or a partial fetch (its limit): where the environment stands
 _TIER_ARTIFACT = 55
 _TIER_ERROR_RESOLVED = 62  # an error name whose failures were all fixed
 _TIER_OLD_TEST = 65
@@ -365,7 +365,8 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
                 else _TIER_COMMAND_FAILED if c.status == "failed"
                 else _TIER_COMMAND_RECENT_OK if i in recent_ok
                 else _TIER_OUTPUT_GIST if i in gists
-                else _TIER_INSTALL if c.detail or is_install(c.command) else _TIER_COMMAND_OK)
+                else _TIER_INSTALL if c.detail.startswith("partial") or is_install(c.command)
+                else _TIER_COMMAND_OK)  # (an answer past the share: the log has it)
         detail = f": {c.detail}" if c.detail else ""
         cmd_text = _code(c.command, GIST_COMMAND_CHARS if i in gists else 200)  # (the answer is the point)
         doc.add(COMMANDS, f"- #{c.seq} {cmd_text} → {outcome}{times}{detail}", tier, c.seq)
