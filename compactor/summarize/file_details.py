@@ -7,6 +7,8 @@ Per changed file, newest first: the agent's own note on it and the facts its tex
 
 from __future__ import annotations
 
+import re
+
 from compactor.lifting.state import FileRef
 from compactor.tokens import count_text
 
@@ -19,6 +21,26 @@ MIN_ARTIFACT_TOKENS = 80
 IMPORTS = "imports: "
 LONG_FACT_CHARS = 110
 """A fact longer than this (a function and its statements) gets a line of its own."""
+FUNCTION_FILES = 3
+"""Within a budget, the newest files this many keep their functions' statements; older ones their signatures
+(measured: even 150 characters of an older file's statements cost the older reports their place)."""
+_NUMBER = re.compile(r"(?<![\w\[.:])-?(?:\d+\.\d+|[2-9]|\d{2,})(?![\w\]])")
+_SIG_END = re.compile(r"\)(?:\s*(?:->|:)\s*[^:;]{1,40}?)?(?:\s*=>)?: ")
+
+
+def signature_of(fact: str) -> str:
+    """``def f(x): n = 20; a = g(x); return a`` -> ``def f(x): n = 20``: a function line's signature and
+    its statements holding a number; an edit's branch line: ""; other facts as they are."""
+    m = _SIG_END.search(fact)
+    if fact.startswith(("if ", "if(")):
+        return ""  # an edit's branch: what it wired in is the newest files' story
+    if not m:
+        return fact
+    # (the settings it computes with stay, as they did as facts of their own before functions had lines)
+    numeric = [st for st in fact[m.end():].split("; ") if _NUMBER.search(st)]
+    return fact[:m.end() - 2] + (": " + "; ".join(numeric) if numeric else "")
+
+
 READ_SHARE = 0.1
 """Share of the summary budget for what files the agent only read define (a setup.py's extras, a base
 class's methods): the facts the work built on, newest files first; changed files come first."""
@@ -33,7 +55,7 @@ def file_details(files: list[FileRef], budget: int | None, share: float = ARTIFA
     out: dict[str, str] = {}
     shown_in: dict[str, str] = {}  # fact -> the (newer) file whose line already says it
     local = {f.path.rsplit("/", 1)[-1].split(".", 1)[0] for f in files}  # the project's own modules
-    for f in sorted(files, key=lambda x: x.seq, reverse=True):
+    for rank, f in enumerate(sorted(files, key=lambda x: x.seq, reverse=True)):
         if left is not None and left < 12:
             break
         parts: list[str] = []
@@ -47,6 +69,10 @@ def file_details(files: list[FileRef], budget: int | None, share: float = ARTIFA
         facts: list[str] = []
         same: dict[str, int] = {}  # a newer file already says these (copied settings): named once
         for fact in f.facts:
+            if budget is not None and rank >= FUNCTION_FILES and len(fact) > LONG_FACT_CHARS:
+                fact = signature_of(fact)  # an older file's functions: their signatures (the reports say more)
+                if not fact:
+                    continue
             if fact.startswith(IMPORTS):  # a dependency is what is not the project's own
                 names = [n for n in fact[len(IMPORTS):].split(", ") if n not in local]
                 if not names:

@@ -359,3 +359,19 @@ def test_a_function_with_one_telling_statement_keeps_its_plain_signature() -> No
 def test_a_comment_with_an_apostrophe_does_not_swallow_the_next_function() -> None:
     js = "function f(a) {\n  // don't stop here\n  const c = a * 3;\n  return c + 7;\n}\nfunction g(x) {\n  const y = x * 2;\n  return y - 5;\n}\n"
     assert content_facts("a.js", js) == ["function f(a): c = a * 3; return c + 7", "function g(x): y = x * 2; return y - 5"]
+
+
+def test_within_a_budget_only_the_newest_files_keep_their_functions_statements() -> None:
+    from compactor.lifting.state import FileRef
+    from compactor.summarize.file_details import file_details
+
+    line = ("def run(n): data = load_the_training_data(); for epoch in range(20); total = step(data) * 3; "
+            "return summarize_results(total)")  # (a line of its own: over LONG_FACT_CHARS)
+    files = [FileRef(path=f"f{i}.py", seq=i, facts=[line.replace("run", f"run{i}")]) for i in range(5)]
+    details = file_details(files, 4_000)
+    for new in ("f4.py", "f3.py", "f2.py"):  # the 3 newest: the whole line
+        assert line.replace("run", f"run{new[1]}") in details[new]
+    for old in ("f1.py", "f0.py"):  # older: the signature and the statements holding a number
+        assert f"def run{old[1]}(n): for epoch in range(20); total = step(data) * 3" in details[old]
+        assert "load_the_training_data()" not in details[old]
+    assert "load_the_training_data()" in file_details(files, None)["f0.py"]  # no budget: everything
