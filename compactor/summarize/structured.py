@@ -342,17 +342,16 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     recent_ok = [i for i in sorted(set(latest_by_cmd.values())) if state.commands[i].status != "failed"]
     recent_ok = set(recent_ok[-_RECENT_OK_COMMANDS:])
     # what fetches and queries answered (a status, the documents and items that came back, code a
-    # response printed): what the agent learned and acted on, newest first within a share
+    # response printed): what the agent learned and acted on, within a share
     gist_room = None if budget is None else int(budget * GIST_SHARE)
     gists: set[int] = set()
-    for i in sorted(set(latest_by_cmd.values()), reverse=True):
-        c = state.commands[i]
-        if c.status == "ok" and "got" in c.detail[:40]:
-            cost = count_text(c.command[:GIST_COMMAND_CHARS] + c.detail) + 4
-            if gist_room is not None and cost > gist_room:
-                continue
-            gists.add(i)
-            gist_room = None if gist_room is None else gist_room - cost
+    answers = [(count_text(c.command[:GIST_COMMAND_CHARS] + c.detail) + 4, -i) for i in set(latest_by_cmd.values())
+               if (c := state.commands[i]).status == "ok" and "got" in c.detail[:40]]
+    for cost, neg in sorted(answers):  # the shortest answers first (a status, a title), then the newest
+        if gist_room is not None and cost > gist_room:
+            continue
+        gists.add(-neg)
+        gist_room = None if gist_room is None else gist_room - cost
     for i, c in enumerate(state.commands):
         if latest_by_cmd[c.command] != i:
             continue
