@@ -24,14 +24,19 @@ LONG_FACT_CHARS = 110
 FUNCTION_FILES = 3
 """Within a budget, the newest files this many keep their functions' statements; older ones their signatures
 (measured: even 150 characters of an older file's statements cost the older reports their place)."""
+_CLIPPED_SIG_END = re.compile(r"…: ")  # a long signature clipped at FACT_CHARS
 _NUMBER = re.compile(r"(?<![\w\[.:])-?(?:\d+\.\d+|[2-9]|\d{2,})(?![\w\]])")
 _SIG_END = re.compile(r"\)(?:\s*(?:->|:)\s*[^:;]{1,40}?)?(?:\s*=>)?: ")
+
+
+_FUNCTION_LINE = re.compile(r"^(?:(?:export\s+)?(?:async\s+)?(?:def|function\*?|fn|func|pub)\s|(?:export\s+)?(?:const|let)\s+"
+                            r"[\w$]+\s*=\s*(?:async\s*)?\(|if\s*\(.{100})")
 
 
 def signature_of(fact: str) -> str:
     """``def f(x): n = 20; a = g(x); return a`` -> ``def f(x): n = 20``: a function line's signature and
     its statements holding a number; an edit's branch line: ""; other facts as they are."""
-    m = _SIG_END.search(fact)
+    m = _SIG_END.search(fact) or _CLIPPED_SIG_END.search(fact)
     if fact.startswith(("if ", "if(")):
         return ""  # an edit's branch: what it wired in is the newest files' story
     if not m:
@@ -48,7 +53,7 @@ MIN_READ_TOKENS = 40
 
 
 def file_details(files: list[FileRef], budget: int | None, share: float = ARTIFACT_SHARE,
-                 floor: int = MIN_ARTIFACT_TOKENS) -> dict[str, str]:
+                 floor: int = MIN_ARTIFACT_TOKENS, function_files: int = FUNCTION_FILES) -> dict[str, str]:
     """Path -> ``  the agent: <its note>`` / ``  holds: <facts>`` lines for changed files, newest first,
     within ``share`` of the budget (everything when ``budget`` is None)."""
     left = None if budget is None else max(floor, int(budget * share))
@@ -69,7 +74,7 @@ def file_details(files: list[FileRef], budget: int | None, share: float = ARTIFA
         facts: list[str] = []
         same: dict[str, int] = {}  # a newer file already says these (copied settings): named once
         for fact in f.facts:
-            if budget is not None and rank >= FUNCTION_FILES and len(fact) > LONG_FACT_CHARS:
+            if budget is not None and rank >= function_files and _FUNCTION_LINE.match(fact):
                 fact = signature_of(fact)  # an older file's functions: their signatures (the reports say more)
                 if not fact:
                     continue
@@ -102,6 +107,7 @@ def file_details(files: list[FileRef], budget: int | None, share: float = ARTIFA
 
 def read_details(files: list[FileRef], budget: int | None) -> dict[str, str]:
     """Path -> ``  defines: <facts>`` for files only read, newest first, within ``READ_SHARE``."""
+    # (within a budget a read file's functions are their signatures: its share holds more files so)
     lines = file_details([f.model_copy(update={"note": ""}) for f in files if f.facts], budget, READ_SHARE,
-                         MIN_READ_TOKENS)
+                         MIN_READ_TOKENS, function_files=0)
     return {p: ln.replace("  holds: ", "  defines: ", 1) for p, ln in lines.items()}

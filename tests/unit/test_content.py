@@ -375,3 +375,14 @@ def test_within_a_budget_only_the_newest_files_keep_their_functions_statements()
         assert f"def run{old[1]}(n): for epoch in range(20); total = step(data) * 3" in details[old]
         assert "load_the_training_data()" not in details[old]
     assert "load_the_training_data()" in file_details(files, None)["f0.py"]  # no budget: everything
+
+
+def test_a_read_files_functions_are_their_signatures_within_a_budget() -> None:
+    from compactor.lifting.state import FileRef
+    from compactor.summarize.file_details import read_details
+
+    long_sig = "def __init__( self, keys: typing.Optional[typing.Union[Field, type]] = None, values…"
+    f = FileRef(path="fields.py", seq=3, facts=[f"{long_sig}: if keys is None; self.key_field = resolve(keys)",
+                                                 "def load(n): rows = read(n); return rows * 2"])
+    (line,) = read_details([f], 2_000).values()
+    assert line == f"  defines: {long_sig} · def load(n): return rows * 2"
