@@ -53,7 +53,7 @@ def test_what_a_fetch_answered_is_in_the_summary_within_its_share() -> None:
     assert "title=Widget Supply Report" in text and "authenticated=true; scope=svc:read; HTTP 200" in text
 
 
-def test_within_its_share_a_short_answer_outranks_newer_long_ones() -> None:
+def test_a_short_answer_keeps_its_place_in_the_share_and_long_ones_past_it_go_to_the_log() -> None:
     evs = [user(1, "Check the status, then search a lot.")]
     evs += [assistant(2, "", (("s0", "Bash", {"command": "curl -s https://api.example.test/status"}),)),
             results(3, ("s0", json.dumps({"authenticated": True}) + "\n200", False))]
@@ -62,6 +62,6 @@ def test_within_its_share_a_short_answer_outranks_newer_long_ones() -> None:
         evs += [assistant(4 + 2 * k, "", ((f"q{k}", "Bash", {"command": f"curl -s https://api.example.test/search?q={k}"}),)),
                 results(5 + 2 * k, (f"q{k}", json.dumps({"results": names}), False))]
     evs.append(assistant(20, "Done searching."))
-    text = render_summary(lift_state(evs), 800).text  # (a share of 80 tokens: one search answer, or the status)
+    text = render_summary(lift_state(evs), 400).text  # (a share of 40 tokens: the status, no search answer)
     assert "authenticated=true; HTTP 200" in text  # the status check kept, though older
-    assert text.count("got: results (9)") < 6  # the long answers past the share are left to the log
+    assert text.count("got: results (9)") == 4  # past the share only the newest commands keep their line
