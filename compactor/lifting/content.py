@@ -25,6 +25,8 @@ import json
 import re
 import sys
 
+from compactor.lifting import behaviour as _behaviour
+
 MAX_FACTS = 12
 """Facts kept per file (the newest write's first, then older ones not redefined)."""
 FACT_CHARS = 90
@@ -181,10 +183,16 @@ def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
         if len(about) >= 12 and not about.lower().startswith(("!", "eslint", "type:", "noqa", "pylint", "-*-")):
             found.append((0, -1, "about: " + _flat(about)))
     sig = _SIGS.get(kind)
+    bodies: list[tuple[int, int, str]] = []  # functions said with their statements (span, line)
     if sig is not None:
+        sigs = [(m.start(), m.end(), _flat(m.group(1))) for m in sig.finditer(text)]
+        said = _behaviour.function_lines(kind, text, sigs) if kind in ("py", "js") else {}
+        bodies = [(a, b, line) for line, (a, b) in said.values()]
         # a signature that says nothing a reader asks for (``def __init__(self)``) goes last
-        found += [(5 if _BARE_SIG.search(m.group(1)) else 2, m.start(), _flat(m.group(1)))
-                  for m in sig.finditer(text)]
+        found += [(2, start, said[start][0]) if start in said else
+                  (5 if _BARE_SIG.search(s) else 2, start, s) for start, _, s in sigs]
+        if kind == "js" and not whole:
+            found += [(2, pos, line) for pos, line in _behaviour.branch_lines(text, [(a, b) for a, b, _ in bodies])]
     const = _CONSTS.get(kind)
     if const is not None:
         for m in const.finditer(text):
@@ -223,6 +231,8 @@ def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
         found += [(3, pos, fact) for pos, fact in _used(text)]
     if kind in ("py", "js"):
         found += io_facts(kind, text)
+    if bodies:  # a setting a function's line already says whole is not said twice
+        found = [f for f in found if f[0] != 4 or not any(a <= f[1] < b and f[2] in line for a, b, line in bodies)]
     title = _TITLE.search(text) if whole and path.lower().endswith((".html", ".htm")) else None
     if title and title.group(1).strip():
         found.append((0, -1, "title: " + _flat(title.group(1).strip())))
@@ -361,7 +371,9 @@ def io_facts(kind: str, text: str) -> list[tuple[int, int, str]]:
 
 
 _OPEN_CLOSE = {"[": "]", "(": ")", "{": "}"}
-LITERAL_CHARS = 110
+LITERAL_CHARS = 200
+NAMES_CHARS = 90
+"""A nested list of up to 6 scalars this short is shown whole (``"lint": ["mypy==0.910", ...]``)."""
 
 
 def _short(v: object, depth: int = 0) -> str:
@@ -372,9 +384,10 @@ def _short(v: object, depth: int = 0) -> str:
         return repr(v)
     if isinstance(v, (list, tuple, set)):
         if depth >= 1:
-            if len(v) <= 4 and all(isinstance(x, (str, int, float, bool)) for x in v):  # a record: inline
+            if len(v) <= 6 and all(isinstance(x, (str, int, float, bool)) for x in v):  # a record: inline
                 inner = ", ".join(_short(x, depth + 1) for x in v)
-                if isinstance(v, tuple) or len(inner) <= 40:
+                # (a short list of names, such as an extra's pinned packages, is the value asked for)
+                if isinstance(v, tuple) and len(v) <= 4 or len(inner) <= NAMES_CHARS:
                     return f"({inner})" if isinstance(v, tuple) else f"[{inner}]"
             return f"[{len(v)} items]"
         body = ", ".join(_short(x, depth + 1) for x in list(v)[:3])
@@ -391,30 +404,7 @@ def literal_digest(text: str, start: int) -> str:
     """A multi-line literal opening at ``text[start]`` in short, with its entry count:
     ``{"tests": [3 items], "lint": [4 items]}``, ``[("Pxt1xpiyabU", "GPT 5.6 SOL…", "3way"), … (49 items)]``."""
     opener = text[start]
-    depth, i, quote = 0, start, ""
-    end = -1
-    limit = min(len(text), start + 60_000)
-    while i < limit:
-        c = text[i]
-        if quote:
-            if c == "\\":
-                i += 1
-            elif c == quote:
-                quote = ""
-        elif c in "\"'":
-            quote = c
-        elif c == "#":
-            nl = text.find("\n", i)
-            i = limit if nl < 0 else nl
-            continue
-        elif c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-            if depth == 0:
-                end = i
-                break
-        i += 1
+    end = _behaviour.closing(text, start, "\"'", "#", 60_000)
     if end < 0:
         return opener + "…"
     try:

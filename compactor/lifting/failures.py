@@ -16,6 +16,7 @@ Plain rules, no model: the same events always give the same annotations.
 from __future__ import annotations
 
 import functools
+import json
 import re
 import shlex
 from bisect import bisect_right
@@ -378,3 +379,164 @@ def soft_failures(command: str | None, text: str, tool_use_id: str, seq: int, re
         out.append(FailedApproach(seq=seq, what=_clip(cmd, 200), error=why, tool_use_id=tool_use_id, cause=why,
                                   result_seq=result_seq, key=action_key("", cmd, [], "command")))
     return out
+
+
+# What an output the agent read said ("what did the /status check return", "which documents were
+# fetched and what did each cover", "what is the leaked upload code"): a command that worked and
+# answered with JSON or with source code is how the agent learned it. One short line per output:
+# a JSON answer's scalar fields and the names/titles of its items; code lines a response printed.
+GIST_CHARS = 240
+_GIST_KEYS = ("title", "name", "status", "ok", "authenticated", "scope", "expiresAt", "error", "message",
+              "author", "publishedAt", "source", "count", "total", "id", "documentId", "slug", "version")
+_ITEM_NAME_KEYS = ("name", "title", "slug", "id")
+_HTTP_CODE_RE = re.compile(r"\A\s*([1-5]\d\d)\s*\Z")
+_BR_RE = re.compile(r"<br\s*/?>", re.I)
+_CODE_LINE_RE = re.compile(r"^\s*(?:if|elsif|elif|unless|while|for|foreach|my|our|def|sub|return|open|system|exec|"
+                           r"eval|function|const|let|var|import|require|print)\b.{3,}$|^\s*\$\w+\s*=\s*.{3,}$")
+_TAG_RE = re.compile(r"</?[A-Za-z!]")
+_CODE_NOISE_RE = re.compile(r"^\s*(?:use\s+(?:strict|warnings)\b|my \$\w+\s*=\s*\w+->new\b|print\s+(?:\$\w+->header|<<|'</))")
+MAX_GIST_ITEMS = 5
+
+
+def _scalar(v: object) -> str:
+    s = json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v
+    return _clip(s, 48)
+
+
+def _json_gist(data: object) -> str:
+    if isinstance(data, list):
+        items = [x for x in data if isinstance(x, dict)]
+        names = [str(next((x[k] for k in _ITEM_NAME_KEYS if isinstance(x.get(k), (str, int))), "")) for x in items]
+        names = [_clip(n, 50) for n in names if n]
+        if not names:
+            return ""
+        more = f", … ({len(data)} items)" if len(data) > MAX_GIST_ITEMS else ""
+        return ", ".join(names[:MAX_GIST_ITEMS]) + more
+    if not isinstance(data, dict):
+        return ""
+    parts = [f"{k}={_scalar(data[k])}" for k in _GIST_KEYS
+             if k in data and isinstance(data[k], (str, int, float, bool)) and data[k] != ""]
+    for k, v in data.items():  # a list of records (results, projects, documents): what came back
+        if isinstance(v, list) and v and isinstance(v[0], dict):
+            inner = _json_gist(v)
+            if inner:
+                parts.append(f"{k} ({len(v)}): {inner}")
+                break
+    return "; ".join(parts[:8])
+
+
+def output_gist(text: str) -> str:
+    """``got: authenticated=true; scope=...; HTTP 200`` for a JSON answer, ``got code: if (...) { · my $file = ...``
+    for source code a response printed; "" for anything else (plain output is the command's own line)."""
+    body = "\n".join(ln for ln in text.splitlines()
+                     if not _HARNESS_NOTE_RE.match(ln) and "PROCESS-DONE" not in ln).strip()
+    if body[:1] in "{[":
+        try:
+            data, end = json.JSONDecoder().raw_decode(body)
+        except ValueError:
+            return ""
+        gist = _json_gist(data)
+        code = _HTTP_CODE_RE.match(body[end:])
+        if code:
+            gist += ("; " if gist else "") + f"HTTP {code.group(1)}"
+        return "got: " + _clip(gist, GIST_CHARS) if gist else ""
+    if "$" not in body and "(" not in body:
+        return ""
+    lines = [ln.strip() for ln in _BR_RE.sub("\n", body).splitlines()]
+    code = [ln for ln in lines if _CODE_LINE_RE.match(ln) and not _CODE_NOISE_RE.match(ln) and not _TAG_RE.search(ln)]
+    if len(code) < 3:
+        return ""
+    return "got code: " + _clip(" · ".join(code[:6]), GIST_CHARS)
+
+
+# A call that ran and "worked" yet did nothing the agent wanted ("the attempt did not yield any
+# additional output", "the file was not echoed back", "0 cards rendered"): no exit code says so,
+# only the agent's next words. The failure is kept with those words (its symptom), the agent's
+# explanation in the same message (``because`` ...), and what its next result showed.
+SOFT_ERROR = "no visible effect (the agent's words)"
+SOFT_SENTENCES = 3
+"""The agent's first sentences after a result that may state a symptom."""
+SOFT_CHARS = 170
+WHY_CHARS = 240
+_SOFT_FAIL_RE = re.compile(
+    r"\b(?:did not|didn'?t|does not|doesn'?t|was not|wasn'?t|were not|weren'?t)\s+(?:yield|produce|return|print|show|"
+    r"echo|output|render|display|trigger|execute|run)\w*\b(?![^.]*\b(?:errors?|warnings?)\b)"
+    r"|\bnot (?:echoed|printed|rendered|displayed|shown|returned)\b|\bno (?:output|response|results?|effect)\b"
+    r"|\b(?:returned|printed|showed|rendered|produced) nothing\b|\bempty (?:output|response|result|page|list)\b"
+    r"|\b(?:rendered |shows? |found )?0 (?:results|cards|items|rows|matches|videos|entries)\b", re.I)
+_WHY_RE = re.compile(r"\b(?:because|probably|caused by|due to|the reason|this means|which means)\b", re.I)
+_CONFIRM_RE = re.compile(r"\b(?:valid|confirm\w*|worked|works|success\w*|as expected|yielded|fixed|now (?:shows|prints|renders|returns))\b",
+                         re.I)
+
+
+def soft_symptom(sentences: Sequence[str]) -> tuple[str, str]:
+    """(symptom, why): the agent's sentence saying a call had no effect, among its first
+    ``SOFT_SENTENCES``, and its explanation later in the same message; ("", "") when none."""
+    firsts = [s.strip() for s in sentences if len(s.strip()) >= 12][:SOFT_SENTENCES]
+    i = next((k for k, s in enumerate(firsts) if _SOFT_FAIL_RE.search(s)), -1)
+    if i < 0:
+        return "", ""
+    rest = [s.strip() for s in sentences if len(s.strip()) >= 12]
+    start = rest.index(firsts[i]) + 1
+    k = next((j for j in range(start, min(len(rest), start + 4)) if _WHY_RE.search(rest[j])), -1)
+    why = " ".join(rest[k:k + 2]) if k >= 0 else ""  # (an explanation often runs on into a second sentence)
+    return _clip(firsts[i], SOFT_CHARS), _clip(why, WHY_CHARS)
+
+
+def soft_cause(symptom: str, why: str) -> str:
+    return f"the agent: \"{symptom}\"" + (f" / why: \"{why}\"" if why else "")
+
+
+def confirmation(sentences: Sequence[str]) -> str:
+    """The agent's opening words after its next result when they confirm something ("Our assumptions
+    are valid! Switching the two yielded back the file."), else ""."""
+    words = next_words(sentences)
+    return _clip(words, SOFT_CHARS) if words and _CONFIRM_RE.search(words) else ""
+
+
+# A line-range edit (SWE-agent ``edit 287:295``) replaces lines the agent saw in a listing: what
+# they were is "the original check" a reader asks about, and a rejected attempt's harness output
+# shows both the text it would have produced and the original, so the first line that differs says
+# what the attempt got wrong ("line 287 would have read `'BitsAllocated', ...` instead of
+# `required_elements = [`": the opening line was left out).
+_RANGE_EDIT_RE = re.compile(r"^edit\s+(\d+):(\d+)\b")
+_LISTED_RE = re.compile(r"^(\d{1,6}):(.*)$", re.M)
+ORIGINAL_MARK = "This is the original code before your edit"
+WOULD_MARK = "This is how your edit would have looked if applied"
+REPLACED_CHARS = 220
+LISTED_LINES_KEPT = 400
+
+
+def edit_range(command: str | None) -> tuple[int, int] | None:
+    m = _RANGE_EDIT_RE.match(command or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def listed_lines(text: str) -> dict[int, str]:
+    """Line number -> text of a numbered file listing (``287:    required_elements = [``); for a
+    rejected edit's output, the original listing."""
+    if ORIGINAL_MARK in text:
+        text = text.split(ORIGINAL_MARK, 1)[1]
+    return {int(m.group(1)): m.group(2) for m in _LISTED_RE.finditer(text[:40_000])}
+
+
+def replaced_text(listing: dict[int, str], start: int, end: int) -> str:
+    """``was (lines 287-296): required_elements = [ ⏎ …`` when the listing holds every line of the range."""
+    if end < start or any(n not in listing for n in range(start, end + 1)):
+        return ""
+    body = " ⏎ ".join(" ".join(listing[n].split()) for n in range(start, end + 1) if listing[n].strip())
+    return f"was (lines {start}-{end}): " + _clip(body, REPLACED_CHARS) if body else ""
+
+
+def rejected_edit_detail(command: str | None, text: str) -> str:
+    """What a rejected line-range edit would have put at its first changed line, against the original."""
+    rng = edit_range(command)
+    if rng is None or WOULD_MARK not in text or ORIGINAL_MARK not in text:
+        return ""
+    would_part, original_part = text.split(WOULD_MARK, 1)[1].split(ORIGINAL_MARK, 1)
+    would = {int(m.group(1)): m.group(2) for m in _LISTED_RE.finditer(would_part)}
+    original = {int(m.group(1)): m.group(2) for m in _LISTED_RE.finditer(original_part)}
+    n = rng[0]
+    if n in would and n in original and would[n].strip() != original[n].strip():
+        return f"line {n} would be `{_clip(would[n], 36)}`, not `{_clip(original[n], 36)}`"
+    return ""

@@ -159,6 +159,9 @@ class _Acc:
             if c.status == "ok" and c.tool_use_id not in soft:
                 self._ok_runs.setdefault(_failures.action_key("", c.command, ()), []).append(c.seq)
         self._moves: list[tuple[int, str, bool]] = []
+        self._listings: dict[str, dict[int, str]] = {}  # path -> the lines of its latest numbered listing
+        self._soft_call: tuple | None = None  # (use id, command, use seq, result seq, key): the last ok command
+        self._soft_open: tuple[str, int] | None = None  # (use id, result seq) of a soft failure awaiting what came next
         self._ok_params: dict[tuple[str, int], dict[str, str]] = {}  # (key, seq) of a run that worked -> its params
 
     # requests ---------------------------------------------------------------------------
@@ -199,12 +202,35 @@ class _Acc:
                     self.decisions.append(Decision(seq=e.seq, text=_clip(s)))
             elif _FAILED_TEXT_RE.search(s.replace("\u2019", "'")):
                 self._add_failed(FailedApproach(seq=e.seq, what=_clip(s)))
+        self._soft_failure(e.seq, sentences)
         self._text_actions(e)
         self.notes.on_text(e.seq, text)
         if not e.tool_uses and e.seq > self._last_seq:
             first = next((s for s in sentences if len(s) >= 12), sentences[0] if sentences else "")
             self._last, self._last_seq, self._last_out = ("reply", e.seq, first), e.seq, None
         self.note_move(e.seq, _failures.next_words(sentences), False)
+
+    def _soft_failure(self, seq: int, sentences: list[str]) -> None:
+        """The agent's words after an ok command saying it had no effect make it a failure; its
+        opening words after the next result (a confirmation) are that failure's next move."""
+        if self._soft_open is not None and self._soft_call is not None and self._soft_call[3] > self._soft_open[1]:
+            said = _failures.confirmation(sentences)
+            if said:
+                uid = self._soft_open[0]
+                self.failed = [f.model_copy(update={"next": f"then #{seq}: \"{said}\""}) if f.tool_use_id == uid
+                               and f.error == _failures.SOFT_ERROR else f for f in self.failed]
+            self._soft_open = None
+        call, self._soft_call = self._soft_call, None
+        if call is None or call[3] >= seq:
+            return
+        symptom, why = _failures.soft_symptom(sentences)
+        if symptom:
+            uid, command, use_seq, result_seq, _ = call
+            self._add_failed(FailedApproach(seq=use_seq, what=_clip(command, 200), error=_failures.SOFT_ERROR,
+                                            tool_use_id=uid, cause=_failures.soft_cause(symptom, why),
+                                            result_seq=result_seq))
+            self._soft_open = (uid, result_seq)
+            self._soft_call = None
 
     def _text_actions(self, e: Event) -> None:
         """Aider writes its actions as text: 'Applied edit to X', '> Running cmd'."""
@@ -275,7 +301,7 @@ class _Acc:
         for f in self.failed:
             after = f.result_seq or f.seq
             upd: dict[str, Any] = {}
-            if not f.next:
+            if not f.next and f.error != _failures.SOFT_ERROR:  # (its symptom is the agent's next words)
                 i = bisect_right(move_seqs, after)
                 if i < len(self._moves):
                     mseq, text, is_call = self._moves[i]
@@ -322,6 +348,14 @@ class _Acc:
         paths = list(act.paths)
         if act.swe_edit and header:
             paths = [header.group(1)]
+        was = ""
+        if act.swe_edit and header and not out.failed and (rng := _failures.edit_range(act.command)):
+            was = _failures.replaced_text(self._listings.get(header.group(1), {}), *rng)  # what the edit replaced
+        if header and text:
+            listing = _failures.listed_lines(text)
+            if listing:
+                kept = {**self._listings.get(header.group(1), {}), **listing}
+                self._listings[header.group(1)] = dict(sorted(kept.items())[-_failures.LISTED_LINES_KEPT:])
         if m and m.group(1) not in ("n/a", "None"):
             self.open_file = m.group(1)
         elif header:
@@ -336,7 +370,13 @@ class _Acc:
                 self._touch(self.files_read, p, use_seq, "read", use.id,
                             facts=_content.read_facts(p, text) if len(paths) == 1 else [])
         elif act.kind == "change" and not out.failed:
-            for p in paths:
+            if was and len(paths) == 1:
+                # what the range held before: the first of the file's facts
+                digest = act.digests.get(paths[0]) or act.digests.get("", "")
+                self._touch(self.files_changed, paths[0], use_seq, act.change_op, use.id, digest, "",
+                            [was, *_content.content_facts(paths[0], act.texts.get(paths[0]) or act.texts.get("", ""),
+                                                          False)])
+            for p in (paths if not (was and len(paths) == 1) else []):
                 aider = self._aider_digests if use.name == "apply_edit" else {}
                 aider_text = self._aider_texts.get(p, "") if use.name == "apply_edit" else ""
                 self._touch(self.files_changed, p, use_seq, act.change_op, use.id,
@@ -346,11 +386,15 @@ class _Acc:
                             (p not in self._aider_partial) if aider_text and not act.texts else not act.partial)
 
         if act.kind == "command" and act.command is not None:
+            self._soft_call = None if out.failed else (use.id, act.command, use_seq, result_seq, "")
             if use.id not in self._command_ids:
                 self._command_ids.add(use.id)
                 status: CommandStatus = "failed" if out.failed else "ok"
                 detail = ((_failures.install_outcome(text) if _failures.is_install(act.command)
                            else _failures.partial_result(text)) if text else "")
+                if text and not out.failed and not act.reads and not act.paths and not _failures.is_install(act.command):
+                    gist = _failures.output_gist(text)  # what a fetch or a query answered
+                    detail = f"{detail}; {gist}" if detail and gist else detail or gist
                 self.commands.append(Command(seq=use_seq, command=act.command, tool=act.tool,
                                              tool_use_id=use.id, exit_code=out.exit_code,
                                              status=status, result_seq=result_seq, detail=detail))
@@ -375,9 +419,11 @@ class _Acc:
             what = act.command or act.summary or use.name
             if act.kind == "change" and paths:
                 what = f"{act.command or use.name} ({', '.join(paths)})"
+            cause = _failures.failure_cause(text) if text else ""
+            wrong = _failures.rejected_edit_detail(act.command, text) if act.kind == "change" and text else ""
             self._add_failed(FailedApproach(seq=use_seq, what=_clip(what, 200),
                                             error=out.error_line, tool_use_id=use.id,
-                                            cause=_failures.failure_cause(text) if text else "",
+                                            cause=f"{cause}: {wrong}" if wrong else cause,
                                             result_seq=result_seq, key=key,
                                             params=_failures.call_params(use.input)))
         soft = (_failures.soft_failures(act.command, text, use.id, use_seq, result_seq, key, not out.failed)

@@ -71,7 +71,8 @@ class Command(_Item):
     status: CommandStatus = "unknown"
     result_seq: int | None = Field(default=None, description="Seq of the result, if any.")
     detail: str = Field(default="", description="An install's outcome (what it installed, its first warning or error), or "
-                        "'partial: ...' when a fetch's response says it holds part of the answer.")
+                        "'partial: ...' when a fetch's response says it holds part of the answer, or 'got: ...' / 'got code: ...': what "
+                        "a fetch or query answered (a JSON answer's fields and item names, code lines it printed).")
 
 
 TestStatus = Literal["passed", "failed", "unknown"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from compactor.lifting.failures import SOFT_ERROR
 from compactor.lifting.state import FailedApproach, FileRef
 
 TIER_FAILED_RESOLVED = 60  # a failure a later run fixed: history, still what not to repeat
@@ -98,6 +99,9 @@ def failure_line(fa: FailedApproach, files: list[FileRef] | None = None) -> tupl
         return f"- #{fa.seq} the agent said: \"{one_line(fa.what)}\"", TIER_FAILED_APPROACH
     status, tier = _status(fa, files)
     cause = fa.cause or fa.error
+    if fa.error == SOFT_ERROR:  # it ran; the agent's words say it did nothing it wanted
+        return f"- #{fa.seq} {code(fa.what, 120)} → ran, no visible effect: {one_line(cause, CAUSE_CHARS)}" + (
+            f"; {one_line(fa.next, NEXT_CHARS)}" if fa.next else ""), tier
     line = f"- #{fa.seq} {code(fa.what, 120)} → failed" + (f", {status}" if status else "") + (
         f": {one_line(cause, CAUSE_CHARS)}" if cause else ": no error text in the output")
     return line + _next(fa, files), tier
@@ -122,12 +126,15 @@ def _repeated_action_line(runs: list[FailedApproach], files: list[FileRef]) -> t
     for fa in runs:
         cause = (fa.cause or fa.error).strip().lstrip("-* ").strip()  # (a listed lint line)
         causes.setdefault(cause or "no error text in the output", []).append(fa)
-    parts = [f"{one_line(c, 120)} ({_seqs(rs, 3)})" for c, rs in list(causes.items())[:MAX_CAUSES]]
+    # (the first cause whole: a rejected edit's says what the attempt got wrong)
+    parts = [f"{one_line(c, 200 if k == 0 else 120)} ({_seqs(rs, 3)})"
+             for k, (c, rs) in enumerate(list(causes.items())[:MAX_CAUSES])]
     if len(causes) > MAX_CAUSES:
         parts.append(f"{len(causes) - MAX_CAUSES} more causes")
     line = (f"- #{runs[0].seq} {code(lead.what, 120)} ×{len(runs)} → failed ({_seqs(runs, 6)})"
             + (f", {status}" if status else "") + ": " + " / ".join(parts))
-    return line + _next(runs[-1], files), tier
+    # (once a rerun worked, the words after the last failed one are history: the causes say what went wrong)
+    return line + (_next(runs[-1], files) if lead.resolved_at is None else ""), tier
 
 
 def _shared_cause_line(actions: list[list[FailedApproach]], cause: str, files: list[FileRef]) -> tuple[str, int]:
@@ -151,13 +158,23 @@ def _shared_cause_line(actions: list[list[FailedApproach]], cause: str, files: l
     return line + _next(last, files), tier
 
 
+def soft_told(fa: FailedApproach) -> bool:
+    """A soft failure with the agent's why or what its next result confirmed."""
+    return "why: " in fa.cause or bool(fa.next)
+
+
 def build_failure_lines(failed: list[FailedApproach], files: list[FileRef]) -> list[list]:
     """``[line, tier, seq, tool ids]`` per failure line, in the order of their first failure.
 
     Runs of one action (its normalized key) are folded first; actions whose runs all failed with
     one cause are then folded by that cause.
     """
-    stated: list[FailedApproach] = [fa for fa in failed if not fa.tool_use_id]
+    # a call the agent said did nothing is a line when the agent said why or its next result confirmed
+    # something: then it is what the session turned on; a bare symptom stays the agent's finding
+    failed = [fa for fa in failed if fa.error != SOFT_ERROR or soft_told(fa)]
+    soft = " ".join(fa.cause for fa in failed if fa.error == SOFT_ERROR)
+    # (a sentence a call's "no visible effect" line quotes is not said again on its own)
+    stated: list[FailedApproach] = [fa for fa in failed if not fa.tool_use_id and fa.what[:100] not in soft]
     by_action: dict[str, list[FailedApproach]] = {}
     for fa in failed:
         if fa.tool_use_id:

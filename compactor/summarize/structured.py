@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
-from compactor.lifting.failures import is_install
+from compactor.lifting.failures import SOFT_ERROR, is_install
 from compactor.lifting.lift import LastAction, LiftedState, Request
 from compactor.lifting.narrative import (
     REPORT_SHARE,
@@ -42,7 +42,7 @@ from compactor.lifting.narrative import (
     select_reasons,
     select_reports,
 )
-from compactor.summarize.failure_lines import build_failure_lines, code as _code, one_line as _one_line
+from compactor.summarize.failure_lines import build_failure_lines, code as _code, one_line as _one_line, soft_told
 from compactor.summarize.file_details import ARTIFACT_SHARE, file_details, read_details
 from compactor.tokens import count_lines, count_text
 
@@ -113,7 +113,11 @@ _TIER_COMMAND_FAILED = 50
 _TIER_COMMAND_EXPLAINED = 33  # a failed run whose failure line (command, cause, outcome) is under Errors
 _TIER_COMMAND_RECENT_OK = 46  # one of the newest commands that worked
 _RECENT_OK_COMMANDS = 4
-_TIER_INSTALL = 34  # an install (what it brought in) or a partial fetch (its limit): where the environment stands
+_TIER_OUTPUT_GIST = 45  # what a fetch or query answered (within GIST_SHARE): what the agent learned
+GIST_SHARE = 0.1
+GIST_COMMAND_CHARS = 90
+"""Share of the summary budget for the answers of fetches and queries (``got: ...`` details)."""
+_TIER_INSTALL = 39  # an install (what it brought in) or a partial fetch (its limit): where the environment stands
 _TIER_ARTIFACT = 55
 _TIER_ERROR_RESOLVED = 62  # an error name whose failures were all fixed
 _TIER_OLD_TEST = 65
@@ -286,12 +290,14 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
             answers = f" (answering #{o.request_seq})" if o.request_seq else ""
             report_lines.append((o.seq, f"- #{o.seq}{answers}: {fit_report(o.text, _EXTRA_REPORT_TOKENS)}",
                                  _TIER_EXTRA_REPORT))
-    reasons = select_reasons(state.reasons, budget, [t for _, t in reports])
+    # (a call's "no visible effect" line quotes the agent's symptom and why: not said again)
+    soft = [fa.cause.replace("…", "") for fa in state.failed_approaches if fa.error == SOFT_ERROR and soft_told(fa)]
+    reasons = select_reasons(state.reasons, budget, [t for _, t in reports] + soft)
     shown = [norm(t) for _, t in reports] + [norm(r.text) for r in reasons]
     # What the agent concluded along the way (a long turn's findings), said once: not again when
     # a report, a reason or a failure line carries the sentence.
     said_failed = {norm(fa.what) for fa in state.failed_approaches if not fa.tool_use_id}
-    said = shown + sorted(said_failed)
+    said = shown + sorted(said_failed) + [norm(c) for c in soft]
     if state.last_action is not None and state.last_action.status in ("unknown", "failed") and state.last_action.intent:
         said.append(norm(state.last_action.intent))  # quoted by the last action's line, which stays
     findings = select_findings(state.findings, budget, said, picked)
@@ -335,6 +341,17 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     # the newest distinct commands that worked are how the agent got where it is: kept longer
     recent_ok = [i for i in sorted(set(latest_by_cmd.values())) if state.commands[i].status != "failed"]
     recent_ok = set(recent_ok[-_RECENT_OK_COMMANDS:])
+    # what fetches and queries answered (a status, the documents and items that came back, code a
+    # response printed): what the agent learned and acted on, within a share
+    gist_room = None if budget is None else int(budget * GIST_SHARE)
+    gists: set[int] = set()
+    answers = [(count_text(c.command[:GIST_COMMAND_CHARS] + c.detail) + 4, -i) for i in set(latest_by_cmd.values())
+               if (c := state.commands[i]).status == "ok" and "got" in c.detail[:40]]
+    for cost, neg in sorted(answers):  # the shortest answers first (a status, a title), then the newest
+        if gist_room is not None and cost > gist_room:
+            continue
+        gists.add(-neg)
+        gist_room = None if gist_room is None else gist_room - cost
     for i, c in enumerate(state.commands):
         if latest_by_cmd[c.command] != i:
             continue
@@ -346,9 +363,12 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         tier = (_TIER_COMMAND_EXPLAINED if c.status == "failed" and c.tool_use_id in explained
                 else _TIER_COMMAND_FAILED if c.status == "failed"
                 else _TIER_COMMAND_RECENT_OK if i in recent_ok
-                else _TIER_INSTALL if c.detail or is_install(c.command) else _TIER_COMMAND_OK)
+                else _TIER_OUTPUT_GIST if i in gists
+                else _TIER_INSTALL if c.detail.startswith("partial") or is_install(c.command)
+                else _TIER_COMMAND_OK)  # (an answer past the share: the log has it)
         detail = f": {c.detail}" if c.detail else ""
-        doc.add(COMMANDS, f"- #{c.seq} {_code(c.command)} → {outcome}{times}{detail}", tier, c.seq)
+        cmd_text = _code(c.command, GIST_COMMAND_CHARS if i in gists else 200)  # (the answer is the point)
+        doc.add(COMMANDS, f"- #{c.seq} {cmd_text} → {outcome}{times}{detail}", tier, c.seq)
 
     last_test_by_cmd: dict[str, int] = {}
     for i, t in enumerate(state.tests):

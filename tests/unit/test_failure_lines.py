@@ -145,8 +145,8 @@ def test_a_fetch_whose_response_says_it_was_cut_says_so_and_paging_search_result
     evs = [_user(1, "Dig into the articles on gap 1.")]
     evs += _call(2, "f1", 'curl -s "$API/archives/bc41"', article, False)
     (line,) = render_summary(lift_state(evs), 3_000).sections[COMMANDS]
-    assert line.endswith('→ ok: partial: "restricted":true,"offset":0,"maxChars":8000,"totalChars":20526,'
-                         '"nextOffset":8000,"hasMore":true')
+    assert ('→ ok: partial: "restricted":true,"offset":0,"maxChars":8000,"totalChars":20526,'
+            '"nextOffset":8000,"hasMore":true; got: id=a1') in line  # the limit, then what came back
 
 
 def test_a_failed_run_the_errors_section_tells_leaves_the_command_list_before_an_older_request() -> None:
