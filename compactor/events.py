@@ -154,7 +154,7 @@ class Event(_Model):
     # convenience -------------------------------------------------------------------------
     # Cached on first use (the engine reads them dozens of times per event and compaction;
     # an event is frozen and its blocks are never changed in place). The returned lists are
-    # shared: do not mutate them. ``model_copy`` drops the caches when it changes a field.
+    # shared: do not mutate them. ``model_copy`` drops them when it changes the blocks.
     @cached_property
     def text(self) -> str:
         parts: list[str] = []
@@ -175,7 +175,7 @@ class Event(_Model):
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Event:
         copied = super().model_copy(update=update, deep=deep)
-        if update:  # the cached values describe the original's fields
+        if update and "blocks" in update:  # the cached values are read from the blocks
             for name in _EVENT_CACHES:
                 copied.__dict__.pop(name, None)
         return copied
