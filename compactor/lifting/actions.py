@@ -94,6 +94,10 @@ def _one_line(text: str, n: int = MAX_ITEM_CHARS) -> str:
 
 
 def parse_exit_code(text: str) -> int | None:
+    if text.isascii():  # (beyond ASCII, a case-insensitive match need not survive str.lower)
+        low = text.lower()
+        if "exit" not in low and "return" not in low:
+            return None  # every pattern holds one of these words
     for rx in _EXIT_RES:
         m = rx.search(text)
         if m:
