@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime
-from typing import Annotated, Any, Iterable, Literal, Union
+from functools import cached_property
+from typing import Annotated, Any, Iterable, Literal, Mapping, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -151,7 +152,10 @@ class Event(_Model):
         return self
 
     # convenience -------------------------------------------------------------------------
-    @property
+    # Cached on first use (the engine reads them dozens of times per event and compaction;
+    # an event is frozen and its blocks are never changed in place). The returned lists are
+    # shared: do not mutate them. ``model_copy`` drops them when it changes the blocks.
+    @cached_property
     def text(self) -> str:
         parts: list[str] = []
         for b in self.blocks:
@@ -161,13 +165,20 @@ class Event(_Model):
                 parts.append(b.content)
         return "\n".join(parts)
 
-    @property
+    @cached_property
     def tool_uses(self) -> list[ToolUseBlock]:
         return [b for b in self.blocks if isinstance(b, ToolUseBlock)]
 
-    @property
+    @cached_property
     def tool_results(self) -> list[ToolResultBlock]:
         return [b for b in self.blocks if isinstance(b, ToolResultBlock)]
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Event:
+        copied = super().model_copy(update=update, deep=deep)
+        if update and "blocks" in update:  # the cached values are read from the blocks
+            for name in _EVENT_CACHES:
+                copied.__dict__.pop(name, None)
+        return copied
 
     @property
     def is_user_request(self) -> bool:
@@ -189,6 +200,9 @@ class Event(_Model):
     @classmethod
     def from_json_line(cls, line: str | bytes) -> Event:
         return cls.model_validate_json(line)
+
+
+_EVENT_CACHES = ("text", "tool_uses", "tool_results")
 
 
 def content_hash(events: Iterable[Event]) -> str:

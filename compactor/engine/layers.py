@@ -60,10 +60,15 @@ class LayerOutcome(BaseModel):
 
 
 def make_artifact(
-    data: bytes, *, head_chars: int = 2_000, tail_chars: int = 1_000, media_type: str = "text/plain"
+    data: bytes, *, head_chars: int = 2_000, tail_chars: int = 1_000, media_type: str = "text/plain",
+    preview_head: str | None = None,
 ) -> ArtifactRefBlock:
-    """An artifact reference for ``data`` with head/tail previews of its text."""
+    """An artifact reference for ``data`` with head/tail previews of its text (``preview_head``:
+    this head instead, e.g. the clearing layer's marker, with ``tail_chars=0``)."""
     digest = hashlib.sha256(data).hexdigest()
+    if preview_head is not None and not tail_chars:
+        return ArtifactRefBlock(uri=ARTIFACT_URI.format(digest), sha256=digest, bytes=len(data),
+                                preview_head=preview_head, preview_tail="", media_type=media_type)
     text = data.decode("utf-8", errors="replace") if media_type.startswith("text/") else ""
     head = text[:head_chars]
     tail = text[-tail_chars:] if tail_chars and len(text) > head_chars else ""
@@ -187,9 +192,9 @@ def _cleared(r: ToolResultBlock) -> tuple[ToolResultBlock, dict[str, bytes]]:
     text = r.text
     if text:
         data = text.encode("utf-8")
-        ref = make_artifact(data, head_chars=0, tail_chars=0)
+        ref = make_artifact(data, head_chars=0, tail_chars=0, preview_head=CLEARED_TEXT)
         arts[ref.sha256] = data
-        content.append(ref.model_copy(update={"preview_head": CLEARED_TEXT}))
+        content.append(ref)
     for c in r.content:
         if isinstance(c, ArtifactRefBlock):
             # already externalized: point at the same artifact, drop the previews
@@ -202,9 +207,10 @@ def _cleared(r: ToolResultBlock) -> tuple[ToolResultBlock, dict[str, bytes]]:
                     data = base64.b64decode(c.data.encode(), validate=False)
                 except (binascii.Error, ValueError):
                     data = c.data.encode()  # not valid base64: keep the text as given
-                ref = make_artifact(data, head_chars=0, tail_chars=0, media_type=c.media_type)
+                ref = make_artifact(data, head_chars=0, tail_chars=0, media_type=c.media_type,
+                                    preview_head=CLEARED_TEXT)
                 arts[ref.sha256] = data
-                content.append(ref.model_copy(update={"preview_head": CLEARED_TEXT}))
+                content.append(ref)
     if not content:
         content = [TextBlock(text=CLEARED_TEXT)]
     return r.model_copy(update={"content": content}), arts

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from compactor.events import CompactionBlock, Event, ToolResultBlock, ToolUseBlock, to_anthropic
+from compactor.events import CompactionBlock, Event, to_anthropic
 from compactor.tokens import MESSAGE_OVERHEAD, count_event, count_text
 from compactor.engine.view import LATE_RESULTS, message_role
 
@@ -84,22 +84,25 @@ def repair_tokens(view: Sequence[Event]) -> int:
     request (rendering every candidate's view was 15% of a compaction of small events, issue
     17); a view holding a provider compaction block is rendered (``_repair_tokens_rendered``).
     """
-    if any(isinstance(b, CompactionBlock) and b.raw is not None for e in view for b in e.blocks):
-        return _repair_tokens_rendered(view)
-    late = _late(view)
+    late: set[str] = set()
     total = 0
     groups: list[tuple[str, list[str], set[str]]] = []  # (role, calls, results) per message
-    for e in view:
+    for e in view:  # one walk of the view (it is walked once per candidate of the ladder)
+        for b in e.blocks:
+            if isinstance(b, CompactionBlock) and b.raw is not None:
+                return _repair_tokens_rendered(view)
+        if e.meta:
+            late.update(e.meta.get(LATE_RESULTS, ()))
         role = message_role(e)
         if role is None:
             continue
         if not groups or groups[-1][0] != role:
             groups.append((role, [], set()))
-        for b in e.blocks:
-            if isinstance(b, ToolUseBlock):
-                groups[-1][1].append(b.id)
-            elif isinstance(b, ToolResultBlock):
-                groups[-1][2].add(b.tool_use_id)
+        uses, results = e.tool_uses, e.tool_results
+        if uses:
+            groups[-1][1].extend(u.id for u in uses)
+        if results:
+            groups[-1][2].update(r.tool_use_id for r in results)
     if groups and groups[0][0] == "assistant":
         total += _CONTINUED_TOKENS  # to_anthropic opens with a "(continued)" user turn
     for i, (role, calls, _) in enumerate(groups):

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import re
 import shlex
+from dataclasses import dataclass, field
 from typing import Any, Iterable
-
-from pydantic import BaseModel, Field
 
 from compactor.lifting import digests as _digests
 from compactor.lifting.content import written_text
@@ -95,6 +94,10 @@ def _one_line(text: str, n: int = MAX_ITEM_CHARS) -> str:
 
 
 def parse_exit_code(text: str) -> int | None:
+    if text.isascii():  # (beyond ASCII, a case-insensitive match need not survive str.lower)
+        low = text.lower()
+        if "exit" not in low and "return" not in low:
+            return None  # every pattern holds one of these words
     for rx in _EXIT_RES:
         m = rx.search(text)
         if m:
@@ -147,20 +150,24 @@ def error_names(text: str, failed: bool) -> list[tuple[str, str]]:
 # --- tool classification ----------------------------------------------------------------------
 
 
-class _Action(BaseModel):
-    """What a tool_use is, independent of its result."""
+@dataclass(slots=True)
+class _Action:
+    """What a tool_use is, independent of its result.
 
-    kind: ActionKind = "other"
+    A plain dataclass, not a pydantic model: one is built per tool call and set attribute by
+    attribute, and it never leaves the lifter (what is stored is the state's own models)."""
+
     tool: str
+    kind: ActionKind = "other"
     command: str | None = None
-    paths: list[str] = Field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
     change_op: str = ""
     is_test: bool = False
-    reads: list[str] = Field(default_factory=list)  # files a shell command reads
-    shell_ops: dict[str, str] = Field(default_factory=dict)  # file -> how a shell command changed it
+    reads: list[str] = field(default_factory=list)  # files a shell command reads
+    shell_ops: dict[str, str] = field(default_factory=dict)  # file -> how a shell command changed it
     swe_edit: bool = False  # SWE-agent `edit`: the file is the one open, named by the result
-    digests: dict[str, str] = Field(default_factory=dict)  # file -> what this call put there
-    texts: dict[str, str] = Field(default_factory=dict)  # file -> the text it wrote (new lines of an edit)
+    digests: dict[str, str] = field(default_factory=dict)  # file -> what this call put there
+    texts: dict[str, str] = field(default_factory=dict)  # file -> the text it wrote (new lines of an edit)
     facts: dict[str, list[str]] | None = None  # file -> facts of its text, when known without the text
     partial: bool = False  # the texts are fragments (an edit's new lines), not whole files
     todos: list[Todo] | None = None
@@ -421,7 +428,10 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
 # --- result evaluation ------------------------------------------------------------------------
 
 
-class _Outcome(BaseModel):
+@dataclass(slots=True)
+class _Outcome:
+    """What a tool_result says (a plain dataclass: one per result, never stored)."""
+
     failed: bool
     exit_code: int | None = None
     error_line: str = ""

@@ -101,10 +101,17 @@ _FETCH = re.compile(r"\b(?:fetch|axios\.(?:get|post|put|delete)|requests\.(?:get
 _TITLE = re.compile(r"<title>([^<\n]{1,60})</title>", re.I)
 
 
+# substrings every match of each pattern holds (one of them), checked before the search
+_USED_NEEDLES = ((_STORAGE, ("Storage.",)), (_ENV_READ, ("env",)), (_ROUTE, ("(",)),
+                 (_FETCH, ("fetch(", "axios.", "requests.")))
+
+
 def _used(text: str) -> list[tuple[int, str]]:
     """(position, fact) for the storage keys, env variables, routes and URLs the text uses."""
     found: dict[str, tuple[int, list[str]]] = {}  # label -> (first position, names)
-    for rx in (_STORAGE, _ENV_READ, _ROUTE, _FETCH):
+    for rx, needles in _USED_NEEDLES:
+        if not any(n in text for n in needles):
+            continue  # (a substring every match holds is missing: no match, for less than a search)
         for m in rx.finditer(text):
             if rx is _STORAGE:
                 label, name = m.group(1), m.group(2)
@@ -214,7 +221,7 @@ def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
                   if _NUMBER.search(m.group(2)) and m.group(2).strip() not in _TRIVIAL
                   and not m.group(1).isupper()]  # constants are said above
         found += [(4, m.start(), f"for {m.group(1)} in range({_flat(m.group(2), 30)})")
-                  for m in _PY_RANGE.finditer(text)]
+                  for m in (_PY_RANGE.finditer(text) if "range(" in text else ())]
         if not whole:
             found += [(4, m.start(), _flat(f"{m.group(1)}: {m.group(2).strip()}", FORMULA_CHARS))
                       for m in [b for b in _PY_BRANCH.finditer(text) if "__name__" not in b.group(1)][:MAX_BRANCHES]]
@@ -224,7 +231,7 @@ def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
         found += [(1, m.start(), f"{m.group(1)}: {_value(m.group(2))}" if kind != "toml"
                    else f"{m.group(1)} = {_value(m.group(2))}")
                   for m in _CONF_PAIR[kind].finditer(text) if m.group(2).strip()]
-    if kind not in ("json", "yaml", "toml", "env", ""):
+    if kind not in ("json", "yaml", "toml", "env", "") and ('"' in text or "'" in text or "`" in text):
         for m in _DATA_FILE.finditer(text):
             found.append((3, m.start(), "uses " + m.group(1)))
     if kind in ("py", "js", "rs", "go", "sh"):
@@ -239,7 +246,7 @@ def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
     if path.lower().endswith((".html", ".htm")):
         found += [f for f in html_facts(text)  # (a page whose one heading is its title: said once)
                   if not (title and f[2] == "sections: " + _flat(title.group(1).strip(), SECTION_CHARS))]
-    for m in _IDS.finditer(text):
+    for m in (_IDS.finditer(text) if "-" in text or "declare_id!(" in text else ()):
         found.append((1, m.start(), "id " + (m.group(1) or m.group(2))))
 
     # the most telling first (the file's own line, constants, config, ids, signatures, data
@@ -347,7 +354,8 @@ def io_facts(kind: str, text: str) -> list[tuple[int, int, str]]:
     mods: list[str] = []
     first = -1
     rx = _PY_IMPORT if kind == "py" else _JS_IMPORT
-    for m in rx.finditer(text):
+    has = "import" in text or kind != "py" and ("from" in text or "require(" in text)
+    for m in (rx.finditer(text) if has else ()):
         if kind == "py":
             names = [m.group(1)] if m.group(1) else [n.strip().split(".")[0].split()[0] for n in m.group(2).split(",")]
             names = [n for n in names if n not in _STDLIB]

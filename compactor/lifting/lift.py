@@ -23,6 +23,7 @@ reads as pending and done at once.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 from bisect import bisect_right
@@ -338,9 +339,9 @@ class _Acc:
                  result: ToolResultBlock, result_seq: int) -> None:
         out = _outcome(result)
         if out.failed and not result.is_error and no_match(act.command, out):
-            out = out.model_copy(update={"failed": False, "error_line": ""})  # "grep found nothing"
+            out = dataclasses.replace(out, failed=False, error_line="")  # "grep found nothing"
         elif not out.failed and act.command is None and (err := _failures.error_only_result(out.text)):
-            out = out.model_copy(update={"failed": True, "error_line": err})  # a tool that answers with an error
+            out = dataclasses.replace(out, failed=True, error_line=err)  # a tool that answers with an error
         self._last_result(use.id, out, result_seq)
         text = out.text
         m = _SWE_OPEN_FILE_RE.search(text[-600:]) if text else None

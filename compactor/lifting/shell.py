@@ -67,8 +67,9 @@ def scripts_of(command: str) -> list[str]:
     A code wrapper (``exec_command({cmd: "..."})``) yields its JSON string literals; a text
     with no real newline but literal ``\\n`` sequences is a JSON-escaped script.
     """
-    inner = [m.group(1) for m in _CODE_TEMPLATE_RE.finditer(command)]
-    for m in _CODE_CMD_RE.finditer(command):
+    wrapped = ":" in command and ("cmd" in command or "command" in command or "script" in command)
+    inner = [m.group(1) for m in _CODE_TEMPLATE_RE.finditer(command)] if wrapped else []
+    for m in (_CODE_CMD_RE.finditer(command) if wrapped else ()):
         try:
             value = json.loads(m.group(1))
         except ValueError:

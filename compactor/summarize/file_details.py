@@ -53,9 +53,10 @@ MIN_READ_TOKENS = 40
 
 
 def file_details(files: list[FileRef], budget: int | None, share: float = ARTIFACT_SHARE,
-                 floor: int = MIN_ARTIFACT_TOKENS, function_files: int = FUNCTION_FILES) -> dict[str, str]:
+                 floor: int = MIN_ARTIFACT_TOKENS, function_files: int = FUNCTION_FILES, *,
+                 notes: bool = True) -> dict[str, str]:
     """Path -> ``  the agent: <its note>`` / ``  holds: <facts>`` lines for changed files, newest first,
-    within ``share`` of the budget (everything when ``budget`` is None)."""
+    within ``share`` of the budget (everything when ``budget`` is None); ``notes=False``: facts only."""
     left = None if budget is None else max(floor, int(budget * share))
     out: dict[str, str] = {}
     shown_in: dict[str, str] = {}  # fact -> the (newer) file whose line already says it
@@ -64,7 +65,7 @@ def file_details(files: list[FileRef], budget: int | None, share: float = ARTIFA
         if left is not None and left < 12:
             break
         parts: list[str] = []
-        if f.note and f.note not in shown_in:  # one sentence naming two files: said once
+        if notes and f.note and f.note not in shown_in:  # one sentence naming two files: said once
             shown_in[f.note] = f.path
             note = f"the agent: {f.note}"
             cost = count_text(note) + 2
@@ -108,6 +109,6 @@ def file_details(files: list[FileRef], budget: int | None, share: float = ARTIFA
 def read_details(files: list[FileRef], budget: int | None) -> dict[str, str]:
     """Path -> ``  defines: <facts>`` for files only read, newest first, within ``READ_SHARE``."""
     # (within a budget a read file's functions are their signatures: its share holds more files so)
-    lines = file_details([f.model_copy(update={"note": ""}) for f in files if f.facts], budget, READ_SHARE,
-                         MIN_READ_TOKENS, function_files=0)
+    lines = file_details([f for f in files if f.facts], budget, READ_SHARE, MIN_READ_TOKENS,
+                         function_files=0, notes=False)
     return {p: ln.replace("  holds: ", "  defines: ", 1) for p, ln in lines.items()}
