@@ -570,7 +570,8 @@ class _Picker:
     least essential state (ties: the first, i.e. the longest tail); else the valid one with
     the fewest tokens; else the one with the fewest violations, then tokens (ties: the first).
     Kept as the candidates come, holding only those three - not every candidate's view and
-    lifted state, which is O(session) each (issue 17)."""
+    lifted state, which is O(session) each (issue 17) - and, once one fits (is valid), not
+    the other two (the last), which ``pick`` can no longer return."""
 
     def __init__(self) -> None:
         self.n = 0
@@ -582,8 +583,14 @@ class _Picker:
         self.n += 1
         if c.fits and (self._fit is None or c.left_out_weight < self._fit.left_out_weight):
             self._fit = c
+        if self._fit is not None:  # picked before the others from now on: hold none of them
+            self._valid = self._any = None
+            return
         if c.valid and (self._valid is None or c.tokens < self._valid.tokens):
             self._valid = c
+        if self._valid is not None:  # likewise before any other
+            self._any = None
+            return
         if self._any is None or (len(c.violations), c.tokens) < (len(self._any.violations), self._any.tokens):
             self._any = c
 
