@@ -227,12 +227,15 @@ class _Candidate:
     a whole big session (the cleared view) is rarely chosen - validating it only when the
     engine asks whether it is valid saves a full pass over the session (issue 17)."""
 
-    def __init__(self, checkpoint: Checkpoint, view: list[Event], tokens: int,
+    def __init__(self, checkpoint: Checkpoint, view: list[Event] | None, tokens: int,
                  violations: list[Violation] | None = None, repaired: int = 0, *,
-                 check: Callable[[], list[Violation]] | None = None, target: int | None = None) -> None:
+                 check: Callable[[], list[Violation]] | None = None, target: int | None = None,
+                 rebuild: Callable[[], list[Event]] | None = None) -> None:
         assert violations is not None or check is not None
+        assert view is not None or rebuild is not None
         self.checkpoint = checkpoint
-        self.view = view
+        self._view = view
+        self._rebuild = rebuild
         self.tokens = tokens
         self._violations = violations
         self._check = check
@@ -241,6 +244,16 @@ class _Candidate:
         self.past_request = False
         self.left_out: dict[str, int] = {}
         self.left_out_weight = 0
+
+    @property
+    def view(self) -> list[Event]:
+        """The candidate's view; a lazy candidate's is built again when asked for (memory:
+        the cleared view of a whole big session is a copy of every cleared event, and a
+        summary usually beats it unread)."""
+        if self._view is None:
+            assert self._rebuild is not None
+            self._view = self._rebuild()
+        return self._view
 
     @property
     def violations(self) -> list[Violation]:
@@ -282,7 +295,9 @@ def apply_layers(
     end0 = plan.prev_end
     target = plan.target_tokens
     covered_text = CoveredText(evs)  # whole-session facts the checks share across candidates
-    hash_lines = _HashLines()  # each event's content-hash line, made once for both hashes
+    covered_all = body(evs, end0)  # what a summary may cover, in order
+    covered_hash = _PrefixHash(covered_all)  # the source hash of each candidate's covered prefix
+    hash_lines = _HashLines(covered_hash)  # each event's content-hash line, made once for both hashes
     ckpt_id = checkpoint_id or default_checkpoint_id(evs, policy, target, prev, lines=hash_lines)
     tenant = tenant or (prev.tenant if prev is not None else "inline")
     session = session or (prev.session if prev is not None else "inline")
@@ -326,12 +341,17 @@ def apply_layers(
             # checks can wait until someone asks (see _Candidate), against the artifacts
             # written so far (a later layer adds more).
             arts = dict(artifacts)
+            # The view is dropped until needed (validation, or chosen): build_view is pure,
+            # so the rebuilt one is the same.
+            del view
 
             def check() -> list[Violation]:
-                return validate(events=evs, checkpoint=ckpt, view=view, target_tokens=target,
+                return validate(events=evs, checkpoint=ckpt, view=lazy_cand.view, target_tokens=target,
                                 artifacts=arts, prev_checkpoint=prev, tokens=n, index=covered_text)
             durations["validate"] = durations.get("validate", 0.0) + (time.perf_counter() - t) * 1000
-            return _Candidate(ckpt, view, n, check=check, target=target)
+            lazy_cand = _Candidate(ckpt, None, n, check=check, target=target,
+                                   rebuild=lambda: build_view(evs, ckpt))
+            return lazy_cand
         vio = validate(events=evs, checkpoint=ckpt, view=view, target_tokens=target,
                        artifacts=artifacts, prev_checkpoint=prev, tokens=n, index=covered_text)
         ckpt, view, n, vio, repaired = repair_candidate(evs, ckpt, view, n, vio, target, artifacts, prev,
@@ -375,9 +395,7 @@ def apply_layers(
         # state extends the previous one (compactor.lifting.lift.Lifter; same states).
         from compactor.lifting.lift import LiftedState, Lifter
 
-        covered_all = body(evs, end0)
         covered_seqs = [e.seq for e in covered_all]
-        covered_hash = _PrefixHash(covered_all, hash_lines)
         safe_points: dict[bool, list[int]] = dict(_safe or {})  # keep_request -> safe cuts, every rung
         lifter = Lifter(covered_all, LiftedState.model_validate(state0) if state0 else None)
         # Normal mode keeps the latest request as an event (the cut is before it). Only when no
@@ -490,44 +508,61 @@ def repair_candidate(
 
 
 class _HashLines:
-    """``content_hash_line`` of each event, made once per compaction: the checkpoint id hashes
-    every event and the source hash the covered ones (a JSON dump per event, twice, was 5% of
-    a compaction of small events). Keyed by identity: the events outlive the compaction."""
+    """``content_hash`` of every event, feeding the covered events' lines to a
+    ``_PrefixHash`` in the same pass: each event's content-hash line (a JSON dump) is made
+    once per compaction for both the checkpoint id and the source hash (5% of a compaction
+    of small events when made twice), and no line is kept (issue 17, memory: ~230 bytes per
+    event held for the whole compaction)."""
 
-    def __init__(self) -> None:
-        self._lines: dict[int, bytes] = {}
-
-    def line(self, e: Event) -> bytes:
-        got = self._lines.get(id(e))
-        if got is None:
-            got = self._lines[id(e)] = content_hash_line(e)
-        return got
+    def __init__(self, prefix: _PrefixHash | None = None) -> None:
+        self._prefix = prefix
 
     def digest(self, events: Sequence[Event]) -> str:
         """``content_hash(events)``."""
         h = hashlib.sha256()
         for e in events:
-            h.update(self.line(e))
+            line = content_hash_line(e)
+            h.update(line)
+            if self._prefix is not None:
+                self._prefix.offer(e, line)
         return h.hexdigest()
 
 
 class _PrefixHash:
-    """``content_hash(events[:n])`` for growing ``n`` in one pass (the hash is a running
-    sha256 over the events in order, so a longer prefix continues a copy of the shorter one)."""
+    """``content_hash(events[:n])`` for any ``n`` in about one pass (the hash is a running
+    sha256 over the events in order, so a longer prefix continues a copy of the shorter one).
+    A copy of the running hash is kept every ``EVERY`` events: a shorter prefix than the
+    longest asked for continues the copy before it (at most ``EVERY - 1`` lines again)."""
 
-    def __init__(self, events: Sequence[Event], lines: _HashLines | None = None) -> None:
+    EVERY = 256
+
+    def __init__(self, events: Sequence[Event]) -> None:
         self._events = events
-        self._lines = lines or _HashLines()
         self._h = hashlib.sha256()
         self._n = 0
+        self._snaps = [self._h.copy()]  # the running hash after 0, EVERY, 2 * EVERY... events
+
+    def _step(self, line: bytes) -> None:
+        self._h.update(line)
+        self._n += 1
+        if self._n % self.EVERY == 0:
+            self._snaps.append(self._h.copy())
+
+    def offer(self, e: Event, line: bytes) -> None:
+        """``e``'s content-hash line, when ``e`` is the next event of the prefix."""
+        if self._n < len(self._events) and self._events[self._n] is e:
+            self._step(line)
 
     def at(self, n: int) -> str:
-        if n < self._n:
-            self._h, self._n = hashlib.sha256(), 0
-        while self._n < n:
-            self._h.update(self._lines.line(self._events[self._n]))
-            self._n += 1
-        return self._h.copy().hexdigest()
+        if n >= self._n:
+            while self._n < n:
+                self._step(content_hash_line(self._events[self._n]))
+            return self._h.copy().hexdigest()
+        k = n // self.EVERY
+        h = self._snaps[k].copy()
+        for e in self._events[k * self.EVERY:n]:
+            h.update(content_hash_line(e))
+        return h.hexdigest()
 
 
 class _Picker:
@@ -535,7 +570,8 @@ class _Picker:
     least essential state (ties: the first, i.e. the longest tail); else the valid one with
     the fewest tokens; else the one with the fewest violations, then tokens (ties: the first).
     Kept as the candidates come, holding only those three - not every candidate's view and
-    lifted state, which is O(session) each (issue 17)."""
+    lifted state, which is O(session) each (issue 17) - and, once one fits (is valid), not
+    the other two (the last), which ``pick`` can no longer return."""
 
     def __init__(self) -> None:
         self.n = 0
@@ -547,8 +583,14 @@ class _Picker:
         self.n += 1
         if c.fits and (self._fit is None or c.left_out_weight < self._fit.left_out_weight):
             self._fit = c
+        if self._fit is not None:  # picked before the others from now on: hold none of them
+            self._valid = self._any = None
+            return
         if c.valid and (self._valid is None or c.tokens < self._valid.tokens):
             self._valid = c
+        if self._valid is not None:  # likewise before any other
+            self._any = None
+            return
         if self._any is None or (len(c.violations), c.tokens) < (len(self._any.violations), self._any.tokens):
             self._any = c
 

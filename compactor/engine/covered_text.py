@@ -56,8 +56,14 @@ class CoveredText:
                     bulk.extend(_result_texts(b))
         self._calls = "\n".join(calls)
         self._bulk = "\n".join(bulk)
-        # an identifier that stands as a whole word somewhere occurs, no search needed
-        self._words = set(self._calls.split()) | set(self._bulk.split())
+        # an identifier that stands as a whole word somewhere occurs, no search needed (the
+        # words of each text in turn: the same set as the joined texts' words, without a list
+        # of every word of the session at once)
+        words: set[str] = set()
+        for part in (calls, bulk):
+            for text in part:
+                words.update(text.split())
+        self._words = words
         self._built = True
 
     def occurs(self, ident: str) -> bool | None:

@@ -462,3 +462,24 @@ def test_corpus_view_after_reconcile(path, imported):
                     artifacts=res.artifacts) == []
     assert view_tokens(view) <= target + view_tokens([e for e in view if e.seq == late.seq])
     _api_valid(render_request(view)[1])
+
+
+def test_source_hash_of_any_prefix_is_the_content_hash_of_that_prefix():
+    """The ladder's source hashes come from running-hash copies (no per-event line kept):
+    any prefix, asked in any order, after the checkpoint id's pass fed it or not, hashes as
+    ``content_hash`` of those events."""
+    import random
+
+    from compactor.engine.compact import _HashLines, _PrefixHash
+    from compactor.events import content_hash
+
+    events = long_session(rounds=300, out_lines=3).events
+    assert len(events) > 2 * _PrefixHash.EVERY
+    fed = _PrefixHash(events)
+    assert _HashLines(fed).digest(events) == content_hash(events)
+    cold = _PrefixHash(events)
+    rnd = random.Random(7)
+    for n in [len(events), 0, 1, _PrefixHash.EVERY, _PrefixHash.EVERY + 3, *rnd.sample(range(len(events)), 12)]:
+        want = content_hash(events[:n])
+        assert fed.at(n) == want
+        assert cold.at(n) == want

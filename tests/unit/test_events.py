@@ -87,3 +87,20 @@ def test_calibration_learns_the_providers_ratio_from_reported_usage():
     assert abs(estimate_context_tokens(events) - 1.25 * total_tokens(events)) <= 1
     plain = [e.with_(usage=None) for e in events]
     assert calibration_ratio(plain) == 1.0 and estimate_context_tokens(plain) == total_tokens(plain)
+
+
+def test_events_share_their_fields_set_and_copies_keep_theirs_apart():
+    """Equal sets of given fields are one object (memory, issue 17); a copy that sets a new
+    field gets its own, and the original's stays as it was (exclude_unset dumps unchanged)."""
+    a = Event(seq=1, id="a", role="user", blocks=[TextBlock(text="x")])
+    b = Event(seq=2, id="b", role="user", blocks=[TextBlock(text="y")])
+    assert a.model_fields_set is b.model_fields_set
+    assert a.blocks[0].model_fields_set is b.blocks[0].model_fields_set
+    counted = a.with_(tokens=7)
+    assert counted.model_fields_set == {"seq", "id", "role", "blocks", "tokens"}
+    assert a.model_fields_set == b.model_fields_set == {"seq", "id", "role", "blocks"}
+    assert "tokens" not in a.model_dump(exclude_unset=True)
+    assert counted.model_dump(exclude_unset=True)["tokens"] == 7
+    assert counted.with_(tokens=8).model_fields_set is counted.model_fields_set
+    again = Event.from_json_line(counted.to_json_line())
+    assert again == counted and again.model_fields_set is not a.model_fields_set
