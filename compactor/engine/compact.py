@@ -33,6 +33,7 @@ from compactor.engine.boundary import body, choose_cut, latest_request, safe_cut
 from compactor.errors import InvalidInput
 from compactor.events import Block, Event, TextBlock, ToolResultBlock, content_hash, content_hash_line
 from compactor.engine.covered_text import CoveredText
+from compactor.engine.source_hash import HashLines, PrefixHash
 from compactor.engine.gc_pause import collector_paused
 from compactor.engine.invariants import Violation, _refs, validate
 from compactor.engine.layers import (
@@ -137,7 +138,7 @@ def _frame_tokens(end: int) -> int:
 
 
 def default_checkpoint_id(events: Sequence[Event], policy: Policy, target: int, prev: Checkpoint | None,
-                          *, lines: _HashLines | None = None) -> str:
+                          *, lines: HashLines | None = None) -> str:
     params = json.dumps(
         {
             "policy": policy.model_dump(mode="json"),
@@ -296,8 +297,8 @@ def apply_layers(
     target = plan.target_tokens
     covered_text = CoveredText(evs)  # whole-session facts the checks share across candidates
     covered_all = body(evs, end0)  # what a summary may cover, in order
-    covered_hash = _PrefixHash(covered_all)  # the source hash of each candidate's covered prefix
-    hash_lines = _HashLines(covered_hash)  # each event's content-hash line, made once for both hashes
+    covered_hash = PrefixHash(covered_all)  # the source hash of each candidate's covered prefix
+    hash_lines = HashLines(covered_hash)  # each event's content-hash line, made once for both hashes
     ckpt_id = checkpoint_id or default_checkpoint_id(evs, policy, target, prev, lines=hash_lines)
     tenant = tenant or (prev.tenant if prev is not None else "inline")
     session = session or (prev.session if prev is not None else "inline")
@@ -505,64 +506,6 @@ def repair_candidate(
     vio2 = validate(events=evs, checkpoint=fixed, view=view2, target_tokens=target,
                     artifacts=artifacts, prev_checkpoint=prev, tokens=n2, index=index)
     return fixed, view2, n2, vio2, dropped
-
-
-class _HashLines:
-    """``content_hash`` of every event, feeding the covered events' lines to a
-    ``_PrefixHash`` in the same pass: each event's content-hash line (a JSON dump) is made
-    once per compaction for both the checkpoint id and the source hash (5% of a compaction
-    of small events when made twice), and no line is kept (issue 17, memory: ~230 bytes per
-    event held for the whole compaction)."""
-
-    def __init__(self, prefix: _PrefixHash | None = None) -> None:
-        self._prefix = prefix
-
-    def digest(self, events: Sequence[Event]) -> str:
-        """``content_hash(events)``."""
-        h = hashlib.sha256()
-        for e in events:
-            line = content_hash_line(e)
-            h.update(line)
-            if self._prefix is not None:
-                self._prefix.offer(e, line)
-        return h.hexdigest()
-
-
-class _PrefixHash:
-    """``content_hash(events[:n])`` for any ``n`` in about one pass (the hash is a running
-    sha256 over the events in order, so a longer prefix continues a copy of the shorter one).
-    A copy of the running hash is kept every ``EVERY`` events: a shorter prefix than the
-    longest asked for continues the copy before it (at most ``EVERY - 1`` lines again)."""
-
-    EVERY = 256
-
-    def __init__(self, events: Sequence[Event]) -> None:
-        self._events = events
-        self._h = hashlib.sha256()
-        self._n = 0
-        self._snaps = [self._h.copy()]  # the running hash after 0, EVERY, 2 * EVERY... events
-
-    def _step(self, line: bytes) -> None:
-        self._h.update(line)
-        self._n += 1
-        if self._n % self.EVERY == 0:
-            self._snaps.append(self._h.copy())
-
-    def offer(self, e: Event, line: bytes) -> None:
-        """``e``'s content-hash line, when ``e`` is the next event of the prefix."""
-        if self._n < len(self._events) and self._events[self._n] is e:
-            self._step(line)
-
-    def at(self, n: int) -> str:
-        if n >= self._n:
-            while self._n < n:
-                self._step(content_hash_line(self._events[self._n]))
-            return self._h.copy().hexdigest()
-        k = n // self.EVERY
-        h = self._snaps[k].copy()
-        for e in self._events[k * self.EVERY:n]:
-            h.update(content_hash_line(e))
-        return h.hexdigest()
 
 
 class _Picker:

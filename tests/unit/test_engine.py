@@ -470,16 +470,16 @@ def test_source_hash_of_any_prefix_is_the_content_hash_of_that_prefix():
     ``content_hash`` of those events."""
     import random
 
-    from compactor.engine.compact import _HashLines, _PrefixHash
+    from compactor.engine.source_hash import HashLines, PrefixHash
     from compactor.events import content_hash
 
     events = long_session(rounds=300, out_lines=3).events
-    assert len(events) > 2 * _PrefixHash.EVERY
-    fed = _PrefixHash(events)
-    assert _HashLines(fed).digest(events) == content_hash(events)
-    cold = _PrefixHash(events)
+    assert len(events) > 2 * PrefixHash.EVERY
+    fed = PrefixHash(events)
+    assert HashLines(fed).digest(events) == content_hash(events)
+    cold = PrefixHash(events)
     rnd = random.Random(7)
-    for n in [len(events), 0, 1, _PrefixHash.EVERY, _PrefixHash.EVERY + 3, *rnd.sample(range(len(events)), 12)]:
+    for n in [len(events), 0, 1, PrefixHash.EVERY, PrefixHash.EVERY + 3, *rnd.sample(range(len(events)), 12)]:
         want = content_hash(events[:n])
         assert fed.at(n) == want
         assert cold.at(n) == want
