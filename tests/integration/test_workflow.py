@@ -364,5 +364,14 @@ async def test_breaker_is_checked_by_freeze_and_counted_by_the_record(temporal_a
         assert steps == ["freeze_snapshot", "plan_compaction", "externalize", "finish_structured",
                          "commit_swap", "write_record"]
         assert patches == ["breaker-in-steps"]
+        handle = client.get_workflow_handle(workflow_id_for(tenant, session))
+        upserts = [sorted(e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields)
+                   for e in (await handle.fetch_history()).events
+                   if e.HasField("upsert_workflow_search_attributes_event_attributes")]
+        # the SDK's own for the one patch; "running" at the start; the outcome at the end
+        assert upserts == [["TemporalChangeVersion"], ["CompactorSession", "CompactorStatus", "CompactorTenant"],
+                           ["CompactorStatus", "CompactorTokensAfter", "CompactorTokensBefore"]]
+        sa = (await handle.describe()).search_attributes
+        assert sa.get("CompactorTokensBefore") == [out.record.tokens_before] and sa.get("CompactorStatus") == ["committed"]
         state = await cc.breaker(session)
         assert not state.open and state.consecutive_failures == 0
