@@ -13,8 +13,9 @@ session and compacting all 20 at once) on the embedded stack, served by ``--work
   executor threads; ``tokio-*`` = the SDK's Rust core).
 
 Then prints per compaction: those timers, the threads, and the CPU of the worker processes,
-the dev server and this client (``/proc``; the client without its appends). Linux only; timers wrap SDK internals of the
-pinned temporalio (1.35) and are for measuring, never for serving.
+the dev server and this client (``/proc``; the client without its appends). Linux only;
+timers wrap SDK internals of the pinned temporalio (1.35) and are for measuring, never for
+serving.
 
     .venv/bin/python tools/durable_cpu.py [--rounds 3] [--workers 2] [--json]
 """
