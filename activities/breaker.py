@@ -4,6 +4,9 @@ The transitions are pure (``compactor.breaker``); this module reads and writes t
 compare-and-swap (two compactions of one session never run at once, but an operator's clear
 may race a workflow's update, and neither may be lost), and exposes two activities the
 workflow calls: ``check_breaker`` before any work and ``record_breaker`` after the record.
+Their bodies are ``check_gate`` and ``count_run``: since the ``breaker-in-steps`` patch the
+workflow has ``freeze_snapshot`` and ``write_record`` run them (two local activities fewer
+per run); the two activities stay for runs from before it.
 Operators clear a breaker with ``clear_breaker(store, tenant, session, by=...)`` (or by
 requesting a manual compaction, which always runs).
 
