@@ -18,6 +18,7 @@ timers wrap SDK internals of the pinned temporalio (1.35) and are for measuring,
 serving.
 
     .venv/bin/python tools/durable_cpu.py [--rounds 3] [--workers 2] [--json]
+    .venv/bin/python tools/durable_cpu.py --history    # one compaction's history: events by type
 """
 
 from __future__ import annotations
@@ -198,15 +199,61 @@ async def measure(rounds: int, n_workers: int) -> dict:
     }
 
 
+async def history_census() -> dict:
+    """What one compaction leaves in Temporal history: events by type (markers by name), bytes.
+
+    A 12-round session (target 2.5k) compacted on the embedded stack by an in-process worker.
+    """
+    from compactor.bench.perf import turns
+    from compactor.client import CompactorClient
+    from compactor.store import SessionLog, open_store
+    from compactor.tokens import with_tokens
+    from workers.devstack import start_temporal
+    from workers.settings import Settings
+    from workers.worker import _store_s3_client, build_workers, connect
+
+    url = f"file://{tempfile.mkdtemp(prefix='durable-hist-')}"
+    store = open_store(url)
+    server = await asyncio.to_thread(start_temporal)
+    try:
+        settings = Settings(store=url, task_queue="hist", llm_task_queue="hist-llm")
+        client = await connect(settings, server.address, s3_client=_store_s3_client(store))
+        workers = build_workers(client, settings, store, with_llm=False)
+        for w in workers:
+            await w.__aenter__()
+        try:
+            SessionLog(store, "t", "s").append(with_tokens(turns(12, prefix="s", start=9_000)))
+            out = await CompactorClient(client, store, tenant="t", task_queue="hist").compact("s", target_tokens=2_500)
+            history = await client.get_workflow_handle("compact/t/s").fetch_history()
+        finally:
+            for w in reversed(workers):
+                await w.__aexit__(None, None, None)
+    finally:
+        await asyncio.to_thread(server.stop)
+    kinds: collections.Counter[str] = collections.Counter()
+    for ev in history.events:
+        kind = (ev.WhichOneof("attributes") or "?").removesuffix("_event_attributes")
+        if kind == "marker_recorded":
+            kind += ":" + ev.marker_recorded_event_attributes.marker_name
+        kinds[kind] += 1
+    return {"status": out.status, "events": len(history.events),
+            "bytes": sum(ev.ByteSize() for ev in history.events), "by_type": dict(kinds)}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--history", action="store_true",
+                   help="only print what one compaction leaves in Temporal history (events by type, bytes)")
     p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.serve:
         serve_timed_worker()
+        return 0
+    if args.history:
+        print(json.dumps(asyncio.run(history_census())))
         return 0
     res = asyncio.run(measure(args.rounds, args.workers))
     if args.json:
