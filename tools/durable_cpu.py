@@ -17,7 +17,7 @@ the dev server and this client (``/proc``; the client without its appends). Linu
 timers wrap SDK internals of the pinned temporalio (1.35) and are for measuring, never for
 serving.
 
-    .venv/bin/python tools/durable_cpu.py [--rounds 3] [--workers 2] [--json]
+    .venv/bin/python tools/durable_cpu.py [--rounds 3] [--workers 2] [--plain] [--json]
     .venv/bin/python tools/durable_cpu.py --history    # one compaction's history: events by type
 """
 
@@ -131,7 +131,7 @@ def serve_timed_worker() -> None:
     sys.exit(main(["worker"]))
 
 
-async def measure(rounds: int, n_workers: int) -> dict:
+async def measure(rounds: int, n_workers: int, plain: bool = False) -> dict:
     from compactor.bench.perf import _cpu_ms, _stop_workers, turns
     from compactor.client import CompactorClient
     from compactor.store import SessionLog, open_store
@@ -153,7 +153,8 @@ async def measure(rounds: int, n_workers: int) -> dict:
         env = dict(os.environ, TEMPORAL_ADDRESS=server.address, COMPACTOR_STORE=url,
                    COMPACTOR_TASK_QUEUE=tq, COMPACTOR_LLM_TASK_QUEUE=tq + "-llm",
                    **{GO_ENV: str(go), OUT_ENV: str(out_dir)})
-        procs = [subprocess.Popen([sys.executable, __file__, "--serve"], env=env, stdout=subprocess.DEVNULL,
+        cmd = [sys.executable, "-m", "compactor", "worker"] if plain else [sys.executable, __file__, "--serve"]
+        procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL, start_new_session=True) for _ in range(n_workers)]
         try:
             await asyncio.sleep(4.0)
@@ -245,6 +246,8 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--plain", action="store_true",
+                   help="plain `compactor worker` processes (no timers: CPU totals only)")
     p.add_argument("--history", action="store_true",
                    help="only print what one compaction leaves in Temporal history (events by type, bytes)")
     p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
@@ -255,7 +258,7 @@ def main() -> int:
     if args.history:
         print(json.dumps(asyncio.run(history_census())))
         return 0
-    res = asyncio.run(measure(args.rounds, args.workers))
+    res = asyncio.run(measure(args.rounds, args.workers, args.plain))
     if args.json:
         print(json.dumps(res))
         return 0
