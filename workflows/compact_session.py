@@ -190,8 +190,9 @@ LLM_FAIRNESS_PATCH = "llm-fairness-key"
 # The circuit breaker is checked inside freeze_snapshot and counted inside write_record (two
 # local activities fewer per run: each costs the worker ~4 ms of SDK CPU and the server a
 # marker; docs/bench-perf.md, round four). A run that records this patch takes every patch
-# above as recorded too, without a marker each (the same code paths, four history events
-# fewer); runs without it ask each patch as before, so recorded histories replay unchanged.
+# above as recorded too, without a marker (and the SDK's TemporalChangeVersion upsert) each:
+# the same code paths. Runs without it ask each patch as before, so recorded histories replay
+# unchanged. A structured run's history: 15 events instead of 24.
 STEPS_PATCH = "breaker-in-steps"
 
 
