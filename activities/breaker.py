@@ -4,6 +4,9 @@ The transitions are pure (``compactor.breaker``); this module reads and writes t
 compare-and-swap (two compactions of one session never run at once, but an operator's clear
 may race a workflow's update, and neither may be lost), and exposes two activities the
 workflow calls: ``check_breaker`` before any work and ``record_breaker`` after the record.
+Their bodies are ``check_gate`` and ``count_run``: since the ``breaker-in-steps`` patch the
+workflow has ``freeze_snapshot`` and ``write_record`` run them (two local activities fewer
+per run); the two activities stay for runs from before it.
 Operators clear a breaker with ``clear_breaker(store, tenant, session, by=...)`` (or by
 requesting a manual compaction, which always runs).
 
@@ -150,6 +153,59 @@ def _log(level: str, msg: str, *args: Any) -> None:
     getattr(logger, level)(msg, *args)
 
 
+def check_gate(store: Any, inp: BreakerCheckInput, *, count_start: bool = True) -> BreakerCheckOutput:
+    """May this compaction run? (blocking; ``check_breaker``'s body, also run inside
+    ``freeze_snapshot`` when the workflow asks it to). ``count_start``: count the run's start
+    in the metrics (once per run, not per retry)."""
+    try:
+        state, _ = load_breaker(store, inp.tenant, inp.session)
+    except CorruptState as exc:
+        _log("warning", "%s; treated as closed, the compaction runs", exc)
+        if count_start:
+            metrics.record_started(inp.trigger, inp.tenant)
+        return BreakerCheckOutput(allowed=True, reason="breaker unreadable (corrupt): treated as closed")
+    d = breaker.check(state, inp.trigger)
+    # The first step of every run: where a run's start (and a refusal) is known.
+    if count_start:
+        metrics.record_started(inp.trigger, inp.tenant)
+    if not d.allowed:
+        metrics.record_breaker(None, refused=True, trigger=inp.trigger, tenant=inp.tenant,
+                               session=inp.session,
+                               consecutive_failures=state.consecutive_failures if state else None)
+    return BreakerCheckOutput(
+        allowed=d.allowed,
+        reason=d.reason,
+        open=bool(state and state.open),
+        consecutive_failures=state.consecutive_failures if state else 0,
+    )
+
+
+def count_run(store: Any, inp: BreakerRecordInput, *, threshold: int = breaker.THRESHOLD) -> BreakerRecordOutput:
+    """Count one finished compaction (blocking; ``record_breaker``'s body, also run inside
+    ``write_record`` when the workflow asks it to): a success closes, the threshold-th
+    failure opens."""
+    now = datetime.now(timezone.utc)
+
+    def change(st: breaker.BreakerState | None) -> breaker.BreakerState:
+        return breaker.record(
+            st, tenant=inp.tenant, session=inp.session, ok=inp.ok, at=now, trigger=inp.trigger,
+            run_id=inp.run_id, error=inp.error, threshold=threshold,
+        )
+
+    try:
+        before, after = update_breaker(store, inp.tenant, inp.session, change)
+    except CorruptState as exc:
+        _log("debug", "%s; not updated", exc)  # the check of this run has warned
+        return BreakerRecordOutput()
+    t = breaker.transition(before, after)
+    seen = inp.run_id is not None and before is not None and any(o.run_id == inp.run_id for o in before.history)
+    if after.open or (before is not None and before.open) or seen:
+        sync_open_index(store, inp.tenant, inp.session, is_open=after.open)
+    metrics.record_breaker(t, trigger=inp.trigger, tenant=inp.tenant, session=inp.session,
+                           consecutive_failures=after.consecutive_failures)
+    return BreakerRecordOutput(open=after.open, consecutive_failures=after.consecutive_failures, transition=t)
+
+
 class BreakerActivities:
     """The breaker's activities over one object store (blocking I/O in a thread)."""
 
@@ -163,46 +219,9 @@ class BreakerActivities:
     @activity.defn(name=CHECK_BREAKER)
     async def check_breaker(self, inp: BreakerCheckInput) -> BreakerCheckOutput:
         """May this compaction run? Automatic triggers are refused while the breaker is open."""
-        try:
-            state, _ = await asyncio.to_thread(load_breaker, self.store, inp.tenant, inp.session)
-        except CorruptState as exc:
-            _log("warning", "%s; treated as closed, the compaction runs", exc)
-            metrics.record_started(inp.trigger, inp.tenant)
-            return BreakerCheckOutput(allowed=True, reason="breaker unreadable (corrupt): treated as closed")
-        d = breaker.check(state, inp.trigger)
-        # The first step of every run: where a run's start (and a refusal) is known.
-        metrics.record_started(inp.trigger, inp.tenant)
-        if not d.allowed:
-            metrics.record_breaker(None, refused=True, trigger=inp.trigger, tenant=inp.tenant,
-                                   session=inp.session,
-                                   consecutive_failures=state.consecutive_failures if state else None)
-        return BreakerCheckOutput(
-            allowed=d.allowed,
-            reason=d.reason,
-            open=bool(state and state.open),
-            consecutive_failures=state.consecutive_failures if state else 0,
-        )
+        return await asyncio.to_thread(check_gate, self.store, inp)
 
     @activity.defn(name=RECORD_BREAKER)
     async def record_breaker(self, inp: BreakerRecordInput) -> BreakerRecordOutput:
         """Count one finished compaction: a success closes, the threshold-th failure opens."""
-        now = datetime.now(timezone.utc)
-
-        def change(st: breaker.BreakerState | None) -> breaker.BreakerState:
-            return breaker.record(
-                st, tenant=inp.tenant, session=inp.session, ok=inp.ok, at=now, trigger=inp.trigger,
-                run_id=inp.run_id, error=inp.error, threshold=self.threshold,
-            )
-
-        try:
-            before, after = await asyncio.to_thread(update_breaker, self.store, inp.tenant, inp.session, change)
-        except CorruptState as exc:
-            _log("debug", "%s; not updated", exc)  # the check of this run has warned
-            return BreakerRecordOutput()
-        t = breaker.transition(before, after)
-        seen = inp.run_id is not None and before is not None and any(o.run_id == inp.run_id for o in before.history)
-        if after.open or (before is not None and before.open) or seen:
-            await asyncio.to_thread(sync_open_index, self.store, inp.tenant, inp.session, is_open=after.open)
-        metrics.record_breaker(t, trigger=inp.trigger, tenant=inp.tenant, session=inp.session,
-                               consecutive_failures=after.consecutive_failures)
-        return BreakerRecordOutput(open=after.open, consecutive_failures=after.consecutive_failures, transition=t)
+        return await asyncio.to_thread(count_run, self.store, inp, threshold=self.threshold)

@@ -196,6 +196,12 @@ class FreezeInput(BaseModel):
 
     tenant: str
     session: str
+    check_breaker: bool = Field(
+        default=False,
+        description="Check the session's circuit breaker for ``trigger`` first (one local "
+        "activity instead of two; workflows since the ``breaker-in-steps`` patch).",
+    )
+    trigger: str = "manual"
 
 
 class OwnCommit(BaseModel):
@@ -240,6 +246,11 @@ class SnapshotRef(_Out):
     pinned: int = 0
     own_commit: OwnCommit | None = Field(
         default=None, description="Set when this workflow run already committed (see OwnCommit)."
+    )
+    breaker_refused: str | None = Field(
+        default=None,
+        description="The circuit breaker refused this trigger (FreezeInput.check_breaker): the "
+        "reason; nothing was read, version is 0.",
     )
 
 
@@ -432,6 +443,11 @@ class RecordInput(BaseModel):
         default=False,
         description="The run could not shrink the view: note it on the head (noop_view_tokens) "
         "so sweeps and ensure_budget wait until the view has grown.",
+    )
+    count_breaker: bool = Field(
+        default=False,
+        description="Also count the run on the session's circuit breaker (what record_breaker "
+        "does; workflows since the ``breaker-in-steps`` patch). Never fails the record.",
     )
 
 

@@ -65,7 +65,7 @@ from activities.contracts import (
 from activities.merge import SOFT_VIOLATIONS, Merge, _dumps, committed_by
 from compactor import errors
 from compactor.events import Event
-from compactor.records import Checkpoint, Head
+from compactor.records import Checkpoint, CompactionRecord, Head
 from compactor.store import SegmentCache, SessionLog, list_sessions, list_sessions_page
 
 T = TypeVar("T")
@@ -112,6 +112,8 @@ class StoreActivities:
         store: the object store every session of this worker lives in.
         executor: thread pool for blocking I/O and engine work (default: 16 threads).
         cache: segment cache shared by every SessionLog this worker opens.
+        breaker_threshold: failures that open a session's circuit breaker, for the count
+            ``write_record`` makes (default ``compactor.breaker.THRESHOLD``).
     """
 
     def __init__(
@@ -120,8 +122,12 @@ class StoreActivities:
         *,
         executor: concurrent.futures.ThreadPoolExecutor | None = None,
         cache: SegmentCache | None = None,
+        breaker_threshold: int | None = None,
     ) -> None:
+        from compactor.breaker import THRESHOLD
+
         self.store = store
+        self.breaker_threshold = THRESHOLD if breaker_threshold is None else breaker_threshold
         self._work_store = _unsynced(store)
         self._executor = executor or concurrent.futures.ThreadPoolExecutor(max_workers=16)
         self.cache = cache or SegmentCache(max_bytes=256 << 20)
@@ -280,6 +286,11 @@ class StoreActivities:
 
         def work() -> SnapshotRef:
             t = time.perf_counter()
+            if inp.check_breaker:
+                refused = self._breaker_refuses(inp, meta["attempt"])
+                if refused is not None:
+                    return SnapshotRef(tenant=inp.tenant, session=inp.session, version=0, etag=None,
+                                       breaker_refused=refused, ms=(time.perf_counter() - t) * 1000, **meta)
             log = self.log(inp.tenant, inp.session)
             head = log.head()
             if head.version == 0:
@@ -321,6 +332,19 @@ class StoreActivities:
             )
 
         return await self._run(work)
+
+    def _breaker_refuses(self, inp: FreezeInput, attempt: int) -> str | None:
+        """The circuit breaker's refusal of this trigger (its reason), else None. Fails open like
+        the workflow's own check_breaker step: a breaker that cannot be read never blocks."""
+        from activities.breaker import BreakerCheckInput, check_gate
+
+        try:
+            gate = check_gate(self.store, BreakerCheckInput(tenant=inp.tenant, session=inp.session,
+                                                            trigger=inp.trigger), count_start=attempt <= 1)
+        except Exception as exc:  # noqa: BLE001 - fail open, one line
+            activity.logger.warning("circuit breaker unreadable, proceeding: %s", exc)
+            return None
+        return None if gate.allowed else (gate.reason or "circuit breaker open")
 
     def _describe_own_commit(self, log: SessionLog, head: Head, ckpt: Checkpoint, run: str, tokens_now: int) -> OwnCommit:
         """What this run committed before it was executed again: the head's checkpoint, the
@@ -820,9 +844,24 @@ class StoreActivities:
                 metrics.record_compaction(rec)
             if inp.mark_noop and rec.snapshot_version:
                 log.mark_noop(rec.snapshot_version, rec.tokens_before)
+            if inp.count_breaker:
+                self._count_breaker(rec)
             return RecordOutput(key=key, ms=(time.perf_counter() - t) * 1000, **meta)
 
         return await self._run(work)
+
+    def _count_breaker(self, rec: CompactionRecord) -> None:
+        """record_breaker's count, after the record (RecordInput.count_breaker). Never fails the
+        record: like the workflow's own record_breaker step, a failed count is one warning."""
+        from activities.breaker import BreakerRecordInput, count_run
+
+        try:
+            count_run(self.store, BreakerRecordInput(
+                tenant=rec.tenant, session=rec.session, ok=rec.status in ("committed", "noop"),
+                trigger=rec.trigger, run_id=rec.id, error=rec.error,
+            ), threshold=self.breaker_threshold)
+        except Exception as exc:  # noqa: BLE001 - the record stands; one line
+            activity.logger.warning("circuit breaker not updated: %s", exc)
 
     # --- sweep ------------------------------------------------------------------------------
     @activity.defn(name=ActivityName.LIST_DUE_SESSIONS)

@@ -13,10 +13,12 @@ session and compacting all 20 at once) on the embedded stack, served by ``--work
   executor threads; ``tokio-*`` = the SDK's Rust core).
 
 Then prints per compaction: those timers, the threads, and the CPU of the worker processes,
-the dev server and this client (``/proc``). Linux only; timers wrap SDK internals of the
-pinned temporalio (1.35) and are for measuring, never for serving.
+the dev server and this client (``/proc``; the client without its appends). Linux only;
+timers wrap SDK internals of the pinned temporalio (1.35) and are for measuring, never for
+serving.
 
-    .venv/bin/python tools/durable_cpu.py [--rounds 3] [--workers 2] [--json]
+    .venv/bin/python tools/durable_cpu.py [--rounds 3] [--workers 2] [--plain] [--json]
+    .venv/bin/python tools/durable_cpu.py --history    # one compaction's history: events by type
 """
 
 from __future__ import annotations
@@ -129,7 +131,7 @@ def serve_timed_worker() -> None:
     sys.exit(main(["worker"]))
 
 
-async def measure(rounds: int, n_workers: int) -> dict:
+async def measure(rounds: int, n_workers: int, plain: bool = False) -> dict:
     from compactor.bench.perf import _cpu_ms, _stop_workers, turns
     from compactor.client import CompactorClient
     from compactor.store import SessionLog, open_store
@@ -151,12 +153,14 @@ async def measure(rounds: int, n_workers: int) -> dict:
         env = dict(os.environ, TEMPORAL_ADDRESS=server.address, COMPACTOR_STORE=url,
                    COMPACTOR_TASK_QUEUE=tq, COMPACTOR_LLM_TASK_QUEUE=tq + "-llm",
                    **{GO_ENV: str(go), OUT_ENV: str(out_dir)})
-        procs = [subprocess.Popen([sys.executable, __file__, "--serve"], env=env, stdout=subprocess.DEVNULL,
+        cmd = [sys.executable, "-m", "compactor", "worker"] if plain else [sys.executable, __file__, "--serve"]
+        procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL, start_new_session=True) for _ in range(n_workers)]
         try:
             await asyncio.sleep(4.0)
             cc = CompactorClient(client, store, tenant="cpu", task_queue=tq)
             names = [f"tp{n}" for n in range(20)]
+            setup_ms = 0.0
             for r in [-1, *range(rounds)]:  # -1: the unmeasured warm round
                 if r == 0:
                     go.touch()
@@ -164,13 +168,17 @@ async def measure(rounds: int, n_workers: int) -> dict:
                             "client": [os.getpid()]}
                     cpu0 = {k: _cpu_ms(v) for k, v in pids.items()}
                     t0, done = time.perf_counter(), 0
+                c = _cpu_ms([os.getpid()])
                 for s in names:
                     SessionLog(store, "cpu", s).append(with_tokens(turns(12, prefix=s, start=(r + 1) * 100)))
+                if r >= 0:  # the appends are the bench's setup, not the client's cost
+                    setup_ms += _cpu_ms([os.getpid()]) - c
                 outs = await asyncio.gather(*(cc.compact(s, target_tokens=2_500) for s in names))
                 if r >= 0:
                     done += sum(1 for o in outs if o.status in ("committed", "noop"))
             wall = time.perf_counter() - t0
-            cpu = {k: round((_cpu_ms(v) - cpu0[k]) / done, 1) for k, v in pids.items()}
+            cpu = {k: round((_cpu_ms(v) - cpu0[k] - (setup_ms if k == "client" else 0.0)) / done, 1)
+                   for k, v in pids.items()}
         finally:
             _stop_workers(procs)
     finally:
@@ -192,17 +200,65 @@ async def measure(rounds: int, n_workers: int) -> dict:
     }
 
 
+async def history_census() -> dict:
+    """What one compaction leaves in Temporal history: events by type (markers by name), bytes.
+
+    A 12-round session (target 2.5k) compacted on the embedded stack by an in-process worker.
+    """
+    from compactor.bench.perf import turns
+    from compactor.client import CompactorClient
+    from compactor.store import SessionLog, open_store
+    from compactor.tokens import with_tokens
+    from workers.devstack import start_temporal
+    from workers.settings import Settings
+    from workers.worker import _store_s3_client, build_workers, connect
+
+    url = f"file://{tempfile.mkdtemp(prefix='durable-hist-')}"
+    store = open_store(url)
+    server = await asyncio.to_thread(start_temporal)
+    try:
+        settings = Settings(store=url, task_queue="hist", llm_task_queue="hist-llm")
+        client = await connect(settings, server.address, s3_client=_store_s3_client(store))
+        workers = build_workers(client, settings, store, with_llm=False)
+        for w in workers:
+            await w.__aenter__()
+        try:
+            SessionLog(store, "t", "s").append(with_tokens(turns(12, prefix="s", start=9_000)))
+            out = await CompactorClient(client, store, tenant="t", task_queue="hist").compact("s", target_tokens=2_500)
+            history = await client.get_workflow_handle("compact/t/s").fetch_history()
+        finally:
+            for w in reversed(workers):
+                await w.__aexit__(None, None, None)
+    finally:
+        await asyncio.to_thread(server.stop)
+    kinds: collections.Counter[str] = collections.Counter()
+    for ev in history.events:
+        kind = (ev.WhichOneof("attributes") or "?").removesuffix("_event_attributes")
+        if kind == "marker_recorded":
+            kind += ":" + ev.marker_recorded_event_attributes.marker_name
+        kinds[kind] += 1
+    return {"status": out.status, "events": len(history.events),
+            "bytes": sum(ev.ByteSize() for ev in history.events), "by_type": dict(kinds)}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--plain", action="store_true",
+                   help="plain `compactor worker` processes (no timers: CPU totals only)")
+    p.add_argument("--history", action="store_true",
+                   help="only print what one compaction leaves in Temporal history (events by type, bytes)")
     p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.serve:
         serve_timed_worker()
         return 0
-    res = asyncio.run(measure(args.rounds, args.workers))
+    if args.history:
+        print(json.dumps(asyncio.run(history_census())))
+        return 0
+    res = asyncio.run(measure(args.rounds, args.workers, args.plain))
     if args.json:
         print(json.dumps(res))
         return 0

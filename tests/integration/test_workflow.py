@@ -6,6 +6,7 @@ Each test runs its own worker on its own task queue, with its own tenant/session
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import pytest
@@ -315,3 +316,62 @@ async def test_unknown_session_fails_with_not_found_and_writes_nothing(temporal_
     assert info.value.cause.type == ErrorType.NOT_FOUND
     assert "freeze_snapshot" in info.value.cause.message and "no events" in info.value.cause.message
     assert store.list(f"t/{tenant}/") == []
+
+
+def _markers(history) -> tuple[list[str], list[str]]:
+    """(local activities, patch ids) recorded in a history, in order."""
+    from compactor.cli.ops import timeline
+
+    steps = [s["step"] for s in timeline(history) if s["step"] != "workflow"]
+    patches = []
+    for ev in history.events:
+        if ev.HasField("marker_recorded_event_attributes"):
+            m = ev.marker_recorded_event_attributes
+            if m.marker_name == "core_patch":
+                patches.append(json.loads(m.details["patch-data"].payloads[0].data)["id"])
+    return steps, patches
+
+
+async def test_breaker_is_checked_by_freeze_and_counted_by_the_record(temporal_address, store, task_queue):
+    """A run makes six steps and one patch marker (workflows/compact_session.STEPS_PATCH): the
+    breaker is still checked before anything is read and counted after the record - three
+    failed automatic runs open it, the fourth is refused with the session untouched, a manual
+    run goes through and closes it."""
+    tenant, session = new_ids()
+    log = SessionLog(store, tenant, session)
+    log.append(coding_session())
+    head_key = f"t/{tenant}/s/{session}/head.json"
+    good, _ = store.get(head_key)
+    async with running_worker(temporal_address, store, task_queue) as client:
+        cc = CompactorClient(client, store, tenant=tenant, task_queue=task_queue)
+        store.put(head_key, b"{not a head")
+        for _ in range(3):
+            with pytest.raises(WorkflowFailureError):
+                await cc.compact(session, target_tokens=4_000, trigger="sweep")
+        state = await cc.breaker(session)
+        assert state.open and state.consecutive_failures == 3
+        refused = await cc.compact(session, target_tokens=4_000, trigger="sweep")
+        assert refused.status == "noop" and "breaker" in (refused.record.error or "")
+        assert store.get(head_key)[0] == b"{not a head"
+        assert len(log.list_records()) == 4
+        steps, patches = _markers(await client.get_workflow_handle(workflow_id_for(tenant, session)).fetch_history())
+        assert steps == ["freeze_snapshot", "write_record"] and patches == ["breaker-in-steps"]
+
+        store.put(head_key, good)
+        out = await cc.compact(session, target_tokens=4_000)  # manual: runs through an open breaker
+        assert out.status == "committed"
+        steps, patches = _markers(await client.get_workflow_handle(workflow_id_for(tenant, session)).fetch_history())
+        assert steps == ["freeze_snapshot", "plan_compaction", "externalize", "finish_structured",
+                         "commit_swap", "write_record"]
+        assert patches == ["breaker-in-steps"]
+        handle = client.get_workflow_handle(workflow_id_for(tenant, session))
+        upserts = [sorted(e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields)
+                   for e in (await handle.fetch_history()).events
+                   if e.HasField("upsert_workflow_search_attributes_event_attributes")]
+        # the SDK's own for the one patch; "running" at the start; the outcome at the end
+        assert upserts == [["TemporalChangeVersion"], ["CompactorSession", "CompactorStatus", "CompactorTenant"],
+                           ["CompactorStatus", "CompactorTokensAfter", "CompactorTokensBefore"]]
+        sa = (await handle.describe()).search_attributes
+        assert sa.get("CompactorTokensBefore") == [out.record.tokens_before] and sa.get("CompactorStatus") == ["committed"]
+        state = await cc.breaker(session)
+        assert not state.open and state.consecutive_failures == 0

@@ -12,7 +12,7 @@ HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 
 
 def test_timeline_of_a_merge_shows_steps_signal_and_outcome():
-    path = HISTORIES / "compact-merge.json"
+    path = HISTORIES / "v3-compact-merge.json"  # recorded with lift/summary/validation as three steps
     steps = timeline(WorkflowHistory.from_json("wf", path.read_text()))
     names = [s["step"] for s in steps]
     assert names.index("validate_candidate") < names.index("signal resume") < names.index("commit_swap")
