@@ -83,9 +83,11 @@ def start_temporal(
     log_path: str | None = None,
     timeout: float = 60.0,
     search_attributes: bool = True,
+    dynamic_config: dict[str, str] | None = None,
 ) -> Proc:
     """Start ``temporal server start-dev`` with our search attributes (``search_attributes=False``:
-    a stock server, as a platform team's cluster is before ``compactor setup``); returns when ready."""
+    a stock server, as a platform team's cluster is before ``compactor setup``); returns when ready.
+    ``dynamic_config``: more ``--dynamic-config-value KEY=VALUE`` settings."""
     port = port or free_port()
     args = [
         _bin("temporal"),
@@ -110,6 +112,8 @@ def start_temporal(
     args += ["--dynamic-config-value", "frontend.enableUpdateWorkflowExecution=true"]
     # Task-queue fairness: model calls carry their tenant as fairness key (per-tenant fair share).
     args += ["--dynamic-config-value", "matching.enableFairness=true"]
+    for k, v in (dynamic_config or {}).items():
+        args += ["--dynamic-config-value", f"{k}={v}"]
     log = open(log_path or os.devnull, "ab")
     proc = subprocess.Popen(args, stdout=log, stderr=log, start_new_session=True)
     p = Proc(proc, f"127.0.0.1:{port}", {"log": log, "ui_port": ui_port or port + 1000})
