@@ -31,7 +31,7 @@ from compactor.summarize.structured import FILES_CHANGED, FILES_READ, LATEST, _b
 MIN_CARRIED = 0.15
 """Below this share (before completion) an answer is refused as empty or a placeholder."""
 
-ALSO_HEADING = "## Also in the lifted state (named here because the summary above does not)"
+ALSO_HEADING = "## Also in the lifted state (what the summary above leaves out or names only in part)"
 """Where completion appends; everything before it is the model's own text."""
 
 _TERM_RE = re.compile(r"[^\W_][\w./:@+#-]*", re.U)

@@ -6,7 +6,12 @@ state it does not name (``is_named``: on meaning, see ``acceptance``) is appende
 heading (``ALSO_HEADING``), most needed first: the unknown outcomes, the constraints, the goal
 and (after a mid-turn cut) the latest request always; then open errors, files changed,
 requests, failed commands and the rest while the summary budget lasts. Sections the model
-left out are completed, never a reason to reject. An answer that names almost nothing by
+left out are completed, never a reason to reject. Room still left after that goes to the
+details the summary names only in part (``_FILL``): an error line, a changed file's content
+line or a decision whose distinctive terms the summary carries less than half of
+(``PARTLY``), errors first, newest first. A summary that names a file or an error by one
+word can still leave the next turn without what the file does or why the call failed; the
+room is the summary's own (the budget the engine gave it), so using it costs the tail nothing. An answer that names almost nothing by
 itself ("## Goal / placeholder") is not completed into the structured summary under the
 model's name: ``acceptance.is_placeholder`` refuses it before.
 
@@ -21,16 +26,26 @@ from typing import Callable
 from compactor.lifting.lift import LiftedState
 from compactor.summarize.structured import (
     CONSTRAINTS,
+    DECISIONS,
+    ERRORS,
     FILES_CHANGED,
     GOAL,
+    LAST_ACTION,
     LATEST,
     UNKNOWN,
     _build,
 )
-from compactor.summarize.acceptance import ALSO_HEADING, haystack, item_named, model_part, named, terms
+from compactor.summarize.acceptance import ALSO_HEADING, _found, haystack, item_named, model_part, named, terms
 from compactor.tokens import count_text
 
 _MUST = (UNKNOWN, CONSTRAINTS, GOAL)
+_FILL = {ERRORS: 0, LAST_ACTION: 1, FILES_CHANGED: 2, DECISIONS: 3}
+"""Sections whose lines may be added again in full when the summary names them only in part,
+in this order (what failed and why, where the covered range ends, what the changed files
+hold, why things were done)."""
+PARTLY = 0.8
+"""A line the summary names carries less than this share of its terms: its detail is missing."""
+_FILL_MIN_TERMS = 4
 _TOOL_ID_RE = re.compile(r"\[tool_use ([^\]]+)\]")
 
 
@@ -82,6 +97,12 @@ def is_named(section: str, line: str, text: str, *, latest_full: bool = False) -
     return item_named(section, line, hay)
 
 
+def share_carried(line: str, hay: str) -> float:
+    """The share of ``line``'s distinctive terms that ``hay`` (a ``haystack``) carries."""
+    ts = terms(line)
+    return sum(1 for t in ts if _found(t, hay)) / len(ts) if ts else 1.0
+
+
 def complete_from_state(text: str, state: LiftedState, budget_tokens: int, *,
                         latest_full: bool = False) -> tuple[str, list[str]]:
     """``text`` with the state's items it does not name appended; and the sections completed.
@@ -101,20 +122,29 @@ def complete_from_state(text: str, state: LiftedState, budget_tokens: int, *,
     in_quote = carried_by(latest.text) if quote_latest and latest is not None else None
     must: list[tuple[str, str]] = []
     optional: list[tuple[int, int, str, str]] = []
+    fill: list[tuple[int, int, str, str]] = []  # (section rank, -seq, section, line): named in part
     file_at: int | None = None  # optional[] index of the file line its detail lines belong to
+    file_line = ""  # the file line a detail line belongs to
     for ln in doc.lines:
         if ln.detail and ln.section == FILES_CHANGED:
             # what a changed file holds / the agent's note on it: goes with its file line when
-            # that line is added, and not on its own (a named file's details are the model's)
+            # that line is added, and not on its own (a named file's details are the model's,
+            # unless it says too little of them: the fill below)
             if file_at is not None:
                 tier, order, section, body = optional[file_at]
                 optional[file_at] = (tier, order, section, body + "\n" + ln.text.strip())
+            elif file_line:
+                path = _body(file_line).split(" (", 1)[0].strip()
+                fill.append((_FILL[FILES_CHANGED], -ln.seq, FILES_CHANGED, f"{path}: {ln.text.strip()}"))
             continue
         file_at = None
+        file_line = ln.text if ln.section == FILES_CHANGED else ""
         if ln.section == LATEST or (latest_full and latest is not None and ln.section == GOAL
                                     and state.goal is not None and state.goal.seq == latest.seq):
             continue  # the latest request: quoted below when needed, else it is in the tail
         if is_named(ln.section, ln.text, text, latest_full=latest_full):
+            if ln.section in _FILL and ln.section != FILES_CHANGED:
+                fill.append((_FILL[ln.section], -ln.seq, ln.section, ln.text))
             continue
         if in_quote is not None and ln.section == CONSTRAINTS and in_quote(_body(ln.text)):
             continue  # the request quoted whole below carries it word for word
@@ -124,7 +154,7 @@ def complete_from_state(text: str, state: LiftedState, budget_tokens: int, *,
             optional.append((-(ln.tier or 100), ln.order, ln.section, ln.text))
             if ln.section == FILES_CHANGED:
                 file_at = len(optional) - 1
-    if not must and not optional and not quote_latest:
+    if not must and not optional and not quote_latest and not fill:
         return text, []
     out = [text.rstrip(), "", ALSO_HEADING]
     used = count_text("\n".join(out))
@@ -152,4 +182,15 @@ def complete_from_state(text: str, state: LiftedState, budget_tokens: int, *,
         if used + item_tokens > budget_tokens:
             continue
         add(section, line)
+    hay = haystack("\n".join(out))
+    for _, _, section, line in sorted(fill):
+        if len(terms(line)) < _FILL_MIN_TERMS or share_carried(line, hay) >= PARTLY:
+            continue
+        item_tokens = count_text(line) + 4
+        if used + item_tokens > budget_tokens:
+            continue
+        add(section, line)
+        hay += " " + haystack(out[-1])
+    if len(out) == 3:
+        return text, []  # nothing was missing, nothing named in part had room
     return "\n".join(out), added

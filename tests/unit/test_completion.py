@@ -6,6 +6,7 @@ from __future__ import annotations
 from compactor.lifting.lift import lift_state
 from compactor.summarize.acceptance import MIN_CARRIED, carried, is_placeholder, named, terms
 from compactor.summarize.completion import ALSO_HEADING, complete_from_state
+from compactor.tokens import count_text
 from tests.unit.engine_fixtures import Conv
 
 
@@ -95,3 +96,40 @@ def test_after_a_mid_turn_cut_a_constraint_inside_the_quoted_request_is_not_repe
     assert request in text  # quoted whole, so the constraint is there word for word ...
     assert text.count("Never retry a POST.") == 1  # ... and only there
     assert "Latest request" in added
+
+
+def _failed_migration() -> Conv:
+    c = Conv()
+    c.user("Get the migrations running against the staging database.")
+    c.call("Bash", {"command": "alembic upgrade head"},
+           "sqlalchemy.exc.OperationalError: connection to server at 10.0.4.12, port 5432 failed: "
+           "FATAL: password authentication failed for user migrator_svc", is_error=True)
+    c.user("ok")
+    return c
+
+
+def test_room_left_goes_to_an_error_the_summary_names_only_in_part():
+    """The model named the failed call (so completion's first pass has nothing to add), but not
+    why it failed: with room left in its budget the lifted error line is added in full; without
+    room the summary stays as written."""
+    state = lift_state(_failed_migration().events[:-1])
+    summary = ("## Goal\n- Get the migrations running against the staging database.\n"
+               "## Errors and failed approaches\n- `alembic upgrade head` failed: no server connection.\n")
+    text, added = complete_from_state(summary, state, 2_000)
+    assert "Errors and failed approaches" in added
+    also = text.split(ALSO_HEADING, 1)[1]
+    assert "password authentication failed for user migrator_svc" in also and "10.0.4.12" in also
+
+    tight = count_text(summary) + 20
+    text, added = complete_from_state(summary, state, tight)
+    assert "Errors and failed approaches" not in added and "migrator_svc" not in text
+
+
+def test_an_error_the_summary_carries_whole_is_not_added_again():
+    state = lift_state(_failed_migration().events[:-1])
+    summary = ("## Goal\n- Get the migrations running against the staging database.\n"
+               "## Errors and failed approaches\n- `alembic upgrade head` failed: sqlalchemy.exc.OperationalError, "
+               "connection to 10.0.4.12 port 5432: FATAL password authentication failed for user "
+               "migrator_svc. Still open.\n")
+    text, added = complete_from_state(summary, state, 2_000)
+    assert "Errors and failed approaches" not in added
