@@ -7,11 +7,12 @@ heading (``ALSO_HEADING``), most needed first: the unknown outcomes, the constra
 and (after a mid-turn cut) the latest request always; then open errors, files changed,
 requests, failed commands and the rest while the summary budget lasts. Sections the model
 left out are completed, never a reason to reject. Room still left after that goes to the
-details the summary names only in part (``_FILL``): an error line, a changed file's content
-line or a decision whose distinctive terms the summary carries less than half of
-(``PARTLY``), errors first, newest first. A summary that names a file or an error by one
-word can still leave the next turn without what the file does or why the call failed; the
-room is the summary's own (the budget the engine gave it), so using it costs the tail nothing. An answer that names almost nothing by
+details the summary names only in part (``_FILL``): an error line, a changed file's content,
+what a fetch returned, a decision, when the summary carries less than 80% of the line's
+distinctive terms (``PARTLY``); errors first, newest first. A summary that names a file or
+an error by a word or two can leave the next turn without what the file does or why the
+call failed; the room is the summary's own (the budget the engine gave it), so using it
+costs the kept tail nothing. An answer that names almost nothing by
 itself ("## Goal / placeholder") is not completed into the structured summary under the
 model's name: ``acceptance.is_placeholder`` refuses it before.
 
@@ -25,6 +26,7 @@ from typing import Callable
 
 from compactor.lifting.lift import LiftedState
 from compactor.summarize.structured import (
+    COMMANDS,
     CONSTRAINTS,
     DECISIONS,
     ERRORS,
@@ -39,10 +41,11 @@ from compactor.summarize.acceptance import ALSO_HEADING, _found, haystack, item_
 from compactor.tokens import count_text
 
 _MUST = (UNKNOWN, CONSTRAINTS, GOAL)
-_FILL = {ERRORS: 0, LAST_ACTION: 1, FILES_CHANGED: 2, DECISIONS: 3}
+_FILL = {ERRORS: 0, LAST_ACTION: 1, FILES_CHANGED: 2, COMMANDS: 3, DECISIONS: 4}
 """Sections whose lines may be added again in full when the summary names them only in part,
 in this order (what failed and why, where the covered range ends, what the changed files
-hold, why things were done)."""
+hold, what a fetch or query returned, why things were done). Of the commands only those with
+an answer (``got: ...``) are: a bare command line adds nothing the summary's name of it lacks."""
 PARTLY = 0.8
 """A line the summary names carries less than this share of its terms: its detail is missing."""
 _FILL_MIN_TERMS = 4
@@ -143,7 +146,8 @@ def complete_from_state(text: str, state: LiftedState, budget_tokens: int, *,
                                     and state.goal is not None and state.goal.seq == latest.seq):
             continue  # the latest request: quoted below when needed, else it is in the tail
         if is_named(ln.section, ln.text, text, latest_full=latest_full):
-            if ln.section in _FILL and ln.section != FILES_CHANGED:
+            if ln.section in _FILL and ln.section != FILES_CHANGED and (
+                    ln.section != COMMANDS or "got:" in ln.text):
                 fill.append((_FILL[ln.section], -ln.seq, ln.section, ln.text))
             continue
         if in_quote is not None and ln.section == CONSTRAINTS and in_quote(_body(ln.text)):

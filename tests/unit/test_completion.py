@@ -133,3 +133,18 @@ def test_an_error_the_summary_carries_whole_is_not_added_again():
                "migrator_svc. Still open.\n")
     text, added = complete_from_state(summary, state, 2_000)
     assert "Errors and failed approaches" not in added
+
+
+def test_room_left_goes_to_what_a_fetch_returned_when_the_summary_names_only_the_call():
+    c = Conv()
+    c.user("Find hackathon projects about tokenized invoices.")
+    c.call("Bash", {"command": 'curl -s -X POST "$API/search/projects" -d \'{"query": "invoice factoring"}\''},
+           '{"results": [{"name": "CargoBill", "slug": "cargobill"}, {"name": "InvoiceChain", "slug": '
+           '"invoicechain"}, {"name": "Factorly", "slug": "factorly"}], "total": 3}')
+    c.user("ok")
+    state = lift_state(c.events[:-1])
+    summary = ("## Goal\n- Find hackathon projects about tokenized invoices.\n"
+               "## Commands run\n- `curl` POST to $API/search/projects for invoice factoring: ok.\n")
+    text, added = complete_from_state(summary, state, 2_000)
+    assert added == ["Commands run"]
+    assert "CargoBill, InvoiceChain, Factorly" in text.split(ALSO_HEADING, 1)[1]
