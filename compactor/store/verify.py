@@ -64,7 +64,7 @@ def verify_session(log: SessionLog) -> SessionReport:
             f"no session {log.tenant}/{log.session} in {log.store.url}", key=log.head_key
         )
     rep.version = head.version
-    _links(log, rep)
+    linked = _links(log, rep)
     for msg in head.integrity_problems():
         rep.findings.append(Finding(kind="problem", key=log.head_key, message=msg))
     _segments(log, head, rep)
@@ -72,6 +72,8 @@ def verify_session(log: SessionLog) -> SessionReport:
     current = _checkpoints(log, head, digests, rep)
     if current is not None:
         _artifacts(log, current, rep)
+    if linked:  # a link is one problem: the read that refused to follow it says it again
+        rep.findings = [f for f in rep.findings if f.key not in linked or f.message.startswith(_LINK)]
     return rep
 
 
@@ -83,15 +85,20 @@ def _note(rep: SessionReport, key: str, message: str) -> None:
     rep.findings.append(Finding(kind="note", key=key, message=message))
 
 
-def _links(log: SessionLog, rep: SessionReport) -> None:
+_LINK = "a symbolic link inside the store"
+
+
+def _links(log: SessionLog, rep: SessionReport) -> set[str]:
     """Symbolic links in the session's directories (a local store; S3 has none): no read or
-    write follows them, and each is reported so an operator can replace it."""
+    write follows them, and each is reported so an operator can replace it. Returns their keys."""
     links = getattr(log.store, "links", None)
     if links is None:
-        return
-    for key in links(log.prefix):
-        _problem(rep, key, "a symbolic link inside the store: never followed (it could lead out "
-                           "of the store or into another tenant); replace it with the real object")
+        return set()
+    keys = links(log.prefix)
+    for key in keys:
+        _problem(rep, key, _LINK + ": never followed (it could lead out of the store or into "
+                           "another tenant); replace it with the real object")
+    return set(keys)
 
 
 def _segments(log: SessionLog, head: Head, rep: SessionReport) -> None:
