@@ -371,11 +371,17 @@ class CompactorClient:
         try:
             return await self._start(inp, tenant, session, trigger)
         except Exception as exc:
-            from workers.setup import setup_required_from
+            from compactor.errors import SetupRequired
+            from workers.setup import require_search_attributes, setup_required_from
 
-            # A namespace without our search attributes: name the command, not the RPC error.
+            # A namespace without our search attributes: name the command, not the RPC error,
+            # and every attribute missing (the server's error names only the first it met).
             missing = setup_required_from(exc, self.temporal.namespace)
             if missing is not None:
+                try:
+                    await require_search_attributes(self.temporal, self.temporal.namespace)
+                except SetupRequired as every:
+                    raise every from None
                 raise missing from None
             raise
 

@@ -93,7 +93,8 @@ async def require_search_attributes(client: Any, namespace: str) -> None:
     missing = _missing(registered)
     if missing:
         raise SetupRequired(
-            f"Temporal namespace {namespace!r} has no search attribute {', '.join(missing)}; "
+            f"Temporal namespace {namespace!r} has no search attribute{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(missing)}; "
             f"run `{SETUP_COMMAND}` once against this cluster (it registers them)",
             missing=sorted(missing),
         )
@@ -107,7 +108,8 @@ def setup_required_from(exc: BaseException, namespace: str) -> SetupRequired | N
         return None
     named = [k for k in SEARCH_ATTRIBUTES if k in text] or list(SEARCH_ATTRIBUTES)
     return SetupRequired(
-        f"Temporal namespace {namespace!r} has no search attribute {', '.join(named)}; "
+        f"Temporal namespace {namespace!r} has no search attribute{'s' if len(named) > 1 else ''} "
+        f"{', '.join(named)}; "
         f"run `{SETUP_COMMAND}` once against this cluster (it registers them)",
         missing=named,
     )
