@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "compactor.cli.policy",
     "compactor.cli.compact",
     "compactor.cli.ops",
+    "compactor.cli.history",
     "compactor.cli.lifecycle",
     "compactor.cli.setup",
     "compactor.cli.codec",

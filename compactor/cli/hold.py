@@ -38,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
 
 async def _run(args: argparse.Namespace) -> int:
     from compactor import client as cc
-    from compactor.cli.ops import _client, _settings, workflow_id_of
+    from compactor.cli.history import workflow_id_of
+    from compactor.cli.ops import _client, _settings
 
     settings = _settings(args)
     wf_id = workflow_id_of(args.session, settings.tenant)  # checked before anything is contacted

@@ -14,7 +14,7 @@ from activities.contracts import (
     SweepOutput,
 )
 from compactor.cli import main
-from compactor.cli.ops import render_timeline, timeline
+from compactor.cli.history import render_timeline, timeline
 from compactor.client import CompactorClient
 from compactor.store import SessionLog, open_store
 from tests.integration.durable_support import coding_session, new_ids, running_worker

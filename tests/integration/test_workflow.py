@@ -320,7 +320,7 @@ async def test_unknown_session_fails_with_not_found_and_writes_nothing(temporal_
 
 def _markers(history) -> tuple[list[str], list[str]]:
     """(local activities, patch ids) recorded in a history, in order."""
-    from compactor.cli.ops import timeline
+    from compactor.cli.history import timeline
 
     steps = [s["step"] for s in timeline(history) if s["step"] != "workflow"]
     patches = []

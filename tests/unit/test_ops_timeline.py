@@ -6,7 +6,7 @@ from pathlib import Path
 
 from temporalio.client import WorkflowHistory
 
-from compactor.cli.ops import render_timeline, timeline
+from compactor.cli.history import render_timeline, timeline
 
 HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 
