@@ -364,11 +364,82 @@ def param_diff(failed: dict[str, str], rerun: dict[str, str]) -> str:
     return ", ".join(changed[:4])
 
 
+# A fetch whose answer says it is cut ("restricted":true, 8000 of 20526 chars) is a limitation the
+# agent hit: what came back partial, and whether a later call asked for the rest (an offset, a page).
+PARTIAL_ERROR = "partial answer (the response's own fields)"
+PARTIAL_KEY = "partial:"
+_FIELD_RE = re.compile(r'"(\w+)"\s*:\s*(true|false|null|-?\d+(?:\.\d+)?)')
+_CUT_FLAGS = ("restricted", "truncated", "partial", "is_truncated")
+_GOT_KEYS = ("maxChars", "max_chars", "maxBytes", "max_bytes", "maxTokens", "max_tokens")
+_TOTAL_KEYS = ("totalChars", "total_chars", "totalBytes", "total_bytes", "totalTokens", "total_tokens")
+_URL_RE = re.compile(r"(?:https?://|\$\{?\w+\}?/)[^\s\"'?<>|;)]+")
+_REST_PARAM_RE = re.compile(r"(?i)\b(?:offset|page|cursor|start|skip|from|nextOffset|page_token|pageToken)\b\s*[=:\"']")
+TITLE_CHARS = 60
+
+
+def partial_fields(partial: str) -> str:
+    """``restricted, 8000 of 20526 chars`` from ``partial_result``'s fields (its raw text when they
+    say nothing more readable)."""
+    fields = dict(_FIELD_RE.findall(partial))
+    parts = [k for k in _CUT_FLAGS if fields.get(k) == "true"]
+    got = next((fields[k] for k in _GOT_KEYS if k in fields), "")
+    total = next((fields[k] for k in _TOTAL_KEYS if k in fields), "")
+    if got and total:
+        unit = next(k for k in _TOTAL_KEYS if k in fields).lower().replace("total", "").strip("_")
+        parts.append(f"{got} of {total} {unit}")
+    return ", ".join(parts) or partial.removeprefix("partial: ")
+
+
+def answer_title(text: str) -> str:
+    """The ``title`` (or ``name``) a JSON answer gives itself and its ``source``, or ""."""
+    body = text.lstrip()
+    if body[:1] != "{":
+        return ""
+    try:
+        data, _ = json.JSONDecoder().raw_decode(body)
+    except ValueError:
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    title = next((data[k] for k in ("title", "name") if isinstance(data.get(k), str)), "")
+    source = next((data[k] for k in ("source", "publisher", "site") if isinstance(data.get(k), str)), "")
+    return _clip(title, TITLE_CHARS) + (f" ({_clip(source, 30)})" if title and source else "")
+
+
+def partial_key(command: str) -> str:
+    """``partial:`` + the URL a command fetched (its query left out), or its normalized text."""
+    m = _URL_RE.search(command)
+    return PARTIAL_KEY + (m.group(0) if m else command_key(command))
+
+
+def fetched_rest(key: str, later_command: str) -> bool:
+    """Whether a later command asked for more of what ``key`` (``partial_key``) fetched: the same URL
+    with an offset, page or cursor parameter."""
+    target = key[len(PARTIAL_KEY):]
+    return bool(target) and target in later_command and bool(_REST_PARAM_RE.search(later_command))
+
+
+def partial_failure(command: str, text: str, tool_use_id: str, seq: int, result_seq: int) -> FailedApproach | None:
+    """The limitation a fetch's answer states about itself (``partial_result``) as a failure whose
+    cause is what came back (``"title": restricted, 8000 of 20526 chars``); None for a whole answer."""
+    partial = partial_result(text)
+    if not partial:
+        return None
+    title = answer_title(text)
+    cause = (f"\"{title}\": " if title else "") + partial_fields(partial)
+    return FailedApproach(seq=seq, what=_clip(command, 200), error=PARTIAL_ERROR, tool_use_id=tool_use_id,
+                          cause=cause, result_seq=result_seq, key=partial_key(command))
+
+
 def soft_failures(command: str | None, text: str, tool_use_id: str, seq: int, result_seq: int,
                   key: str, ran_ok: bool) -> list[FailedApproach]:
     """Failures in a result no exit code or error flag marks: a run reporting zero successes
-    (``zero_tally``) and the commands a user declined to run (``declined_commands``)."""
+    (``zero_tally``), the commands a user declined to run (``declined_commands``) and a fetch whose
+    answer says it is cut (``partial_failure``: its key is its own, so the run still counts as ok)."""
     out: list[FailedApproach] = []
+    cut = partial_failure(command, text, tool_use_id, seq, result_seq) if command and ran_ok else None
+    if cut is not None:
+        out.append(cut)
     tally = zero_tally(text) if command and ran_ok else ""
     if tally:
         cause = failure_cause(text, 1)

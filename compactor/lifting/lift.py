@@ -155,7 +155,8 @@ class _Acc:
         # action key -> seqs of successful runs, and the agent's moves (seq, text, is_call):
         # what resolves a failure and what came next, looked up when the state is built
         self._ok_runs: dict[str, list[int]] = {}
-        soft = {f.tool_use_id for f in p.failed_approaches if f.tool_use_id}  # exit 0, nothing done (0/49)
+        soft = {f.tool_use_id for f in p.failed_approaches  # exit 0, nothing done (0/49); a cut answer is ok
+                if f.tool_use_id and f.error != _failures.PARTIAL_ERROR}
         for c in p.commands:
             if c.status == "ok" and c.tool_use_id not in soft:
                 self._ok_runs.setdefault(_failures.action_key("", c.command, ()), []).append(c.seq)
@@ -309,7 +310,10 @@ class _Acc:
                     upd["next"] = f"{_failures.move_text(text, is_call)} (#{mseq})"
             if f.resolved_at is None and f.key and f.failed_again is None:
                 upd["failed_again"] = _failures.first_after(sorted(failed_runs.get(f.key, ())), f.seq)
-            if f.resolved_at is None and f.key:
+            if f.resolved_at is None and f.key.startswith(_failures.PARTIAL_KEY):  # the rest asked for later
+                upd["resolved_at"] = next((c.seq for c in self.commands if c.seq > f.seq
+                                           and _failures.fetched_rest(f.key, c.command)), None)
+            elif f.resolved_at is None and f.key:
                 runs = sorted(self._ok_runs.get(f.key, ()))
                 suite = _failures.suite_key(f.key) if is_test_command(f.key[4:]) else ""
                 if suite:  # a later passing run of the whole suite covers the subset that failed

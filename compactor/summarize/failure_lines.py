@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from compactor.lifting.failures import SOFT_ERROR
+from compactor.lifting.failures import PARTIAL_ERROR, SOFT_ERROR
 from compactor.lifting.state import FailedApproach, FileRef
 
 TIER_FAILED_RESOLVED = 60  # a failure a later run fixed: history, still what not to repeat
@@ -158,6 +158,28 @@ def _shared_cause_line(actions: list[list[FailedApproach]], cause: str, files: l
     return line + _next(last, files), tier
 
 
+MAX_PARTIAL = 5
+"""Answers named on the partial-answers line; the rest are counted."""
+
+
+def _partial_line(cut: list[FailedApproach]) -> tuple[str, int]:
+    """Fetches whose answers said they were cut, on one line: what each got and whether the rest was
+    asked for later (the limitation the next agent meets again, and what the agent did instead)."""
+    open_ = [fa for fa in cut if fa.resolved_at is None]
+    items = [f"{fa.cause or code(fa.what, 90)} (#{fa.seq}" + (f", rest fetched at #{fa.resolved_at})" if fa.resolved_at else ")")
+             for fa in cut[:MAX_PARTIAL]]
+    if len(cut) > MAX_PARTIAL:
+        items.append(f"{len(cut) - MAX_PARTIAL} more ({_seqs(cut[MAX_PARTIAL:], 4)})")
+    n = len(cut)
+    head = (f"{n} answers came back partial" if n > 1 else f"{code(cut[0].what, 90)} came back partial")
+    rest = ("the rest never fetched" if len(open_) == n else f"{len(open_)} never fetched further" if open_
+            else "the rest fetched later")
+    last = max(cut, key=lambda fa: fa.seq)
+    line = f"- #{cut[0].seq} {head} (their own fields), {rest}: " + "; ".join(items)
+    return line + (f"; next: {one_line(last.next, NEXT_CHARS)}" if last.next else ""), (
+        TIER_FAILED_OPEN if open_ else TIER_FAILED_RESOLVED)
+
+
 def soft_told(fa: FailedApproach) -> bool:
     """A soft failure with the agent's why or what its next result confirmed."""
     return "why: " in fa.cause or bool(fa.next)
@@ -172,6 +194,8 @@ def build_failure_lines(failed: list[FailedApproach], files: list[FileRef]) -> l
     # a call the agent said did nothing is a line when the agent said why or its next result confirmed
     # something: then it is what the session turned on; a bare symptom stays the agent's finding
     failed = [fa for fa in failed if fa.error != SOFT_ERROR or soft_told(fa)]
+    cut = [fa for fa in failed if fa.error == PARTIAL_ERROR]
+    failed = [fa for fa in failed if fa.error != PARTIAL_ERROR]
     soft = " ".join(fa.cause for fa in failed if fa.error == SOFT_ERROR)
     # (a sentence a call's "no visible effect" line quotes is not said again on its own)
     stated: list[FailedApproach] = [fa for fa in failed if not fa.tool_use_id and fa.what[:100] not in soft]
@@ -208,5 +232,8 @@ def build_failure_lines(failed: list[FailedApproach], files: list[FileRef]) -> l
     for runs in mixed:
         line, tier = (_repeated_action_line(runs, files) if len(runs) > 1 else failure_line(runs[0], files))
         out.append([line, tier, runs[0].seq, {fa.tool_use_id for fa in runs}])
+    if cut:
+        line, tier = _partial_line(cut)
+        out.append([line, tier, cut[0].seq, {fa.tool_use_id for fa in cut}])
     out.sort(key=lambda fl: fl[2])
     return out

@@ -1,0 +1,60 @@
+"""Limitations a tool's answer stated about itself, and approaches the agent gave up on, as failure lines."""
+
+from __future__ import annotations
+
+import json
+
+from compactor.lifting.failures import PARTIAL_ERROR
+from compactor.lifting.lift import lift_state
+from compactor.summarize.structured import ERRORS, render_summary
+from tests.unit.test_lift import assistant, results, user
+
+
+def _article(title: str, total: int, restricted: bool, offset: int = 0) -> str:
+    more = offset + 8000 < total
+    return json.dumps({"title": title, "source": "acme_research", "content": "x" * 300, "restricted": restricted,
+                       "offset": offset, "maxChars": 8000, "totalChars": total, "nextOffset": offset + 8000,
+                       "hasMore": more})
+
+
+def _fetch(uid: str, doc: str, extra: str = "") -> tuple:
+    return (uid, "bash", {"command": f'curl -s -H "Authorization: Bearer $TOKEN" "$API/archives/{doc}{extra}"'})
+
+
+def _research(page_on: bool) -> list:
+    evs = [
+        user(1, "Research the state of onchain credit and report the gaps."),
+        assistant(2, "Fetching the two reports.", (_fetch("f1", "d1"), _fetch("f2", "d2"))),
+        results(3, ("f1", _article("Onchain Credit Markets", 20526, True), False),
+                ("f2", _article("Price Feeds Today", 12000, False), False)),
+    ]
+    if page_on:
+        evs += [assistant(4, "Reading the rest of the first report.", (_fetch("f3", "d1", "?offset=8000"),)),
+                results(5, ("f3", _article("Onchain Credit Markets", 16000, False, 8000), False))]
+    return evs + [
+        assistant(6, "Now let me pull more depth with targeted web searches.",
+                  (("w1", "WebSearch", {"query": "onchain credit gaps"}),)),
+        results(7, ("w1", "1. Credit gaps in 2026 ...", False)),
+        assistant(8, "Here is the picture: private credit is thin onchain."),
+    ]
+
+
+def test_a_fetch_whose_answer_says_it_is_cut_is_a_limitation_with_what_came_back_and_what_the_agent_did() -> None:
+    st = lift_state(_research(page_on=False))
+    cut = [fa for fa in st.failed_approaches if fa.error == PARTIAL_ERROR]
+    assert [fa.tool_use_id for fa in cut] == ["f1", "f2"] and all(fa.resolved_at is None for fa in cut)
+    [line] = [ln for ln in render_summary(st, 2_000).sections[ERRORS] if "partial" in ln]
+    assert line.startswith("- #2 2 answers came back partial (their own fields), the rest never fetched: ")
+    assert "\"Onchain Credit Markets (acme_research)\": restricted, 8000 of 20526 chars (#2)" in line
+    assert "\"Price Feeds Today (acme_research)\": 8000 of 12000 chars (#2)" in line
+    assert line.endswith("next: \"Now let me pull more depth with targeted web searches.\" (#6)")
+    # the fetch worked: it is still an ok command (nothing to rerun)
+    assert {c.tool_use_id: c.status for c in st.commands}["f1"] == "ok"
+
+
+def test_a_later_call_for_the_rest_of_a_cut_answer_is_its_resolution() -> None:
+    st = lift_state(_research(page_on=True))
+    first = next(fa for fa in st.failed_approaches if fa.tool_use_id == "f1")
+    assert first.resolved_at == 4
+    [line] = [ln for ln in render_summary(st, 2_000).sections[ERRORS] if "partial" in ln]
+    assert "1 never fetched further" in line and "8000 of 20526 chars (#2, rest fetched at #4)" in line
