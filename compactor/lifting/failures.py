@@ -540,6 +540,9 @@ _CONFIRM_RE = re.compile(r"\b(?:valid|confirm\w*|worked|works|success\w*|as expe
                          re.I)
 
 
+_GLUED_RE = re.compile(r"(?<=[a-z][.!?])(?=[A-Z][a-z])")
+
+
 def soft_symptom(sentences: Sequence[str]) -> tuple[str, str]:
     """(symptom, why): the agent's sentence saying a call had no effect, among its first
     ``SOFT_SENTENCES``, and its explanation later in the same message; ("", "") when none."""
@@ -551,7 +554,27 @@ def soft_symptom(sentences: Sequence[str]) -> tuple[str, str]:
     start = rest.index(firsts[i]) + 1
     k = next((j for j in range(start, min(len(rest), start + 4)) if _WHY_RE.search(rest[j])), -1)
     why = " ".join(rest[k:k + 2]) if k >= 0 else ""  # (an explanation often runs on into a second sentence)
-    return _clip(firsts[i], SOFT_CHARS), _clip(why, WHY_CHARS)
+    symptom = _GLUED_RE.split(firsts[i], 1)[0]  # ("...at this page.Upon revisiting": the next sentence)
+    return _clip(symptom, SOFT_CHARS), _clip(why, WHY_CHARS)
+
+
+# The agent's conclusion in the symptom sentence itself ("did not yield any output, suggesting that
+# the vulnerability might not be at this page"): the attempt ruled something out.
+_CONCLUDED_RE = re.compile(r"\b(?:suggest(?:s|ing|ed)?|indicat(?:es|ing)|this means|which means|so (?:it|this|the|we)|"
+                           r"might not|may not|must not|(?:does|did)n'?t seem|do(?:es)? not seem|not (?:vulnerable|possible|supported))\b",
+                           re.I)
+SOFT_NEXT = "next call: "
+
+
+def soft_concluded(cause: str) -> bool:
+    """Whether a soft failure's quoted words (``soft_cause``) state what the agent concluded."""
+    return bool(_CONCLUDED_RE.search(cause.replace("\u2019", "'")))
+
+
+def soft_next(calls: Sequence[tuple[int, str]], after: int) -> str:
+    """``next call: `curl …/file.pl` (#15)``: the first call after a soft failure's result, or ""."""
+    i = bisect_right([c[0] for c in calls], after)
+    return f"{SOFT_NEXT}{move_text(calls[i][1], True)} (#{calls[i][0]})" if i < len(calls) else ""
 
 
 def soft_cause(symptom: str, why: str) -> str:

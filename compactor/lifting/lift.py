@@ -108,6 +108,9 @@ _FAILED_TEXT_RE = re.compile(
     re.IGNORECASE,
 )
 
+# "`<>` doesn't work with strings, unless the string is `ARGV`": how a thing behaves, not an attempt that failed
+_RULE_TEXT_RE = re.compile(r"\b(?:unless|only (?:if|when|with))\b", re.IGNORECASE)
+
 # --- accumulation -----------------------------------------------------------------------------
 
 
@@ -161,6 +164,7 @@ class _Acc:
             if c.status == "ok" and c.tool_use_id not in soft:
                 self._ok_runs.setdefault(_failures.action_key("", c.command, ()), []).append(c.seq)
         self._moves: list[tuple[int, str, bool]] = []
+        self._calls: list[tuple[int, str]] = []  # (seq, command) of each message's first call: where a soft failure led
         self._listings: dict[str, dict[int, str]] = {}  # path -> the lines of its latest numbered listing
         self._soft_call: tuple | None = None  # (use id, command, use seq, result seq, key): the last ok command
         self._soft_open: tuple[str, int] | None = None  # (use id, result seq) of a soft failure awaiting what came next
@@ -202,7 +206,7 @@ class _Acc:
                 if key not in self._decision_keys:
                     self._decision_keys.add(key)
                     self.decisions.append(Decision(seq=e.seq, text=_clip(s)))
-            elif _FAILED_TEXT_RE.search(s.replace("\u2019", "'")):
+            elif _FAILED_TEXT_RE.search(s.replace("\u2019", "'")) and not _RULE_TEXT_RE.search(s):
                 self._add_failed(FailedApproach(seq=e.seq, what=_clip(s)))
         self._soft_failure(e.seq, sentences)
         self._text_actions(e)
@@ -288,6 +292,8 @@ class _Acc:
         text = text.strip()
         if text and (not self._moves or self._moves[-1][0] < seq):
             self._moves.append((seq, _one_line(text, 200), is_call))
+        if text and is_call and (not self._calls or self._calls[-1][0] < seq):
+            self._calls.append((seq, _one_line(text, 200)))
 
     def _note_ok(self, key: str, seq: int) -> None:
         if key:
@@ -308,6 +314,8 @@ class _Acc:
                 if i < len(self._moves):
                     mseq, text, is_call = self._moves[i]
                     upd["next"] = f"{_failures.move_text(text, is_call)} (#{mseq})"
+            elif not f.next:  # a call that did nothing: the call the agent made next (where it went instead)
+                upd["next"] = _failures.soft_next(self._calls, after)
             if f.resolved_at is None and f.key and f.failed_again is None:
                 upd["failed_again"] = _failures.first_after(sorted(failed_runs.get(f.key, ())), f.seq)
             if f.resolved_at is None and f.key.startswith(_failures.PARTIAL_KEY):  # the rest asked for later

@@ -58,3 +58,41 @@ def test_a_later_call_for_the_rest_of_a_cut_answer_is_its_resolution() -> None:
     assert first.resolved_at == 4
     [line] = [ln for ln in render_summary(st, 2_000).sections[ERRORS] if "partial" in ln]
     assert "1 never fetched further" in line and "8000 of 20526 chars (#2, rest fetched at #4)" in line
+
+
+FORM = "<html><body><p>Your name is test.</p></body></html>"
+
+
+def _probing() -> list:
+    return [
+        user(1, "Find the flag on the shop service."),
+        assistant(2, "Trying a shell payload in the name field.",
+                  (("p1", "bash", {"command": "curl -X POST -d 'name=x;id' http://shop.test/cgi/form.pl"}),)),
+        results(3, ("p1", FORM, False)),
+        assistant(4, "The attempt to inject `id` did not yield any additional output. Trying a print payload.",
+                  (("p2", "bash", {"command": "curl -X POST -d 'name=x\";print 1' http://shop.test/cgi/form.pl"}),)),
+        results(5, ("p2", FORM, False)),
+        assistant(6, "The print payload did not yield any additional output, suggesting that the bug is not on this "
+                     "page.Moving on to the upload page.",
+                  (("p3", "bash", {"command": "curl http://shop.test/cgi/upload.pl"}),)),
+        results(7, ("p3", "<form enctype='multipart/form-data'></form>", False)),
+        assistant(8, "In Perl, `<>` doesn't work with strings, unless the string is `ARGV`. The upload page takes a file."),
+    ]
+
+
+def test_tries_at_one_target_that_did_nothing_are_one_line_with_the_agents_conclusion_and_where_it_went() -> None:
+    st = lift_state(_probing())
+    lines = render_summary(st, 2_000).sections[ERRORS]
+    [line] = [ln for ln in lines if "form.pl" in ln]
+    assert line.startswith("- #2 `curl -X POST -d 'name=x;id' http://shop.test/cgi/form.pl` → ran, no visible effect: "
+                           "the agent: \"The attempt to inject `id` did not yield any additional output.\"")
+    assert "; then #4 `curl -X POST -d 'name=x\";print 1' …` → no visible effect either: the agent: \"The print payload " \
+           "did not yield any additional output, suggesting that the bug is not on this page.\";" in line  # (not the next sentence)
+    assert line.endswith("next call: `curl http://shop.test/cgi/upload.pl` (#6)")
+    # how a thing behaves ("doesn't work with strings, unless ...") is no failed approach
+    assert not any("the agent said" in ln for ln in lines)
+
+
+def test_one_call_that_did_nothing_without_a_why_stays_a_finding() -> None:
+    st = lift_state(_probing()[:4] + [assistant(4, "The attempt to inject `id` did not yield any additional output.")])
+    assert not render_summary(st, 2_000).sections.get(ERRORS)
