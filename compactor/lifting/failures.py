@@ -458,7 +458,11 @@ def soft_failures(command: str | None, text: str, tool_use_id: str, seq: int, re
 # a JSON answer's scalar fields and the names/titles of its items; code lines a response printed.
 GIST_CHARS = 240
 _GIST_KEYS = ("title", "name", "status", "ok", "authenticated", "scope", "expiresAt", "error", "message",
-              "author", "publishedAt", "source", "count", "total", "id", "documentId", "slug", "version")
+              "author", "publishedAt", "source", "count", "total", "totalFound", "totalCount", "total_count",
+              "totalResults", "id", "documentId", "slug", "version")
+# what a search answered for: the filters and query it says it applied ("filtersApplied": {"acceleratorOnly":
+# true}): two searches whose commands read alike (clipped) read apart by their answers
+_ECHO_KEY_RE = re.compile(r"(?i)filter|^query$|^q$|^params$|^criteria$")
 _ITEM_NAME_KEYS = ("name", "title", "slug", "id")
 _HTTP_CODE_RE = re.compile(r"\A\s*([1-5]\d\d)\s*\Z")
 _BR_RE = re.compile(r"<br\s*/?>", re.I)
@@ -487,6 +491,9 @@ def _json_gist(data: object) -> str:
         return ""
     parts = [f"{k}={_scalar(data[k])}" for k in _GIST_KEYS
              if k in data and isinstance(data[k], (str, int, float, bool)) and data[k] != ""]
+    echo = [f"{k}={_scalar(v)}" for key, val in data.items() if _ECHO_KEY_RE.search(key) for k, v in _leaves(val)]
+    if echo:
+        parts.append("for " + ", ".join(echo[:4]))
     for k, v in data.items():  # a list of records (results, projects, documents): what came back
         if isinstance(v, list) and v and isinstance(v[0], dict):
             inner = _json_gist(v)
@@ -494,6 +501,19 @@ def _json_gist(data: object) -> str:
                 parts.append(f"{k} ({len(v)}): {inner}")
                 break
     return "; ".join(parts[:8])
+
+
+def _leaves(v: object, depth: int = 3) -> list[tuple[str, object]]:
+    """(key, scalar) pairs of a small nested dict (a search's applied filters), depth-first."""
+    if not isinstance(v, dict) or depth == 0:
+        return []
+    out: list[tuple[str, object]] = []
+    for k, x in v.items():
+        if isinstance(x, (str, int, float, bool)) and x != "":
+            out.append((str(k), x))
+        else:
+            out += _leaves(x, depth - 1)
+    return out
 
 
 def output_gist(text: str) -> str:
