@@ -149,6 +149,9 @@ _FILLER_RE = re.compile(
     re.IGNORECASE)
 
 
+_NONE_RE = re.compile(r"\b(?:none|neither)\b|\bno \w+ (?:\w+ )?(?:has|have|had|was|were|is|are)\b", re.I)
+
+
 def _score(unit: str, first: bool) -> int:
     probe = unit.replace("\u2019", "'")
     if _FILLER_RE.match(probe.strip()):
@@ -162,6 +165,8 @@ def _score(unit: str, first: bool) -> int:
         score += 1
     if is_reason(probe):
         score += 1
+    if _NONE_RE.search(probe):
+        score += 1  # what the agent ruled out ("none reached the accelerator", "no project won"): a verdict
     return score
 
 

@@ -96,3 +96,10 @@ def test_tries_at_one_target_that_did_nothing_are_one_line_with_the_agents_concl
 def test_one_call_that_did_nothing_without_a_why_stays_a_finding() -> None:
     st = lift_state(_probing()[:4] + [assistant(4, "The attempt to inject `id` did not yield any additional output.")])
     assert not render_summary(st, 2_000).sections.get(ERRORS)
+
+
+def test_a_search_answer_says_what_it_was_filtered_for_and_how_many_it_found() -> None:
+    from compactor.lifting.failures import output_gist
+    answer = json.dumps({"results": [{"name": "DeVolt", "similarity": 0.07}, {"name": "CargoBill", "similarity": 0.06}],
+                         "filtersApplied": {"filters": {"acceleratorOnly": True}}, "totalFound": 9, "hasMore": True})
+    assert output_gist(answer) == "got: totalFound=9; for acceleratorOnly=true; results (2): DeVolt, CargoBill"
