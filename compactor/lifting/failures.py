@@ -516,9 +516,14 @@ def _leaves(v: object, depth: int = 3) -> list[tuple[str, object]]:
     return out
 
 
+PRINTED_CHARS = 60
+_NO_OUTPUT_RE = re.compile(r"(?i)did not produce any output|no output|successfully")
+
+
 def output_gist(text: str) -> str:
     """``got: authenticated=true; scope=...; HTTP 200`` for a JSON answer, ``got code: if (...) { · my $file = ...``
-    for source code a response printed; "" for anything else (plain output is the command's own line)."""
+    for source code a response printed, ``printed: 344`` for a one-line output of ``PRINTED_CHARS`` at most;
+    "" for anything else."""
     body = "\n".join(ln for ln in text.splitlines()
                      if not _HARNESS_NOTE_RE.match(ln) and "PROCESS-DONE" not in ln).strip()
     if body[:1] in "{[":
@@ -531,6 +536,8 @@ def output_gist(text: str) -> str:
         if code:
             gist += ("; " if gist else "") + f"HTTP {code.group(1)}"
         return "got: " + _clip(gist, GIST_CHARS) if gist else ""
+    if body and "\n" not in body and len(body) <= PRINTED_CHARS and not _NO_OUTPUT_RE.search(body):
+        return f"printed: {body}"  # a run's whole answer ("344"): what a reproduction showed
     if "$" not in body and "(" not in body:
         return ""
     lines = [ln.strip() for ln in _BR_RE.sub("\n", body).splitlines()]

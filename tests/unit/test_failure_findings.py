@@ -103,3 +103,17 @@ def test_a_search_answer_says_what_it_was_filtered_for_and_how_many_it_found() -
     answer = json.dumps({"results": [{"name": "DeVolt", "similarity": 0.07}, {"name": "CargoBill", "similarity": 0.06}],
                          "filtersApplied": {"filters": {"acceleratorOnly": True}}, "totalFound": 9, "hasMore": True})
     assert output_gist(answer) == "got: totalFound=9; for acceleratorOnly=true; results (2): DeVolt, CargoBill"
+
+
+def test_what_a_run_printed_in_one_short_line_is_kept_with_the_command() -> None:
+    from compactor.summarize.structured import COMMANDS
+    st = lift_state([
+        user(1, "Fix the rounding of the duration field."),
+        assistant(2, "Reproducing first.", (("r1", "bash", {"command": "python repro.py"}),)),
+        results(3, ("r1", "344\n(Open file: /repo/repro.py)\n(Current directory: /repo)\nbash-$", False)),
+        assistant(4, "", (("r2", "bash", {"command": "touch done.txt"}),)),
+        results(5, ("r2", "Your command ran successfully and did not produce any output.", False)),
+    ])
+    lines = render_summary(st, 2_000).sections[COMMANDS]
+    assert "- #2 `python repro.py` → ok: printed: 344" in lines
+    assert "- #4 `touch done.txt` → ok" in lines  # (a harness note is no output)
