@@ -434,6 +434,40 @@ def soft_cause(symptom: str, why: str) -> str:
     return f"the agent: \"{symptom}\"" + (f" / why: \"{why}\"" if why else "")
 
 
+class SoftCalls:
+    """The lifter's wiring for calls that did nothing: the last ok command, whose next words from the
+    agent may say it had no effect (``soft_symptom``: a failure), and such a failure awaiting what the
+    agent's words after its next result confirm (``confirmation``: its next move)."""
+
+    def __init__(self) -> None:
+        self.call: tuple[str, str, int, int] | None = None  # (use id, command, use seq, result seq)
+        self.open: tuple[str, int] | None = None  # (use id, result seq) of a soft failure awaiting what came next
+
+    def on_command(self, use_id: str, command: str, use_seq: int, result_seq: int, ok: bool) -> None:
+        self.call = (use_id, command, use_seq, result_seq) if ok else None
+
+    def on_text(self, seq: int, sentences: list[str], failed: list[FailedApproach]
+                ) -> tuple[list[FailedApproach], FailedApproach | None]:
+        """(``failed`` with a confirmed soft failure's next move set, a new soft failure or None)."""
+        if self.open is not None and self.call is not None and self.call[3] > self.open[1]:
+            said = confirmation(sentences)
+            if said:
+                uid = self.open[0]
+                failed = [f.model_copy(update={"next": f"then #{seq}: \"{said}\""}) if f.tool_use_id == uid
+                          and f.error == SOFT_ERROR else f for f in failed]
+            self.open = None
+        call, self.call = self.call, None
+        if call is None or call[3] >= seq:
+            return failed, None
+        symptom, why = soft_symptom(sentences)
+        if not symptom:
+            return failed, None
+        uid, command, use_seq, result_seq = call
+        self.open = (uid, result_seq)
+        return failed, FailedApproach(seq=use_seq, what=_clip(command, 200), error=SOFT_ERROR, tool_use_id=uid,
+                                      cause=soft_cause(symptom, why), result_seq=result_seq)
+
+
 def confirmation(sentences: Sequence[str]) -> str:
     """The agent's opening words after its next result when they confirm something ("Our assumptions
     are valid! Switching the two yielded back the file."), else ""."""

@@ -166,8 +166,7 @@ class _Acc:
         self._moves: list[tuple[int, str, bool]] = []
         self._calls: list[tuple[int, str]] = []  # (seq, command) of each message's first call: where a soft failure led
         self._listings: dict[str, dict[int, str]] = {}  # path -> the lines of its latest numbered listing
-        self._soft_call: tuple | None = None  # (use id, command, use seq, result seq, key): the last ok command
-        self._soft_open: tuple[str, int] | None = None  # (use id, result seq) of a soft failure awaiting what came next
+        self._soft = _failures.SoftCalls()  # the last ok command: the agent's next words may say it did nothing
         self._ok_params: dict[tuple[str, int], dict[str, str]] = {}  # (key, seq) of a run that worked -> its params
 
     # requests ---------------------------------------------------------------------------
@@ -208,35 +207,15 @@ class _Acc:
                     self.decisions.append(Decision(seq=e.seq, text=_clip(s)))
             elif _FAILED_TEXT_RE.search(s.replace("\u2019", "'")) and not _RULE_TEXT_RE.search(s):
                 self._add_failed(FailedApproach(seq=e.seq, what=_clip(s)))
-        self._soft_failure(e.seq, sentences)
+        self.failed, soft = self._soft.on_text(e.seq, sentences, self.failed)
+        if soft is not None:
+            self._add_failed(soft)
         self._text_actions(e)
         self.notes.on_text(e.seq, text)
         if not e.tool_uses and e.seq > self._last_seq:
             first = next((s for s in sentences if len(s) >= 12), sentences[0] if sentences else "")
             self._last, self._last_seq, self._last_out = ("reply", e.seq, first), e.seq, None
         self.note_move(e.seq, _failures.next_words(sentences), False)
-
-    def _soft_failure(self, seq: int, sentences: list[str]) -> None:
-        """The agent's words after an ok command saying it had no effect make it a failure; its
-        opening words after the next result (a confirmation) are that failure's next move."""
-        if self._soft_open is not None and self._soft_call is not None and self._soft_call[3] > self._soft_open[1]:
-            said = _failures.confirmation(sentences)
-            if said:
-                uid = self._soft_open[0]
-                self.failed = [f.model_copy(update={"next": f"then #{seq}: \"{said}\""}) if f.tool_use_id == uid
-                               and f.error == _failures.SOFT_ERROR else f for f in self.failed]
-            self._soft_open = None
-        call, self._soft_call = self._soft_call, None
-        if call is None or call[3] >= seq:
-            return
-        symptom, why = _failures.soft_symptom(sentences)
-        if symptom:
-            uid, command, use_seq, result_seq, _ = call
-            self._add_failed(FailedApproach(seq=use_seq, what=_clip(command, 200), error=_failures.SOFT_ERROR,
-                                            tool_use_id=uid, cause=_failures.soft_cause(symptom, why),
-                                            result_seq=result_seq))
-            self._soft_open = (uid, result_seq)
-            self._soft_call = None
 
     def _text_actions(self, e: Event) -> None:
         """Aider writes its actions as text: 'Applied edit to X', '> Running cmd'."""
@@ -399,7 +378,7 @@ class _Acc:
                             (p not in self._aider_partial) if aider_text and not act.texts else not act.partial)
 
         if act.kind == "command" and act.command is not None:
-            self._soft_call = None if out.failed else (use.id, act.command, use_seq, result_seq, "")
+            self._soft.on_command(use.id, act.command, use_seq, result_seq, not out.failed)
             if use.id not in self._command_ids:
                 self._command_ids.add(use.id)
                 status: CommandStatus = "failed" if out.failed else "ok"
