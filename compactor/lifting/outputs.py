@@ -114,8 +114,7 @@ def answer_title(text: str) -> str:
 # a JSON answer's scalar fields and the names/titles of its items; code lines a response printed.
 GIST_CHARS = 240
 _GIST_KEYS = ("title", "name", "status", "ok", "authenticated", "scope", "expiresAt", "error", "message",
-              "author", "publishedAt", "source", "count", "total", "totalFound", "totalCount", "total_count",
-              "totalResults", "id", "documentId", "slug", "version")
+              "author", "publishedAt", "source", "count", "total", "id", "documentId", "slug", "version")
 # what a search answered for: the filters and query it says it applied ("filtersApplied": {"acceleratorOnly":
 # true}): two searches whose commands read alike (clipped) read apart by their answers
 _ECHO_KEY_RE = re.compile(r"(?i)filter|^query$|^q$|^params$|^criteria$")
@@ -134,14 +133,15 @@ def _scalar(v: object) -> str:
     return _clip(s, 48)
 
 
-def _json_gist(data: object) -> str:
+def _json_gist(data: object, counted: bool = False) -> str:
+    """``counted``: the caller says how many items there are (``results (8): ...``)."""
     if isinstance(data, list):
         items = [x for x in data if isinstance(x, dict)]
         names = [str(next((x[k] for k in _ITEM_NAME_KEYS if isinstance(x.get(k), (str, int))), "")) for x in items]
         names = [_clip(n, 50) for n in names if n]
         if not names:
             return ""
-        more = f", … ({len(data)} items)" if len(data) > MAX_GIST_ITEMS else ""
+        more = "" if len(data) <= MAX_GIST_ITEMS else ", …" if counted else f", … ({len(data)} items)"
         return ", ".join(names[:MAX_GIST_ITEMS]) + more
     if not isinstance(data, dict):
         return ""
@@ -152,7 +152,7 @@ def _json_gist(data: object) -> str:
         parts.append("for " + ", ".join(echo[:4]))
     for k, v in data.items():  # a list of records (results, projects, documents): what came back
         if isinstance(v, list) and v and isinstance(v[0], dict):
-            inner = _json_gist(v)
+            inner = _json_gist(v, counted=True)
             if inner:
                 parts.append(f"{k} ({len(v)}): {inner}")
                 break

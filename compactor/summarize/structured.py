@@ -360,7 +360,8 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         else:
             outcome = {"ok": "ok", "failed": "failed", "unknown": "no exit status recorded"}[c.status]
         times = f" ×{counts[c.command]}" if counts[c.command] > 1 else ""
-        tier = (_TIER_COMMAND_EXPLAINED if c.status == "failed" and c.tool_use_id in explained
+        # (a cut answer's line under Errors says what it got: its command line is history too)
+        tier = (_TIER_COMMAND_EXPLAINED if c.tool_use_id in explained and (c.status == "failed" or c.detail.startswith("partial"))
                 else _TIER_COMMAND_FAILED if c.status == "failed"
                 else _TIER_COMMAND_RECENT_OK if i in recent_ok
                 else _TIER_OUTPUT_GIST if i in gists

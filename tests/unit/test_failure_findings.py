@@ -98,11 +98,11 @@ def test_one_call_that_did_nothing_without_a_why_stays_a_finding() -> None:
     assert not render_summary(st, 2_000).sections.get(ERRORS)
 
 
-def test_a_search_answer_says_what_it_was_filtered_for_and_how_many_it_found() -> None:
+def test_a_search_answer_says_what_it_was_filtered_for() -> None:
     from compactor.lifting.failures import output_gist
     answer = json.dumps({"results": [{"name": "DeVolt", "similarity": 0.07}, {"name": "CargoBill", "similarity": 0.06}],
                          "filtersApplied": {"filters": {"acceleratorOnly": True}}, "totalFound": 9, "hasMore": True})
-    assert output_gist(answer) == "got: totalFound=9; for acceleratorOnly=true; results (2): DeVolt, CargoBill"
+    assert output_gist(answer) == "got: for acceleratorOnly=true; results (2): DeVolt, CargoBill"
 
 
 def test_what_a_run_printed_in_one_short_line_is_kept_with_the_command() -> None:
@@ -117,3 +117,25 @@ def test_what_a_run_printed_in_one_short_line_is_kept_with_the_command() -> None
     lines = render_summary(st, 2_000).sections[COMMANDS]
     assert "- #2 `python repro.py` → ok: printed: 344" in lines
     assert "- #4 `touch done.txt` → ok" in lines  # (a harness note is no output)
+
+
+def test_a_search_answer_counts_its_items_once() -> None:
+    from compactor.lifting.failures import output_gist
+    answer = json.dumps({"results": [{"name": f"P{i}"} for i in range(7)]})
+    assert output_gist(answer) == "got: results (7): P0, P1, P2, P3, P4, …"
+
+
+def test_a_cut_answers_command_line_goes_before_an_older_request_its_errors_line_repeats_it() -> None:
+    from compactor.summarize.structured import COMMANDS, REQUESTS
+    older = [user(0, "How big is onchain credit?"), assistant(0, "About $2B across three protocols."),
+             user(0, "Which lenders dominate the undercollateralized pools today?"),
+             assistant(0, "Two lenders hold most of it.")]
+    evs = [*older, *_research(page_on=False)]
+    evs = [e.model_copy(update={"seq": k, "id": f"e{k}"}) for k, e in enumerate(evs)]
+    st = lift_state(evs)
+    full = render_summary(st, 5_000)
+    assert any("archives/d1" in ln for ln in full.sections[COMMANDS])
+    tight = render_summary(st, full.tokens - 40)
+    assert any("came back partial" in ln for ln in tight.sections[ERRORS])
+    assert any("Which lenders dominate" in ln for ln in tight.sections[REQUESTS])
+    assert not any("archives/d1" in ln for ln in tight.sections.get(COMMANDS, []))
