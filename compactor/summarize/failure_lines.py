@@ -213,7 +213,7 @@ def _soft_chains(soft: list[FailedApproach]) -> list[list[FailedApproach]]:
 
 
 CHAIN_CALL_CHARS = 100
-CHAIN_CAUSE_CHARS = 190
+CHAIN_CAUSE_CHARS = 160
 """Each try of a chain: its call and the agent's words (its symptom, then what it concluded), clipped."""
 
 
