@@ -16,13 +16,22 @@ Plain rules, no model: the same events always give the same annotations.
 from __future__ import annotations
 
 import functools
-import json
 import re
 import shlex
 from bisect import bisect_right
 from typing import Sequence
 
 from compactor.lifting.state import FailedApproach
+from compactor.lifting.outputs import (  # noqa: F401 - re-exported: what an output said lives there
+    HARNESS_NOTE_RE as _HARNESS_NOTE_RE,
+    answer_title,
+    clip as _clip,
+    install_outcome,
+    is_install,
+    output_gist,
+    partial_fields,
+    partial_result,
+)
 
 CAUSE_LINES = 2
 CAUSE_LINE_CHARS = 120
@@ -55,11 +64,6 @@ _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z`'\"])")
 _LOCATION_RE = re.compile(r"^\s*--> (\S+:\d+(?::\d+)?)")
 _WARNED_ERROR_RE = re.compile(r"\bERROR\b|\bError\b(?!s)|\bfailed\b")
 _WARNING_RE = re.compile(r"^\s*warning\b", re.I)
-
-
-def _clip(text: str, n: int) -> str:
-    t = " ".join(text.split())
-    return t if len(t) <= n else t[: n - 1].rstrip() + "…"
 
 
 def _weight(line: str) -> int:
@@ -232,37 +236,9 @@ def declined_commands(text: str) -> list[tuple[str, str]]:
     return out
 
 
-# What an install brought in ("which extra dependency had to be installed", "did `pip install -e
-# .[dev]` hit a problem"): an install that worked is how the environment got where it is.
-_INSTALL_RE = re.compile(r"(?:^|[;&|(]\s*|\bsudo\s+)(?:python3?\s+-m\s+)?(?:pip3?|uv\s+pip|uv|npm|pnpm|yarn|bun|"
-                         r"apt(?:-get)?|brew|cargo|gem|poetry|conda)\s+(?:\S+\s+)*?(?:install|add|i)\b", re.M)
-_INSTALLED_RE = re.compile(r"^\s*(?:Successfully installed .+|added \d+ packages?.*|Setting up \S+.*|"
-                           r"Requirement already satisfied: \S+)$", re.M)
-_INSTALL_PROBLEM_RE = re.compile(r"^\s*(?:ERROR|WARNING|npm (?:ERR!|WARN)|E:|error)\b[:\s].*$", re.M)
-INSTALL_DETAIL_CHARS = 160
-
-
-def is_install(command: str) -> bool:
-    return bool(_INSTALL_RE.search(command))
-
-
-def install_outcome(text: str) -> str:
-    """What an install reported: the packages it installed (its last such line) and its first
-    warning or error line, `` · ``-joined; "" when it said neither."""
-    parts = []
-    done = _INSTALLED_RE.findall(text)
-    if done:
-        parts.append(_clip(done[-1], INSTALL_DETAIL_CHARS // 2 if len(done) > 1 else INSTALL_DETAIL_CHARS))
-    problem = _INSTALL_PROBLEM_RE.search(text)
-    if problem:
-        parts.append(_clip(problem.group(0), INSTALL_DETAIL_CHARS // 2))
-    return " · ".join(parts)
-
-
 # A run that exits 0 yet reports it got nothing ("DONE: 0/49 transcripts extracted", "0 of 12
 # succeeded"): the batch failed, and the next agent must not read "ok" as done.
 _ZERO_TALLY_RE = re.compile(r"(?<![\d./])0\s*(?:/|of|out of)\s*[1-9]\d*\b(?![./]\d)", re.I)
-_HARNESS_NOTE_RE = re.compile(r"^\s*(?:\[(?:Showing|Output|Truncated)|\(Open file|\(Current directory|bash-\$)", re.I)
 TALLY_TAIL_LINES = 4
 _BAD_COUNTED_RE = re.compile(r"(?i)fail|error|\berr|skip|warn|miss|broken|problem|issue|leak|vuln|regress|invalid|bad")
 
@@ -311,27 +287,6 @@ def next_words(sentences: Sequence[str]) -> str:
     return " ".join(out)
 
 
-# A fetch that worked but returned part of what was asked ("restricted":true, "hasMore":true,
-# "truncated": true): the limitation the next agent meets again, in the response's own fields.
-_PARTIAL_FLAG_RE = re.compile(r'"(?:restricted|truncated|partial|hasMore|has_more|is_truncated)"\s*:\s*true')
-_JSON_SCALARS_RE = re.compile(r'(?:"\w+"\s*:\s*(?:true|false|null|-?\d+(?:\.\d+)?)\s*,?\s*){2,}')
-PARTIAL_TAIL_CHARS = 600
-_SIZE_CAP_RE = re.compile(r'"(?:maxChars|max_chars|maxBytes|max_bytes|maxTokens|max_tokens|totalChars|total_chars)"')
-
-
-def partial_result(text: str) -> str:
-    """``partial: "restricted":true,"maxChars":8000,"totalChars":20526,...`` when a result's closing
-    fields say it holds only part of the answer; "" otherwise."""
-    tail = text[-PARTIAL_TAIL_CHARS:]
-    flag = _PARTIAL_FLAG_RE.search(tail)
-    if flag is None:
-        return ""
-    around = next((m.group(0) for m in _JSON_SCALARS_RE.finditer(tail) if m.start() <= flag.start() < m.end()), "")
-    if "more" in flag.group(0).lower() and not _SIZE_CAP_RE.search(around):
-        return ""  # more search results to page through: not a cut answer
-    return "partial: " + _clip((around or flag.group(0)).strip().rstrip(","), CAUSE_LINE_CHARS)
-
-
 # How a rerun differed from the call that failed ("rerun with sandbox_permissions=require_escalated"):
 # the same command can work the second time because a parameter beside it changed.
 _BODY_KEYS = frozenset({"cmd", "command", "content", "file_text", "contents", "new_content", "text", "code",
@@ -364,11 +319,48 @@ def param_diff(failed: dict[str, str], rerun: dict[str, str]) -> str:
     return ", ".join(changed[:4])
 
 
+# A fetch whose answer says it is cut ("restricted":true, 8000 of 20526 chars) is a limitation the
+# agent hit: what came back partial, and whether a later call asked for the rest (an offset, a page).
+PARTIAL_ERROR = "partial answer (the response's own fields)"
+PARTIAL_KEY = "partial:"
+_URL_RE = re.compile(r"(?:https?://|\$\{?\w+\}?/)[^\s\"'?<>|;)]+")
+_REST_PARAM_RE = re.compile(r"(?i)\b(?:offset|page|cursor|start|skip|from|nextOffset|page_token|pageToken)\b\s*[=:\"']")
+
+
+def partial_key(command: str) -> str:
+    """``partial:`` + the URL a command fetched (its query left out), or its normalized text."""
+    m = _URL_RE.search(command)
+    return PARTIAL_KEY + (m.group(0) if m else command_key(command))
+
+
+def fetched_rest(key: str, later_command: str) -> bool:
+    """Whether a later command asked for more of what ``key`` (``partial_key``) fetched: the same URL
+    with an offset, page or cursor parameter."""
+    target = key[len(PARTIAL_KEY):]
+    return bool(target) and target in later_command and bool(_REST_PARAM_RE.search(later_command))
+
+
+def partial_failure(command: str, text: str, tool_use_id: str, seq: int, result_seq: int) -> FailedApproach | None:
+    """The limitation a fetch's answer states about itself (``partial_result``) as a failure whose
+    cause is what came back (``"title": restricted, 8000 of 20526 chars``); None for a whole answer."""
+    partial = partial_result(text)
+    if not partial:
+        return None
+    title = answer_title(text)
+    cause = (f"\"{title}\": " if title else "") + partial_fields(partial)
+    return FailedApproach(seq=seq, what=_clip(command, 200), error=PARTIAL_ERROR, tool_use_id=tool_use_id,
+                          cause=cause, result_seq=result_seq, key=partial_key(command))
+
+
 def soft_failures(command: str | None, text: str, tool_use_id: str, seq: int, result_seq: int,
                   key: str, ran_ok: bool) -> list[FailedApproach]:
     """Failures in a result no exit code or error flag marks: a run reporting zero successes
-    (``zero_tally``) and the commands a user declined to run (``declined_commands``)."""
+    (``zero_tally``), the commands a user declined to run (``declined_commands``) and a fetch whose
+    answer says it is cut (``partial_failure``: its key is its own, so the run still counts as ok)."""
     out: list[FailedApproach] = []
+    cut = partial_failure(command, text, tool_use_id, seq, result_seq) if command and ran_ok else None
+    if cut is not None:
+        out.append(cut)
     tally = zero_tally(text) if command and ran_ok else ""
     if tally:
         cause = failure_cause(text, 1)
@@ -379,74 +371,6 @@ def soft_failures(command: str | None, text: str, tool_use_id: str, seq: int, re
         out.append(FailedApproach(seq=seq, what=_clip(cmd, 200), error=why, tool_use_id=tool_use_id, cause=why,
                                   result_seq=result_seq, key=action_key("", cmd, [], "command")))
     return out
-
-
-# What an output the agent read said ("what did the /status check return", "which documents were
-# fetched and what did each cover", "what is the leaked upload code"): a command that worked and
-# answered with JSON or with source code is how the agent learned it. One short line per output:
-# a JSON answer's scalar fields and the names/titles of its items; code lines a response printed.
-GIST_CHARS = 240
-_GIST_KEYS = ("title", "name", "status", "ok", "authenticated", "scope", "expiresAt", "error", "message",
-              "author", "publishedAt", "source", "count", "total", "id", "documentId", "slug", "version")
-_ITEM_NAME_KEYS = ("name", "title", "slug", "id")
-_HTTP_CODE_RE = re.compile(r"\A\s*([1-5]\d\d)\s*\Z")
-_BR_RE = re.compile(r"<br\s*/?>", re.I)
-_CODE_LINE_RE = re.compile(r"^\s*(?:if|elsif|elif|unless|while|for|foreach|my|our|def|sub|return|open|system|exec|"
-                           r"eval|function|const|let|var|import|require|print)\b.{3,}$|^\s*\$\w+\s*=\s*.{3,}$")
-_TAG_RE = re.compile(r"</?[A-Za-z!]")
-_CODE_NOISE_RE = re.compile(r"^\s*(?:use\s+(?:strict|warnings)\b|my \$\w+\s*=\s*\w+->new\b|print\s+(?:\$\w+->header|<<|'</))")
-MAX_GIST_ITEMS = 5
-
-
-def _scalar(v: object) -> str:
-    s = json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v
-    return _clip(s, 48)
-
-
-def _json_gist(data: object) -> str:
-    if isinstance(data, list):
-        items = [x for x in data if isinstance(x, dict)]
-        names = [str(next((x[k] for k in _ITEM_NAME_KEYS if isinstance(x.get(k), (str, int))), "")) for x in items]
-        names = [_clip(n, 50) for n in names if n]
-        if not names:
-            return ""
-        more = f", … ({len(data)} items)" if len(data) > MAX_GIST_ITEMS else ""
-        return ", ".join(names[:MAX_GIST_ITEMS]) + more
-    if not isinstance(data, dict):
-        return ""
-    parts = [f"{k}={_scalar(data[k])}" for k in _GIST_KEYS
-             if k in data and isinstance(data[k], (str, int, float, bool)) and data[k] != ""]
-    for k, v in data.items():  # a list of records (results, projects, documents): what came back
-        if isinstance(v, list) and v and isinstance(v[0], dict):
-            inner = _json_gist(v)
-            if inner:
-                parts.append(f"{k} ({len(v)}): {inner}")
-                break
-    return "; ".join(parts[:8])
-
-
-def output_gist(text: str) -> str:
-    """``got: authenticated=true; scope=...; HTTP 200`` for a JSON answer, ``got code: if (...) { · my $file = ...``
-    for source code a response printed; "" for anything else (plain output is the command's own line)."""
-    body = "\n".join(ln for ln in text.splitlines()
-                     if not _HARNESS_NOTE_RE.match(ln) and "PROCESS-DONE" not in ln).strip()
-    if body[:1] in "{[":
-        try:
-            data, end = json.JSONDecoder().raw_decode(body)
-        except ValueError:
-            return ""
-        gist = _json_gist(data)
-        code = _HTTP_CODE_RE.match(body[end:])
-        if code:
-            gist += ("; " if gist else "") + f"HTTP {code.group(1)}"
-        return "got: " + _clip(gist, GIST_CHARS) if gist else ""
-    if "$" not in body and "(" not in body:
-        return ""
-    lines = [ln.strip() for ln in _BR_RE.sub("\n", body).splitlines()]
-    code = [ln for ln in lines if _CODE_LINE_RE.match(ln) and not _CODE_NOISE_RE.match(ln) and not _TAG_RE.search(ln)]
-    if len(code) < 3:
-        return ""
-    return "got code: " + _clip(" · ".join(code[:6]), GIST_CHARS)
 
 
 # A call that ran and "worked" yet did nothing the agent wanted ("the attempt did not yield any
@@ -469,6 +393,9 @@ _CONFIRM_RE = re.compile(r"\b(?:valid|confirm\w*|worked|works|success\w*|as expe
                          re.I)
 
 
+_GLUED_RE = re.compile(r"(?<=[a-z][.!?])(?=[A-Z][a-z])")
+
+
 def soft_symptom(sentences: Sequence[str]) -> tuple[str, str]:
     """(symptom, why): the agent's sentence saying a call had no effect, among its first
     ``SOFT_SENTENCES``, and its explanation later in the same message; ("", "") when none."""
@@ -480,11 +407,65 @@ def soft_symptom(sentences: Sequence[str]) -> tuple[str, str]:
     start = rest.index(firsts[i]) + 1
     k = next((j for j in range(start, min(len(rest), start + 4)) if _WHY_RE.search(rest[j])), -1)
     why = " ".join(rest[k:k + 2]) if k >= 0 else ""  # (an explanation often runs on into a second sentence)
-    return _clip(firsts[i], SOFT_CHARS), _clip(why, WHY_CHARS)
+    symptom = _GLUED_RE.split(firsts[i], 1)[0]  # ("...at this page.Upon revisiting": the next sentence)
+    return _clip(symptom, SOFT_CHARS), _clip(why, WHY_CHARS)
+
+
+# The agent's conclusion in the symptom sentence itself ("did not yield any output, suggesting that
+# the vulnerability might not be at this page"): the attempt ruled something out.
+_CONCLUDED_RE = re.compile(r"\b(?:suggest(?:s|ing|ed)?|indicat(?:es|ing)|this means|which means|so (?:it|this|the|we)|"
+                           r"might not|may not|must not|(?:does|did)n'?t seem|do(?:es)? not seem|not (?:vulnerable|possible|supported))\b",
+                           re.I)
+SOFT_NEXT = "next call: "
+
+
+def soft_concluded(cause: str) -> bool:
+    """Whether a soft failure's quoted words (``soft_cause``) state what the agent concluded."""
+    return bool(_CONCLUDED_RE.search(cause.replace("\u2019", "'")))
+
+
+def soft_next(calls: Sequence[tuple[int, str]], after: int) -> str:
+    """``next call: `curl …/file.pl` (#15)``: the first call after a soft failure's result, or ""."""
+    i = bisect_right([c[0] for c in calls], after)
+    return f"{SOFT_NEXT}{move_text(calls[i][1], True)} (#{calls[i][0]})" if i < len(calls) else ""
 
 
 def soft_cause(symptom: str, why: str) -> str:
     return f"the agent: \"{symptom}\"" + (f" / why: \"{why}\"" if why else "")
+
+
+class SoftCalls:
+    """The lifter's wiring for calls that did nothing: the last ok command, whose next words from the
+    agent may say it had no effect (``soft_symptom``: a failure), and such a failure awaiting what the
+    agent's words after its next result confirm (``confirmation``: its next move)."""
+
+    def __init__(self) -> None:
+        self.call: tuple[str, str, int, int] | None = None  # (use id, command, use seq, result seq)
+        self.open: tuple[str, int] | None = None  # (use id, result seq) of a soft failure awaiting what came next
+
+    def on_command(self, use_id: str, command: str, use_seq: int, result_seq: int, ok: bool) -> None:
+        self.call = (use_id, command, use_seq, result_seq) if ok else None
+
+    def on_text(self, seq: int, sentences: list[str], failed: list[FailedApproach]
+                ) -> tuple[list[FailedApproach], FailedApproach | None]:
+        """(``failed`` with a confirmed soft failure's next move set, a new soft failure or None)."""
+        if self.open is not None and self.call is not None and self.call[3] > self.open[1]:
+            said = confirmation(sentences)
+            if said:
+                uid = self.open[0]
+                failed = [f.model_copy(update={"next": f"then #{seq}: \"{said}\""}) if f.tool_use_id == uid
+                          and f.error == SOFT_ERROR else f for f in failed]
+            self.open = None
+        call, self.call = self.call, None
+        if call is None or call[3] >= seq:
+            return failed, None
+        symptom, why = soft_symptom(sentences)
+        if not symptom:
+            return failed, None
+        uid, command, use_seq, result_seq = call
+        self.open = (uid, result_seq)
+        return failed, FailedApproach(seq=use_seq, what=_clip(command, 200), error=SOFT_ERROR, tool_use_id=uid,
+                                      cause=soft_cause(symptom, why), result_seq=result_seq)
 
 
 def confirmation(sentences: Sequence[str]) -> str:

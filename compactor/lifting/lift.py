@@ -108,6 +108,9 @@ _FAILED_TEXT_RE = re.compile(
     re.IGNORECASE,
 )
 
+# "`<>` doesn't work with strings, unless the string is `ARGV`": how a thing behaves, not an attempt that failed
+_RULE_TEXT_RE = re.compile(r"\b(?:unless|only (?:if|when|with))\b", re.IGNORECASE)
+
 # --- accumulation -----------------------------------------------------------------------------
 
 
@@ -155,14 +158,15 @@ class _Acc:
         # action key -> seqs of successful runs, and the agent's moves (seq, text, is_call):
         # what resolves a failure and what came next, looked up when the state is built
         self._ok_runs: dict[str, list[int]] = {}
-        soft = {f.tool_use_id for f in p.failed_approaches if f.tool_use_id}  # exit 0, nothing done (0/49)
+        soft = {f.tool_use_id for f in p.failed_approaches  # exit 0, nothing done (0/49); a cut answer is ok
+                if f.tool_use_id and f.error != _failures.PARTIAL_ERROR}
         for c in p.commands:
             if c.status == "ok" and c.tool_use_id not in soft:
                 self._ok_runs.setdefault(_failures.action_key("", c.command, ()), []).append(c.seq)
         self._moves: list[tuple[int, str, bool]] = []
+        self._calls: list[tuple[int, str]] = []  # (seq, command) of each message's first call: where a soft failure led
         self._listings: dict[str, dict[int, str]] = {}  # path -> the lines of its latest numbered listing
-        self._soft_call: tuple | None = None  # (use id, command, use seq, result seq, key): the last ok command
-        self._soft_open: tuple[str, int] | None = None  # (use id, result seq) of a soft failure awaiting what came next
+        self._soft = _failures.SoftCalls()  # the last ok command: the agent's next words may say it did nothing
         self._ok_params: dict[tuple[str, int], dict[str, str]] = {}  # (key, seq) of a run that worked -> its params
 
     # requests ---------------------------------------------------------------------------
@@ -201,37 +205,17 @@ class _Acc:
                 if key not in self._decision_keys:
                     self._decision_keys.add(key)
                     self.decisions.append(Decision(seq=e.seq, text=_clip(s)))
-            elif _FAILED_TEXT_RE.search(s.replace("\u2019", "'")):
+            elif _FAILED_TEXT_RE.search(s.replace("\u2019", "'")) and not _RULE_TEXT_RE.search(s):
                 self._add_failed(FailedApproach(seq=e.seq, what=_clip(s)))
-        self._soft_failure(e.seq, sentences)
+        self.failed, soft = self._soft.on_text(e.seq, sentences, self.failed)
+        if soft is not None:
+            self._add_failed(soft)
         self._text_actions(e)
         self.notes.on_text(e.seq, text)
         if not e.tool_uses and e.seq > self._last_seq:
             first = next((s for s in sentences if len(s) >= 12), sentences[0] if sentences else "")
             self._last, self._last_seq, self._last_out = ("reply", e.seq, first), e.seq, None
         self.note_move(e.seq, _failures.next_words(sentences), False)
-
-    def _soft_failure(self, seq: int, sentences: list[str]) -> None:
-        """The agent's words after an ok command saying it had no effect make it a failure; its
-        opening words after the next result (a confirmation) are that failure's next move."""
-        if self._soft_open is not None and self._soft_call is not None and self._soft_call[3] > self._soft_open[1]:
-            said = _failures.confirmation(sentences)
-            if said:
-                uid = self._soft_open[0]
-                self.failed = [f.model_copy(update={"next": f"then #{seq}: \"{said}\""}) if f.tool_use_id == uid
-                               and f.error == _failures.SOFT_ERROR else f for f in self.failed]
-            self._soft_open = None
-        call, self._soft_call = self._soft_call, None
-        if call is None or call[3] >= seq:
-            return
-        symptom, why = _failures.soft_symptom(sentences)
-        if symptom:
-            uid, command, use_seq, result_seq, _ = call
-            self._add_failed(FailedApproach(seq=use_seq, what=_clip(command, 200), error=_failures.SOFT_ERROR,
-                                            tool_use_id=uid, cause=_failures.soft_cause(symptom, why),
-                                            result_seq=result_seq))
-            self._soft_open = (uid, result_seq)
-            self._soft_call = None
 
     def _text_actions(self, e: Event) -> None:
         """Aider writes its actions as text: 'Applied edit to X', '> Running cmd'."""
@@ -287,6 +271,8 @@ class _Acc:
         text = text.strip()
         if text and (not self._moves or self._moves[-1][0] < seq):
             self._moves.append((seq, _one_line(text, 200), is_call))
+        if text and is_call and (not self._calls or self._calls[-1][0] < seq):
+            self._calls.append((seq, _one_line(text, 200)))
 
     def _note_ok(self, key: str, seq: int) -> None:
         if key:
@@ -307,9 +293,14 @@ class _Acc:
                 if i < len(self._moves):
                     mseq, text, is_call = self._moves[i]
                     upd["next"] = f"{_failures.move_text(text, is_call)} (#{mseq})"
+            elif not f.next:  # a call that did nothing: the call the agent made next (where it went instead)
+                upd["next"] = _failures.soft_next(self._calls, after)
             if f.resolved_at is None and f.key and f.failed_again is None:
                 upd["failed_again"] = _failures.first_after(sorted(failed_runs.get(f.key, ())), f.seq)
-            if f.resolved_at is None and f.key:
+            if f.resolved_at is None and f.key.startswith(_failures.PARTIAL_KEY):  # the rest asked for later
+                upd["resolved_at"] = next((c.seq for c in self.commands if c.seq > f.seq
+                                           and _failures.fetched_rest(f.key, c.command)), None)
+            elif f.resolved_at is None and f.key:
                 runs = sorted(self._ok_runs.get(f.key, ()))
                 suite = _failures.suite_key(f.key) if is_test_command(f.key[4:]) else ""
                 if suite:  # a later passing run of the whole suite covers the subset that failed
@@ -387,7 +378,7 @@ class _Acc:
                             (p not in self._aider_partial) if aider_text and not act.texts else not act.partial)
 
         if act.kind == "command" and act.command is not None:
-            self._soft_call = None if out.failed else (use.id, act.command, use_seq, result_seq, "")
+            self._soft.on_command(use.id, act.command, use_seq, result_seq, not out.failed)
             if use.id not in self._command_ids:
                 self._command_ids.add(use.id)
                 status: CommandStatus = "failed" if out.failed else "ok"

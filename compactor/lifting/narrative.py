@@ -149,6 +149,10 @@ _FILLER_RE = re.compile(
     re.IGNORECASE)
 
 
+_YOU_RE = re.compile(r"\b(?:you|your|you're|you've)\b", re.I)
+_NONE_RE = re.compile(r"\b(?:none|neither)\b|\bno \w+ (?:\w+ )?(?:has|have|had|was|were|is|are)\b", re.I)
+
+
 def _score(unit: str, first: bool) -> int:
     probe = unit.replace("\u2019", "'")
     if _FILLER_RE.match(probe.strip()):
@@ -156,12 +160,14 @@ def _score(unit: str, first: bool) -> int:
     score = 3 if first else 0
     if _DONE_RE.search(probe):
         score += 2
-    if _LEFT_RE.search(probe):
-        score += 3
+    if _LEFT_RE.search(probe) or (probe.rstrip().endswith("?") and _YOU_RE.search(probe)):
+        score += 3  # (a question to the user is what is still open: "What's your background?")
     if _DIGIT_RE.search(probe):
         score += 1
     if is_reason(probe):
         score += 1
+    if _NONE_RE.search(probe):
+        score += 1  # what the agent ruled out ("none reached the accelerator", "no project won"): a verdict
     return score
 
 

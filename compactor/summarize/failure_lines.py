@@ -20,7 +20,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from compactor.lifting.failures import SOFT_ERROR
+import re
+
+from compactor.lifting.failures import PARTIAL_ERROR, SOFT_ERROR, SOFT_NEXT, soft_concluded
 from compactor.lifting.state import FailedApproach, FileRef
 
 TIER_FAILED_RESOLVED = 60  # a failure a later run fixed: history, still what not to repeat
@@ -100,8 +102,11 @@ def failure_line(fa: FailedApproach, files: list[FileRef] | None = None) -> tupl
     status, tier = _status(fa, files)
     cause = fa.cause or fa.error
     if fa.error == SOFT_ERROR:  # it ran; the agent's words say it did nothing it wanted
+        # (its next result confirmed the agent's explanation: what failed, why and what worked, as a fix)
+        # (the call after it is said by a chain of such calls: where the agent went after the last one)
+        confirmed = bool(fa.next) and not fa.next.startswith(SOFT_NEXT)
         return f"- #{fa.seq} {code(fa.what, 120)} → ran, no visible effect: {one_line(cause, CAUSE_CHARS)}" + (
-            f"; {one_line(fa.next, NEXT_CHARS)}" if fa.next else ""), tier
+            f"; {one_line(fa.next, NEXT_CHARS)}" if confirmed else ""), TIER_FAILED_FIXED if confirmed else tier
     line = f"- #{fa.seq} {code(fa.what, 120)} → failed" + (f", {status}" if status else "") + (
         f": {one_line(cause, CAUSE_CHARS)}" if cause else ": no error text in the output")
     return line + _next(fa, files), tier
@@ -158,9 +163,83 @@ def _shared_cause_line(actions: list[list[FailedApproach]], cause: str, files: l
     return line + _next(last, files), tier
 
 
+MAX_PARTIAL = 5
+"""Answers named on the partial-answers line; the rest are counted."""
+
+
+def _partial_line(cut: list[FailedApproach]) -> tuple[str, int]:
+    """Fetches whose answers said they were cut, on one line: what each got and whether the rest was
+    asked for later (the limitation the next agent meets again, and what the agent did instead)."""
+    open_ = [fa for fa in cut if fa.resolved_at is None]
+    items = [f"{fa.cause or code(fa.what, 90)} (#{fa.seq}" + (f", rest fetched at #{fa.resolved_at})" if fa.resolved_at else ")")
+             for fa in cut[:MAX_PARTIAL]]
+    if len(cut) > MAX_PARTIAL:
+        items.append(f"{len(cut) - MAX_PARTIAL} more ({_seqs(cut[MAX_PARTIAL:], 4)})")
+    n = len(cut)
+    head = (f"{n} answers came back partial" if n > 1 else f"{code(cut[0].what, 90)} came back partial")
+    rest = ("the rest never fetched" if len(open_) == n else f"{len(open_)} never fetched further" if open_
+            else "the rest fetched later")
+    last = max(cut, key=lambda fa: fa.seq)
+    line = f"- #{cut[0].seq} {head} (their own fields), {rest}: " + "; ".join(items)
+    return line + (f"; next: {one_line(last.next, NEXT_CHARS)}" if last.next else ""), (
+        TIER_FAILED_OPEN if open_ else TIER_FAILED_RESOLVED)
+
+
 def soft_told(fa: FailedApproach) -> bool:
     """A soft failure with the agent's why or what its next result confirmed."""
-    return "why: " in fa.cause or bool(fa.next)
+    return "why: " in fa.cause or bool(fa.next and not fa.next.startswith(SOFT_NEXT))
+
+
+_URL_TARGET_RE = re.compile(r"https?://[^\s\"'?#]+")
+
+
+def _target(fa: FailedApproach) -> str:
+    m = _URL_TARGET_RE.search(fa.what)
+    return m.group(0) if m else ""
+
+
+def _soft_chains(soft: list[FailedApproach]) -> list[list[FailedApproach]]:
+    """Calls that did nothing, one after another at the same URL (two payloads sent to one form):
+    one chain, so the line says what was tried there and where the agent went after the last."""
+    chains: list[list[FailedApproach]] = []
+    for fa in sorted(soft, key=lambda x: x.seq):
+        prev = chains[-1][-1] if chains else None
+        if (prev is not None and _target(fa) and _target(fa) == _target(prev)
+                and prev.next.startswith(SOFT_NEXT) and prev.next.endswith(f"(#{fa.seq})")):
+            chains[-1].append(fa)
+        else:
+            chains.append([fa])
+    return chains
+
+
+CHAIN_CALL_CHARS = 100
+CHAIN_CAUSE_CHARS = 160
+"""Each try of a chain: its call and the agent's words (its symptom, then what it concluded), clipped."""
+
+
+def _soft_chain_line(chain: list[FailedApproach], files: list[FileRef]) -> tuple[str, int]:
+    first = chain[0]
+    line = f"- #{first.seq} {code(first.what, CHAIN_CALL_CHARS)} → ran, no visible effect: {one_line(first.cause, CHAIN_CAUSE_CHARS)}"
+    for fa in chain[1:]:  # (the same URL: its call without it)
+        what = fa.what.replace(_target(fa), "…").strip()
+        line += f"; then #{fa.seq} {code(what, CHAIN_CALL_CHARS)} → no visible effect either: {one_line(fa.cause, CHAIN_CAUSE_CHARS)}"
+    last = chain[-1]
+    # (several tries at one target that all did nothing: what not to repeat, as a retried edit is)
+    return line + (f"; {one_line(last.next, NEXT_CHARS)}" if last.next else ""), TIER_FAILED_FIXED
+
+
+def told_chains(failed: list[FailedApproach]) -> list[list[FailedApproach]]:
+    """Tries at one target that all did nothing (``_soft_chains``), one of them with the agent's why
+    or conclusion ("suggesting that the vulnerability might not be at this page"): each one line."""
+    return [c for c in _soft_chains([fa for fa in failed if fa.error == SOFT_ERROR])
+            if len(c) > 1 and any(soft_told(fa) or soft_concluded(fa.cause) for fa in c)]
+
+
+def shown_soft(failed: list[FailedApproach]) -> list[FailedApproach]:
+    """The calls that did nothing which get a failure line (alone or in a chain): their quoted words
+    are not said again elsewhere."""
+    chained = {id(fa) for c in told_chains(failed) for fa in c}
+    return [fa for fa in failed if fa.error == SOFT_ERROR and (id(fa) in chained or soft_told(fa))]
 
 
 def build_failure_lines(failed: list[FailedApproach], files: list[FileRef]) -> list[list]:
@@ -169,12 +248,20 @@ def build_failure_lines(failed: list[FailedApproach], files: list[FileRef]) -> l
     Runs of one action (its normalized key) are folded first; actions whose runs all failed with
     one cause are then folded by that cause.
     """
+    chains = told_chains(failed)
+    in_chain = {id(fa) for c in chains for fa in c}
+    soft = " ".join(fa.cause for fa in shown_soft(failed))
     # a call the agent said did nothing is a line when the agent said why or its next result confirmed
     # something: then it is what the session turned on; a bare symptom stays the agent's finding
-    failed = [fa for fa in failed if fa.error != SOFT_ERROR or soft_told(fa)]
-    soft = " ".join(fa.cause for fa in failed if fa.error == SOFT_ERROR)
+    failed = [fa for fa in failed if id(fa) not in in_chain and (fa.error != SOFT_ERROR or soft_told(fa))]
+    cut = [fa for fa in failed if fa.error == PARTIAL_ERROR]
+    failed = [fa for fa in failed if fa.error != PARTIAL_ERROR]
     # (a sentence a call's "no visible effect" line quotes is not said again on its own)
     stated: list[FailedApproach] = [fa for fa in failed if not fa.tool_use_id and fa.what[:100] not in soft]
+    out: list[list] = []
+    for chain in chains:
+        line, tier = _soft_chain_line(chain, files)
+        out.append([line, tier, chain[0].seq, {fa.tool_use_id for fa in chain}])
     by_action: dict[str, list[FailedApproach]] = {}
     for fa in failed:
         if fa.tool_use_id:
@@ -187,7 +274,6 @@ def build_failure_lines(failed: list[FailedApproach], files: list[FileRef]) -> l
             by_cause.setdefault(causes.pop(), []).append(runs)
         else:
             mixed.append(runs)
-    out: list[list] = []
     for fa in stated:
         line, tier = failure_line(fa, files)
         out.append([line, tier, fa.seq, set()])
@@ -208,5 +294,8 @@ def build_failure_lines(failed: list[FailedApproach], files: list[FileRef]) -> l
     for runs in mixed:
         line, tier = (_repeated_action_line(runs, files) if len(runs) > 1 else failure_line(runs[0], files))
         out.append([line, tier, runs[0].seq, {fa.tool_use_id for fa in runs}])
+    if cut:
+        line, tier = _partial_line(cut)
+        out.append([line, tier, cut[0].seq, {fa.tool_use_id for fa in cut}])
     out.sort(key=lambda fl: fl[2])
     return out

@@ -42,7 +42,7 @@ from compactor.lifting.narrative import (
     select_reasons,
     select_reports,
 )
-from compactor.summarize.failure_lines import build_failure_lines, code as _code, one_line as _one_line, soft_told
+from compactor.summarize.failure_lines import build_failure_lines, code as _code, one_line as _one_line, shown_soft
 from compactor.summarize.file_details import ARTIFACT_SHARE, file_details, read_details
 from compactor.tokens import count_lines, count_text
 
@@ -291,7 +291,7 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
             report_lines.append((o.seq, f"- #{o.seq}{answers}: {fit_report(o.text, _EXTRA_REPORT_TOKENS)}",
                                  _TIER_EXTRA_REPORT))
     # (a call's "no visible effect" line quotes the agent's symptom and why: not said again)
-    soft = [fa.cause.replace("…", "") for fa in state.failed_approaches if fa.error == SOFT_ERROR and soft_told(fa)]
+    soft = [fa.cause.replace("…", "") for fa in shown_soft(state.failed_approaches)]
     reasons = select_reasons(state.reasons, budget, [t for _, t in reports] + soft)
     shown = [norm(t) for _, t in reports] + [norm(r.text) for r in reasons]
     # What the agent concluded along the way (a long turn's findings), said once: not again when
@@ -360,7 +360,8 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         else:
             outcome = {"ok": "ok", "failed": "failed", "unknown": "no exit status recorded"}[c.status]
         times = f" ×{counts[c.command]}" if counts[c.command] > 1 else ""
-        tier = (_TIER_COMMAND_EXPLAINED if c.status == "failed" and c.tool_use_id in explained
+        # (a cut answer's line under Errors says what it got: its command line is history too)
+        tier = (_TIER_COMMAND_EXPLAINED if c.tool_use_id in explained and (c.status == "failed" or c.detail.startswith("partial"))
                 else _TIER_COMMAND_FAILED if c.status == "failed"
                 else _TIER_COMMAND_RECENT_OK if i in recent_ok
                 else _TIER_OUTPUT_GIST if i in gists

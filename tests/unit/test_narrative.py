@@ -235,3 +235,21 @@ def test_a_clipped_report_leaves_out_filler() -> None:
     clipped, cut = clip_report(text, 400)
     assert cut and "Private credit on Solana is $14B" in clipped
     assert "That's it." not in clipped and "everything I need" not in clipped
+
+
+def test_a_clipped_report_keeps_what_the_agent_ruled_out() -> None:
+    report = ("Here is the picture. The tokenization cluster is crowded with generic platforms. "
+              "Several teams are shipping dashboards this year. "
+              "But none reached the accelerator, and no RWA project has won a first prize. "
+              "Teams mostly build on the usual stack.")
+    text, clipped = clip_report(report, 130)
+    assert clipped and text.startswith("Here is the picture.")
+    assert "But none reached the accelerator, and no RWA project has won a first prize." in text
+
+
+def test_a_clipped_report_keeps_the_question_it_asked_the_user() -> None:
+    report = ("Here is the picture. " + " ".join(f"Gap {i} is a market of some size." for i in range(8))
+              + " What's your background — are you coming from TradFi or DeFi?")
+    text, clipped = clip_report(report, 120)
+    assert clipped and text.startswith("Here is the picture.")
+    assert text.endswith("What's your background — are you coming from TradFi or DeFi?")
