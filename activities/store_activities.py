@@ -133,6 +133,7 @@ class StoreActivities:
         self.cache = cache or SegmentCache(max_bytes=256 << 20)
         self._logs: OrderedDict[tuple[str, str], SessionLog] = OrderedDict()
         self._artifacts: OrderedDict[str, bytes] = OrderedDict()
+        self._docs = _WorkDocs()
         self._artifact_bytes = 0
         self._lock = threading.Lock()
         # Separate pool for fan-out writes made from inside an executor thread.
@@ -195,13 +196,31 @@ class StoreActivities:
                 self._logs.move_to_end(key)
             return log
 
-    def _put_json(self, key: str, obj: Any) -> bytes:
-        """A per-run work object (plan, layers, state, summary, candidate): not fsync'ed."""
+    def _put_json(self, key: str, obj: Any, *, parsed: Any = None) -> bytes:
+        """A per-run work object (plan, layers, state, summary, candidate): not fsync'ed.
+
+        ``parsed``: what ``json.loads`` gives for the bytes written (``obj`` itself when it was
+        parsed from sorted-key JSON: same values, same key order), when the caller has it; the
+        next step of this worker that reads the object then uses it unparsed (``_WorkDocs``).
+        """
         data = _dumps(obj)
         self._work_store.put(key, data)
+        if parsed is not None:
+            self._docs.put(key, data, parsed)
         return data
 
+    def _put_parsed(self, key: str, obj: Any) -> Any:
+        """``_put_json``, then parse what was written and keep it for the next steps (returned)."""
+        data = _dumps(obj)
+        self._work_store.put(key, data)
+        doc = json.loads(data)
+        self._docs.put(key, data, doc)
+        return doc
+
     def _get_json(self, key: str) -> Any:
+        """A work object, parsed. Always read from the store (a missing or changed object is
+        seen as such); when its bytes are those this worker last wrote or read under the key,
+        the document parsed then is returned. Callers must not modify it."""
         try:
             data, _ = self.store.get(key)
         except errors.NotFound:
@@ -210,8 +229,11 @@ class StoreActivities:
                 f"intermediate objects were removed while it ran; start it again",
                 key=key,
             ) from None
+        hit = self._docs.get(key, data)
+        if hit is not None:
+            return hit
         try:
-            return json.loads(data)
+            doc = json.loads(data)
         except ValueError:
             # Only a host crash between an unsynced write and its flush leaves one torn
             # (_unsynced): the run fails before commit_swap, the session unchanged.
@@ -220,6 +242,8 @@ class StoreActivities:
                 f"compaction?); the session is unchanged - start the compaction again",
                 key=key,
             ) from None
+        self._docs.put(key, data, doc)
+        return doc
 
     def _prev(self, log: SessionLog, snap: SnapshotRef) -> Checkpoint | None:
         return log.read_checkpoint(snap.checkpoint, snap.checkpoint_sha256) if snap.checkpoint else None
@@ -452,8 +476,11 @@ class StoreActivities:
 
             budget = summary_budget(policy, target_tokens=p.target_tokens, tokens_after=res.tokens_after,
                                     summary_tokens=res.summary_tokens, covered_tokens=covered_tokens)
+            # The state is already JSON data (the engine's dump): not copied by model_dump.
+            ckpt_doc = ckpt.model_dump(mode="json", exclude={"state"})
+            ckpt_doc["state"] = ckpt.state
             doc = {
-                "checkpoint": ckpt.model_dump(mode="json"),
+                "checkpoint": ckpt_doc,
                 "layers": res.layers,
                 "freed_by_layer": res.freed_by_layer,
                 "tokens_after": res.tokens_after,
@@ -470,7 +497,10 @@ class StoreActivities:
                 "summary_budget": budget,
                 "mid_turn": res.mid_turn,
             }
-            self._put_json(inp.layers_key, doc)
+            # Parsed here once, as every reader would parse it (sorted keys: the candidate and
+            # the checkpoint written from it keep that order), so the next steps of this worker
+            # read it unparsed: lift, summary and validation, then commit_swap's candidate.
+            self._put_parsed(inp.layers_key, doc)
             return ExternalizeOutput(
                 layers_key=inp.layers_key,
                 artifacts_written=len(res.artifacts),
@@ -515,8 +545,7 @@ class StoreActivities:
         if layers is None:
             layers = self._get_json(inp.layers_key) if inp.layers_key else None
         state_doc = (layers or {}).get("checkpoint", {}).get("state") or None
-        state = LiftedState.model_validate(state_doc) if state_doc else None
-        if state is None or state.covers_end != inp.covers_end:
+        if not state_doc or state_doc.get("covers_end") != inp.covers_end:
             log = self.log(snap.tenant, snap.session)
             prev = self._prev(log, snap)
             prev_state = LiftedState.model_validate(prev.state) if prev and prev.state else None
@@ -525,17 +554,21 @@ class StoreActivities:
                 for e in self.engine_events(log, snap)
                 if e.kind != "pinned" and e.seq <= inp.covers_end
             ]
-            state = lift_state(covered, prev_state)
-        state_doc = dump_state(state)
-        self._put_json(inp.state_key, state_doc)
+            state_doc = dump_state(lift_state(covered, prev_state))
+            self._put_json(inp.state_key, state_doc)
+        else:
+            # The ladder's state of exactly this range, published as the layers document holds
+            # it (parsed): the engine's JSON dump of the LiftedState, which a parse and a dump
+            # give back unchanged. It grows with the session (~100 KB after eight compactions).
+            self._put_json(inp.state_key, state_doc, parsed=state_doc)
         if docs is not None:
             docs["state"] = state_doc
         return LiftOutput(
             state_key=inp.state_key,
-            requests=len(state.requests),
-            constraints=len(state.constraints),
-            unknown_actions=len(state.unknown_actions),
-            todos=len(state.todos),
+            requests=len(state_doc.get("requests") or ()),
+            constraints=len(state_doc.get("constraints") or ()),
+            unknown_actions=len(state_doc.get("unknown_actions") or ()),
+            todos=len(state_doc.get("todos") or ()),
             ms=(time.perf_counter() - t) * 1000,
             **meta,
         )
@@ -661,7 +694,12 @@ class StoreActivities:
                 too_big = over_budget(n_tokens, target, int(layer_doc["tokens_after"]))
                 if too_big is not None:
                     hard.append(too_big)
-        self._put_json(inp.candidate_key, ckpt.model_dump(mode="json"))
+        # The layer candidate unchanged: its document as the layers document holds it (parsed;
+        # a model_dump of the same checkpoint gives the same data), not dumped again.
+        if unchanged and not repaired:
+            self._put_json(inp.candidate_key, layer_doc["checkpoint"], parsed=layer_doc["checkpoint"])
+        else:
+            self._put_json(inp.candidate_key, ckpt.model_dump(mode="json"))
         return ValidateOutput(
             candidate_key=inp.candidate_key,
             checkpoint_id=ckpt.id,
@@ -958,6 +996,47 @@ def compose_finish_structured(lift: Callable[..., Any], summarize: Callable[...,
         )
 
     return finish_structured
+
+
+class _WorkDocs:
+    """Parsed work objects by key, with the bytes they were parsed from (or written as).
+
+    The steps of one compaction run on one worker (local activities), each reading what the
+    previous one wrote: the layers document and the candidate checkpoint hold the lifted
+    state, which keeps every command and file of the session (~100 KB of JSON after eight
+    compactions of the bench's growing session), and parsing it again cost each step several
+    ms that grew with every compaction. An entry is used only when the bytes just read are
+    the bytes it was made from, so an object rewritten by another worker or removed is read
+    as it is. LRU, bounded by the bytes of the entries.
+    """
+
+    MAX_BYTES = 16 << 20
+
+    def __init__(self) -> None:
+        self._d: OrderedDict[str, tuple[bytes, Any]] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def put(self, key: str, data: bytes, doc: Any) -> None:
+        with self._lock:
+            old = self._d.pop(key, None)
+            if old is not None:
+                self._size -= len(old[0])
+            if len(data) > self.MAX_BYTES // 4:
+                return
+            self._d[key] = (data, doc)
+            self._size += len(data)
+            while self._size > self.MAX_BYTES:
+                _, (gone, _) = self._d.popitem(last=False)
+                self._size -= len(gone)
+
+    def get(self, key: str, data: bytes) -> Any:
+        with self._lock:
+            hit = self._d.get(key)
+            if hit is None or (hit[0] is not data and hit[0] != data):
+                return None
+            self._d.move_to_end(key)
+            return hit[1]
 
 
 def _unsynced(store: Any) -> Any:
