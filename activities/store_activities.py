@@ -61,6 +61,8 @@ from activities.contracts import (
     SweepInput,
     ValidateInput,
     ValidateOutput,
+    params_hash,
+    work_prefix,
 )
 from activities.merge import SOFT_VIOLATIONS, Merge, _dumps, committed_by
 from compactor import errors
@@ -338,13 +340,20 @@ class StoreActivities:
             from compactor.engine.view import build_view
 
             evs = self.engine_events(log, snap, head)
-            tokens = view_tokens(build_view(prepare(evs, prev), prev))
             run = _workflow_run_id()
+            own_run = bool(run and head.checkpoint_run == run and prev is not None)
+            planned = None
+            if inp.plan_policy is not None and not own_run:
+                planned = self._plan_in_freeze(inp, snap, evs, prev, meta)
+            # engine.plan counts the same view (tokens_before): counted once when it ran here
+            tokens = planned.tokens_before if planned is not None else view_tokens(build_view(prepare(evs, prev), prev))
             own = None
-            if run and head.checkpoint_run == run and prev is not None:
+            if own_run:
+                assert prev is not None
                 own = self._describe_own_commit(log, head, prev, run, tokens)
             return snap.model_copy(
                 update={
+                    "plan": planned,
                     "own_commit": own,
                     "events": head.version,
                     "view_tokens": tokens,
@@ -356,6 +365,24 @@ class StoreActivities:
             )
 
         return await self._run(work)
+
+    def _plan_in_freeze(self, inp: FreezeInput, snap: SnapshotRef, evs: list[Event], prev: Checkpoint | None,
+                        meta: dict[str, Any]) -> PlanOutput | None:
+        """plan_compaction's work for ``FreezeInput.plan_policy``, on the events freeze read, under
+        the work prefix the workflow derives from the snapshot (``contracts.work_prefix``). Any
+        failure gives None: the workflow then runs plan_compaction, which fails as it always
+        did (same record, same error)."""
+        assert inp.plan_policy is not None
+        phash = params_hash(policy=inp.plan_policy.model_dump(), summarizer=inp.plan_summarizer,
+                            model=inp.plan_model, prev=snap.checkpoint)
+        key = work_prefix(inp.tenant, inp.session, snap.version, phash) + "plan.json"
+        try:
+            return self._plan(PlanInput(snapshot=snap, policy=inp.plan_policy, plan_key=key), meta, evs, prev)
+        except Exception as exc:  # noqa: BLE001 - reported by plan_compaction, run next
+            if activity.in_activity():
+                activity.logger.warning("planning in freeze_snapshot failed, left to plan_compaction: %s",
+                                        type(exc).__name__)
+            return None
 
     def _breaker_refuses(self, inp: FreezeInput, attempt: int) -> str | None:
         """The circuit breaker's refusal of this trigger (its reason), else None. Fails open like
@@ -410,34 +437,36 @@ class StoreActivities:
     async def plan_compaction(self, inp: PlanInput) -> PlanOutput:
         """``engine.plan`` on the snapshot: target, tail budgets, cut, layers; plan JSON stored."""
         meta = self._meta()
+        return await self._run(lambda: self._plan(inp, meta))
 
-        def work() -> PlanOutput:
-            from compactor.engine.compact import plan
+    def _plan(self, inp: PlanInput, meta: dict[str, Any], evs: list[Event] | None = None,
+              prev: Checkpoint | None = None) -> PlanOutput:
+        """plan_compaction's work (``evs``, ``prev``: the snapshot's, when the caller read them)."""
+        from compactor.engine.compact import plan
 
-            t = time.perf_counter()
+        t = time.perf_counter()
+        if evs is None:
             log = self.log(inp.snapshot.tenant, inp.snapshot.session)
             prev = self._prev(log, inp.snapshot)
             evs = self.engine_events(log, inp.snapshot)
-            policy = _policy(inp.policy)
-            p = plan(evs, policy, inp.policy.target_tokens, prev)
-            self._put_json(inp.plan_key, p.model_dump(mode="json"))
-            return PlanOutput(
-                needed=not p.noop,
-                reason=(
-                    f"view is {p.tokens_before:,} tokens, within the target {p.target_tokens:,}"
-                    if p.noop
-                    else ""
-                ),
-                covers_end=p.cut,
-                layers=list(p.layers),
-                tokens_before=p.tokens_before,
-                target_tokens=p.target_tokens,
-                plan_key=inp.plan_key,
-                ms=(time.perf_counter() - t) * 1000,
-                **meta,
-            )
-
-        return await self._run(work)
+        policy = _policy(inp.policy)
+        p = plan(evs, policy, inp.policy.target_tokens, prev)
+        self._put_json(inp.plan_key, p.model_dump(mode="json"))
+        return PlanOutput(
+            needed=not p.noop,
+            reason=(
+                f"view is {p.tokens_before:,} tokens, within the target {p.target_tokens:,}"
+                if p.noop
+                else ""
+            ),
+            covers_end=p.cut,
+            layers=list(p.layers),
+            tokens_before=p.tokens_before,
+            target_tokens=p.target_tokens,
+            plan_key=inp.plan_key,
+            ms=(time.perf_counter() - t) * 1000,
+            **meta,
+        )
 
     # --- 3. externalize (layers a/b + the summary ladder) -------------------------------------
     @activity.defn(name=ActivityName.EXTERNALIZE)
