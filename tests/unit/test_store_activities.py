@@ -434,3 +434,38 @@ async def test_a_work_object_rewritten_elsewhere_is_read_as_stored(setup):
     store.delete(key)
     with pytest.raises(errors.NotFound, match="missing"):
         acts._get_json(key)
+
+
+async def test_freeze_that_plans_gives_plan_compactions_output_and_plan(tmp_path):
+    """FreezeInput.plan_policy (workflows since the freeze-plans patch): the snapshot carries
+    what plan_compaction returns and the same plan object under the run's work prefix, with
+    the view counted as before; a plan that cannot be made is left to plan_compaction."""
+    from activities.contracts import params_hash, work_prefix
+
+    outs = {}
+    for mode in ("two", "one"):
+        store = open_store(f"file://{tmp_path}/{mode}")
+        SessionLog(store, "t1", "s1").append(coding_session())
+        acts = StoreActivities(store)
+        pol = PolicyRef(target_tokens=TARGET)
+        if mode == "two":
+            snap = await acts.freeze_snapshot(FreezeInput(tenant="t1", session="s1"))
+            pre = work_prefix("t1", "s1", snap.version, params_hash(
+                policy=pol.model_dump(), summarizer="structured", model="m", prev=snap.checkpoint))
+            plan = await acts.plan_compaction(PlanInput(snapshot=snap, policy=pol, plan_key=pre + "plan.json"))
+        else:
+            snap = await acts.freeze_snapshot(FreezeInput(tenant="t1", session="s1", plan_policy=pol,
+                                                          plan_model="m"))
+            plan = snap.plan
+            assert plan is not None and plan.needed
+        outs[mode] = (snap.model_dump(exclude={"ms", "plan", "etag"}), plan.model_dump(exclude={"ms"}),
+                      await _objects(store, "t/t1/s/s1/work/"))
+    assert outs["one"] == outs["two"]
+
+    broken = StoreActivities(open_store(f"file://{tmp_path}/one"))
+    snap = await broken.freeze_snapshot(FreezeInput(tenant="t1", session="s1", plan_model="m",
+                                                    plan_policy=PolicyRef(preset="no-such-preset")))
+    assert snap.plan is None and snap.view_tokens == outs["one"][0]["view_tokens"]
+    with pytest.raises(ApplicationError):
+        await broken.plan_compaction(PlanInput(snapshot=snap, policy=PolicyRef(preset="no-such-preset"),
+                                               plan_key="t/t1/s/s1/work/x/plan.json"))
