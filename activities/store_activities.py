@@ -65,6 +65,7 @@ from activities.contracts import (
     work_prefix,
 )
 from activities.merge import SOFT_VIOLATIONS, Merge, _dumps, committed_by
+from activities.work_docs import WorkDocs
 from compactor import errors
 from compactor.events import Event
 from compactor.records import Checkpoint, CompactionRecord, Head
@@ -135,7 +136,7 @@ class StoreActivities:
         self.cache = cache or SegmentCache(max_bytes=256 << 20)
         self._logs: OrderedDict[tuple[str, str], SessionLog] = OrderedDict()
         self._artifacts: OrderedDict[str, bytes] = OrderedDict()
-        self._docs = _WorkDocs()
+        self._docs = WorkDocs()
         self._artifact_bytes = 0
         self._lock = threading.Lock()
         # Separate pool for fan-out writes made from inside an executor thread.
@@ -203,7 +204,7 @@ class StoreActivities:
 
         ``parsed``: what ``json.loads`` gives for the bytes written (``obj`` itself when it was
         parsed from sorted-key JSON: same values, same key order), when the caller has it; the
-        next step of this worker that reads the object then uses it unparsed (``_WorkDocs``).
+        next step of this worker that reads the object then uses it unparsed (``WorkDocs``).
         """
         data = _dumps(obj)
         self._work_store.put(key, data)
@@ -1025,47 +1026,6 @@ def compose_finish_structured(lift: Callable[..., Any], summarize: Callable[...,
         )
 
     return finish_structured
-
-
-class _WorkDocs:
-    """Parsed work objects by key, with the bytes they were parsed from (or written as).
-
-    The steps of one compaction run on one worker (local activities), each reading what the
-    previous one wrote: the layers document and the candidate checkpoint hold the lifted
-    state, which keeps every command and file of the session (~100 KB of JSON after eight
-    compactions of the bench's growing session), and parsing it again cost each step several
-    ms that grew with every compaction. An entry is used only when the bytes just read are
-    the bytes it was made from, so an object rewritten by another worker or removed is read
-    as it is. LRU, bounded by the bytes of the entries.
-    """
-
-    MAX_BYTES = 16 << 20
-
-    def __init__(self) -> None:
-        self._d: OrderedDict[str, tuple[bytes, Any]] = OrderedDict()
-        self._size = 0
-        self._lock = threading.Lock()
-
-    def put(self, key: str, data: bytes, doc: Any) -> None:
-        with self._lock:
-            old = self._d.pop(key, None)
-            if old is not None:
-                self._size -= len(old[0])
-            if len(data) > self.MAX_BYTES // 4:
-                return
-            self._d[key] = (data, doc)
-            self._size += len(data)
-            while self._size > self.MAX_BYTES:
-                _, (gone, _) = self._d.popitem(last=False)
-                self._size -= len(gone)
-
-    def get(self, key: str, data: bytes) -> Any:
-        with self._lock:
-            hit = self._d.get(key)
-            if hit is None or (hit[0] is not data and hit[0] != data):
-                return None
-            self._d.move_to_end(key)
-            return hit[1]
 
 
 def _unsynced(store: Any) -> Any:

@@ -392,7 +392,7 @@ async def test_finish_structured_writes_what_the_three_steps_write(tmp_path, sec
 @pytest.mark.parametrize("second", [False, True])
 async def test_work_objects_reused_in_memory_are_the_bytes_a_fresh_parse_gives(tmp_path, second):
     """The steps of one worker hand the layers document, the state and the candidate on unparsed
-    (_WorkDocs): what they write is what parsing each object again would write - the state and
+    (WorkDocs): what they write is what parsing each object again would write - the state and
     the candidate as a dump of the parsed models, the checkpoint as the candidate read back."""
     from activities.merge import _dumps
     from compactor.lifting.lift import LiftedState, dump_state
