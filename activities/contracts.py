@@ -202,6 +202,13 @@ class FreezeInput(BaseModel):
         "activity instead of two; workflows since the ``breaker-in-steps`` patch).",
     )
     trigger: str = "manual"
+    plan_policy: PolicyRef | None = Field(
+        default=None,
+        description="Plan the compaction too, with this policy (SnapshotRef.plan; workflows since "
+        "the ``freeze-plans`` patch): one local activity instead of two, the view counted once.",
+    )
+    plan_summarizer: str = Field(default="structured", description="For the work prefix's params hash.")
+    plan_model: str = Field(default="", description="For the work prefix's params hash.")
 
 
 class OwnCommit(BaseModel):
@@ -251,6 +258,12 @@ class SnapshotRef(_Out):
         default=None,
         description="The circuit breaker refused this trigger (FreezeInput.check_breaker): the "
         "reason; nothing was read, version is 0.",
+    )
+    plan: PlanOutput | None = Field(
+        default=None,
+        description="plan_compaction's output for FreezeInput.plan_policy, its plan written under "
+        "the run's work prefix; None when not asked, for an own commit, or when planning failed "
+        "(the workflow then runs plan_compaction, which reports the failure).",
     )
 
 
@@ -535,3 +548,10 @@ class FinishStructuredOutput(_Out):
     summarize: SummarizeOutput
     check: ValidateOutput
     summarize_ms: float = Field(default=0.0, description="Time of the summary part (lift and check carry their own ms).")
+
+
+# SnapshotRef names PlanOutput (defined after it): complete the models that hold either.
+for _model in [v for v in list(globals().values())
+               if isinstance(v, type) and issubclass(v, BaseModel) and v.__module__ == __name__]:
+    if not _model.__pydantic_complete__:
+        _model.model_rebuild()

@@ -61,8 +61,11 @@ from activities.contracts import (
     SweepInput,
     ValidateInput,
     ValidateOutput,
+    params_hash,
+    work_prefix,
 )
 from activities.merge import SOFT_VIOLATIONS, Merge, _dumps, committed_by
+from activities.work_docs import WorkDocs
 from compactor import errors
 from compactor.events import Event
 from compactor.records import Checkpoint, CompactionRecord, Head
@@ -133,6 +136,7 @@ class StoreActivities:
         self.cache = cache or SegmentCache(max_bytes=256 << 20)
         self._logs: OrderedDict[tuple[str, str], SessionLog] = OrderedDict()
         self._artifacts: OrderedDict[str, bytes] = OrderedDict()
+        self._docs = WorkDocs()
         self._artifact_bytes = 0
         self._lock = threading.Lock()
         # Separate pool for fan-out writes made from inside an executor thread.
@@ -195,13 +199,31 @@ class StoreActivities:
                 self._logs.move_to_end(key)
             return log
 
-    def _put_json(self, key: str, obj: Any) -> bytes:
-        """A per-run work object (plan, layers, state, summary, candidate): not fsync'ed."""
+    def _put_json(self, key: str, obj: Any, *, parsed: Any = None) -> bytes:
+        """A per-run work object (plan, layers, state, summary, candidate): not fsync'ed.
+
+        ``parsed``: what ``json.loads`` gives for the bytes written (``obj`` itself when it was
+        parsed from sorted-key JSON: same values, same key order), when the caller has it; the
+        next step of this worker that reads the object then uses it unparsed (``WorkDocs``).
+        """
         data = _dumps(obj)
         self._work_store.put(key, data)
+        if parsed is not None:
+            self._docs.put(key, data, parsed)
         return data
 
+    def _put_parsed(self, key: str, obj: Any) -> Any:
+        """``_put_json``, then parse what was written and keep it for the next steps (returned)."""
+        data = _dumps(obj)
+        self._work_store.put(key, data)
+        doc = json.loads(data)
+        self._docs.put(key, data, doc)
+        return doc
+
     def _get_json(self, key: str) -> Any:
+        """A work object, parsed. Always read from the store (a missing or changed object is
+        seen as such); when its bytes are those this worker last wrote or read under the key,
+        the document parsed then is returned. Callers must not modify it."""
         try:
             data, _ = self.store.get(key)
         except errors.NotFound:
@@ -210,8 +232,11 @@ class StoreActivities:
                 f"intermediate objects were removed while it ran; start it again",
                 key=key,
             ) from None
+        hit = self._docs.get(key, data)
+        if hit is not None:
+            return hit
         try:
-            return json.loads(data)
+            doc = json.loads(data)
         except ValueError:
             # Only a host crash between an unsynced write and its flush leaves one torn
             # (_unsynced): the run fails before commit_swap, the session unchanged.
@@ -220,6 +245,8 @@ class StoreActivities:
                 f"compaction?); the session is unchanged - start the compaction again",
                 key=key,
             ) from None
+        self._docs.put(key, data, doc)
+        return doc
 
     def _prev(self, log: SessionLog, snap: SnapshotRef) -> Checkpoint | None:
         return log.read_checkpoint(snap.checkpoint, snap.checkpoint_sha256) if snap.checkpoint else None
@@ -314,13 +341,20 @@ class StoreActivities:
             from compactor.engine.view import build_view
 
             evs = self.engine_events(log, snap, head)
-            tokens = view_tokens(build_view(prepare(evs, prev), prev))
             run = _workflow_run_id()
+            own_run = bool(run and head.checkpoint_run == run and prev is not None)
+            planned = None
+            if inp.plan_policy is not None and not own_run:
+                planned = self._plan_in_freeze(inp, snap, evs, prev, meta)
+            # engine.plan counts the same view (tokens_before): counted once when it ran here
+            tokens = planned.tokens_before if planned is not None else view_tokens(build_view(prepare(evs, prev), prev))
             own = None
-            if run and head.checkpoint_run == run and prev is not None:
+            if own_run:
+                assert prev is not None
                 own = self._describe_own_commit(log, head, prev, run, tokens)
             return snap.model_copy(
                 update={
+                    "plan": planned,
                     "own_commit": own,
                     "events": head.version,
                     "view_tokens": tokens,
@@ -332,6 +366,24 @@ class StoreActivities:
             )
 
         return await self._run(work)
+
+    def _plan_in_freeze(self, inp: FreezeInput, snap: SnapshotRef, evs: list[Event], prev: Checkpoint | None,
+                        meta: dict[str, Any]) -> PlanOutput | None:
+        """plan_compaction's work for ``FreezeInput.plan_policy``, on the events freeze read, under
+        the work prefix the workflow derives from the snapshot (``contracts.work_prefix``). Any
+        failure gives None: the workflow then runs plan_compaction, which fails as it always
+        did (same record, same error)."""
+        assert inp.plan_policy is not None
+        phash = params_hash(policy=inp.plan_policy.model_dump(), summarizer=inp.plan_summarizer,
+                            model=inp.plan_model, prev=snap.checkpoint)
+        key = work_prefix(inp.tenant, inp.session, snap.version, phash) + "plan.json"
+        try:
+            return self._plan(PlanInput(snapshot=snap, policy=inp.plan_policy, plan_key=key), meta, evs, prev)
+        except Exception as exc:  # noqa: BLE001 - reported by plan_compaction, run next
+            if activity.in_activity():
+                activity.logger.warning("planning in freeze_snapshot failed, left to plan_compaction: %s",
+                                        type(exc).__name__)
+            return None
 
     def _breaker_refuses(self, inp: FreezeInput, attempt: int) -> str | None:
         """The circuit breaker's refusal of this trigger (its reason), else None. Fails open like
@@ -386,34 +438,36 @@ class StoreActivities:
     async def plan_compaction(self, inp: PlanInput) -> PlanOutput:
         """``engine.plan`` on the snapshot: target, tail budgets, cut, layers; plan JSON stored."""
         meta = self._meta()
+        return await self._run(lambda: self._plan(inp, meta))
 
-        def work() -> PlanOutput:
-            from compactor.engine.compact import plan
+    def _plan(self, inp: PlanInput, meta: dict[str, Any], evs: list[Event] | None = None,
+              prev: Checkpoint | None = None) -> PlanOutput:
+        """plan_compaction's work (``evs``, ``prev``: the snapshot's, when the caller read them)."""
+        from compactor.engine.compact import plan
 
-            t = time.perf_counter()
+        t = time.perf_counter()
+        if evs is None:
             log = self.log(inp.snapshot.tenant, inp.snapshot.session)
             prev = self._prev(log, inp.snapshot)
             evs = self.engine_events(log, inp.snapshot)
-            policy = _policy(inp.policy)
-            p = plan(evs, policy, inp.policy.target_tokens, prev)
-            self._put_json(inp.plan_key, p.model_dump(mode="json"))
-            return PlanOutput(
-                needed=not p.noop,
-                reason=(
-                    f"view is {p.tokens_before:,} tokens, within the target {p.target_tokens:,}"
-                    if p.noop
-                    else ""
-                ),
-                covers_end=p.cut,
-                layers=list(p.layers),
-                tokens_before=p.tokens_before,
-                target_tokens=p.target_tokens,
-                plan_key=inp.plan_key,
-                ms=(time.perf_counter() - t) * 1000,
-                **meta,
-            )
-
-        return await self._run(work)
+        policy = _policy(inp.policy)
+        p = plan(evs, policy, inp.policy.target_tokens, prev)
+        self._put_json(inp.plan_key, p.model_dump(mode="json"))
+        return PlanOutput(
+            needed=not p.noop,
+            reason=(
+                f"view is {p.tokens_before:,} tokens, within the target {p.target_tokens:,}"
+                if p.noop
+                else ""
+            ),
+            covers_end=p.cut,
+            layers=list(p.layers),
+            tokens_before=p.tokens_before,
+            target_tokens=p.target_tokens,
+            plan_key=inp.plan_key,
+            ms=(time.perf_counter() - t) * 1000,
+            **meta,
+        )
 
     # --- 3. externalize (layers a/b + the summary ladder) -------------------------------------
     @activity.defn(name=ActivityName.EXTERNALIZE)
@@ -452,8 +506,11 @@ class StoreActivities:
 
             budget = summary_budget(policy, target_tokens=p.target_tokens, tokens_after=res.tokens_after,
                                     summary_tokens=res.summary_tokens, covered_tokens=covered_tokens)
+            # The state is already JSON data (the engine's dump): not copied by model_dump.
+            ckpt_doc = ckpt.model_dump(mode="json", exclude={"state"})
+            ckpt_doc["state"] = ckpt.state
             doc = {
-                "checkpoint": ckpt.model_dump(mode="json"),
+                "checkpoint": ckpt_doc,
                 "layers": res.layers,
                 "freed_by_layer": res.freed_by_layer,
                 "tokens_after": res.tokens_after,
@@ -470,7 +527,10 @@ class StoreActivities:
                 "summary_budget": budget,
                 "mid_turn": res.mid_turn,
             }
-            self._put_json(inp.layers_key, doc)
+            # Parsed here once, as every reader would parse it (sorted keys: the candidate and
+            # the checkpoint written from it keep that order), so the next steps of this worker
+            # read it unparsed: lift, summary and validation, then commit_swap's candidate.
+            self._put_parsed(inp.layers_key, doc)
             return ExternalizeOutput(
                 layers_key=inp.layers_key,
                 artifacts_written=len(res.artifacts),
@@ -515,8 +575,7 @@ class StoreActivities:
         if layers is None:
             layers = self._get_json(inp.layers_key) if inp.layers_key else None
         state_doc = (layers or {}).get("checkpoint", {}).get("state") or None
-        state = LiftedState.model_validate(state_doc) if state_doc else None
-        if state is None or state.covers_end != inp.covers_end:
+        if not state_doc or state_doc.get("covers_end") != inp.covers_end:
             log = self.log(snap.tenant, snap.session)
             prev = self._prev(log, snap)
             prev_state = LiftedState.model_validate(prev.state) if prev and prev.state else None
@@ -525,17 +584,21 @@ class StoreActivities:
                 for e in self.engine_events(log, snap)
                 if e.kind != "pinned" and e.seq <= inp.covers_end
             ]
-            state = lift_state(covered, prev_state)
-        state_doc = dump_state(state)
-        self._put_json(inp.state_key, state_doc)
+            state_doc = dump_state(lift_state(covered, prev_state))
+            self._put_json(inp.state_key, state_doc)
+        else:
+            # The ladder's state of exactly this range, published as the layers document holds
+            # it (parsed): the engine's JSON dump of the LiftedState, which a parse and a dump
+            # give back unchanged. It grows with the session (~100 KB after eight compactions).
+            self._put_json(inp.state_key, state_doc, parsed=state_doc)
         if docs is not None:
             docs["state"] = state_doc
         return LiftOutput(
             state_key=inp.state_key,
-            requests=len(state.requests),
-            constraints=len(state.constraints),
-            unknown_actions=len(state.unknown_actions),
-            todos=len(state.todos),
+            requests=len(state_doc.get("requests") or ()),
+            constraints=len(state_doc.get("constraints") or ()),
+            unknown_actions=len(state_doc.get("unknown_actions") or ()),
+            todos=len(state_doc.get("todos") or ()),
             ms=(time.perf_counter() - t) * 1000,
             **meta,
         )
@@ -661,7 +724,12 @@ class StoreActivities:
                 too_big = over_budget(n_tokens, target, int(layer_doc["tokens_after"]))
                 if too_big is not None:
                     hard.append(too_big)
-        self._put_json(inp.candidate_key, ckpt.model_dump(mode="json"))
+        # The layer candidate unchanged: its document as the layers document holds it (parsed;
+        # a model_dump of the same checkpoint gives the same data), not dumped again.
+        if unchanged and not repaired:
+            self._put_json(inp.candidate_key, layer_doc["checkpoint"], parsed=layer_doc["checkpoint"])
+        else:
+            self._put_json(inp.candidate_key, ckpt.model_dump(mode="json"))
         return ValidateOutput(
             candidate_key=inp.candidate_key,
             checkpoint_id=ckpt.id,

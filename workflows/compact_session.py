@@ -194,6 +194,12 @@ LLM_FAIRNESS_PATCH = "llm-fairness-key"
 # the same code paths. Runs without it ask each patch as before, so recorded histories replay
 # unchanged. A structured run's history: 15 events instead of 24.
 STEPS_PATCH = "breaker-in-steps"
+# freeze_snapshot plans the compaction too (FreezeInput.plan_policy -> SnapshotRef.plan, written
+# under the same work prefix): one local activity fewer per run, and the view counted once (both
+# steps counted it). The record keeps both durations. Implies every patch above, as STEPS_PATCH
+# does (one marker per run); a plan that failed inside freeze is run as its own step, which
+# reports the failure as before.
+FREEZE_PLAN_PATCH = "freeze-plans"
 
 
 def _repairs(ext: ExternalizeOutput, val: ValidateOutput, summarizer: str) -> list[str]:
@@ -229,6 +235,7 @@ class CompactSessionWorkflow:
         self._durations: dict[str, float] = {}
         self._breaker_refused = False
         self._v3 = False  # STEPS_PATCH: set once, at the start of the run
+        self._v4 = False  # FREEZE_PLAN_PATCH (implies STEPS_PATCH)
         self._tokens_before: int | None = None  # v3: upserted with the final status, one command
 
     def _patched(self, patch_id: str) -> bool:
@@ -256,7 +263,8 @@ class CompactSessionWorkflow:
     @workflow.run
     async def run(self, inp: CompactSessionInput) -> CompactSessionOutput:
         self._inp = inp
-        self._v3 = workflow.patched(STEPS_PATCH)
+        self._v4 = workflow.patched(FREEZE_PLAN_PATCH)
+        self._v3 = self._v4 or workflow.patched(STEPS_PATCH)
         if self._patched(INPUT_CHECK_PATCH):
             check_input(inp)
         self._set(summarizer=inp.summarizer)
@@ -300,7 +308,9 @@ class CompactSessionWorkflow:
         try:
             snap = await self._step(
                 ActivityName.FREEZE_SNAPSHOT,
-                (FreezeInput(tenant=inp.tenant, session=inp.session, check_breaker=True, trigger=inp.trigger)
+                (FreezeInput(tenant=inp.tenant, session=inp.session, check_breaker=True, trigger=inp.trigger,
+                             **({"plan_policy": policy, "plan_summarizer": inp.summarizer, "plan_model": inp.model}
+                                if self._v4 else {}))
                  if self._v3 else FreezeInput(tenant=inp.tenant, session=inp.session)),
                 SnapshotRef,
                 f"freeze {inp.tenant}/{inp.session}",
@@ -337,13 +347,17 @@ class CompactSessionWorkflow:
         record = record.model_copy(update={"snapshot_version": snap.version})
 
         self._record = record
+        planned, snap = snap.plan, snap.model_copy(update={"plan": None})  # not carried on
         try:
-            plan = await self._step(
-                ActivityName.PLAN_COMPACTION,
-                PlanInput(snapshot=snap, policy=policy, plan_key=prefix + "plan.json"),
-                PlanOutput,
-                f"plan v{snap.version}: {snap.view_tokens} view tokens, policy {inp.policy}",
-            )
+            if planned is not None and planned.plan_key == prefix + "plan.json":
+                plan = self._planned_by_freeze(planned)
+            else:
+                plan = await self._step(
+                    ActivityName.PLAN_COMPACTION,
+                    PlanInput(snapshot=snap, policy=policy, plan_key=prefix + "plan.json"),
+                    PlanOutput,
+                    f"plan v{snap.version}: {snap.view_tokens} view tokens, policy {inp.policy}",
+                )
         except (ActivityError, ApplicationError) as err:
             failure = self._failure(err)
             await self._finish(self._record.model_copy(
@@ -685,6 +699,16 @@ class CompactSessionWorkflow:
             self._attempts[step] = max(out.attempt, 1)
             self._steps_done.append(step)
         return out.summarize.output_key, out.check
+
+    def _planned_by_freeze(self, plan: PlanOutput) -> PlanOutput:
+        """The plan freeze_snapshot made (FREEZE_PLAN_PATCH), reported as its own step: the record
+        and step metrics keep plan_compaction's duration, freeze's is the rest."""
+        freeze, step = str(ActivityName.FREEZE_SNAPSHOT), str(ActivityName.PLAN_COMPACTION)
+        self._durations[step] = round(plan.ms, 3)
+        self._durations[freeze] = round(max(self._durations.get(freeze, 0.0) - plan.ms, 0.0), 3)
+        self._attempts[step] = max(plan.attempt, 1)
+        self._steps_done.append(step)
+        return plan
 
     def _validate_input(
         self, snap: SnapshotRef, policy: PolicyRef, plan: PlanOutput, ext: ExternalizeOutput,

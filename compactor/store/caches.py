@@ -27,6 +27,8 @@ class SegmentCache:
         self._d: OrderedDict[tuple[str, str], list] = OrderedDict()
         self._size = 0
         self._lock = threading.Lock()
+        # (directory of the key, first seq) -> cached segments starting there (decoded_prefix)
+        self._starts: dict[tuple[str, int], dict[tuple[str, str], int]] = {}
 
     def _cost(self, v: list) -> int:
         return len(v[0]) * (1 + (self.PARSED_FACTOR if v[1] is not None else 0))
@@ -43,9 +45,10 @@ class SegmentCache:
         with self._lock:
             v = self._d.get(k)
             if v is None:
-                v = [data, events]
+                v = [data, events, seg.first, seg.last]
                 self._d[k] = v
                 self._size += self._cost(v)
+                self._starts.setdefault((seg.key.rpartition("/")[0], seg.first), {})[k] = seg.last
             elif events is not None and v[1] is None:
                 self._size -= self._cost(v)
                 v[1] = events
@@ -53,9 +56,43 @@ class SegmentCache:
             else:
                 return v
             while self._size > self.max_bytes and len(self._d) > 1:
-                _, old = self._d.popitem(last=False)
+                gone, old = self._d.popitem(last=False)
                 self._size -= self._cost(old)
+                start = (gone[0].rpartition("/")[0], old[2])
+                same = self._starts.get(start)
+                if same is not None:
+                    same.pop(gone, None)
+                    if not same:
+                        del self._starts[start]
             return v
+
+    def decoded_prefix(self, seg: Segment, data: bytes) -> tuple[list[Event], int]:
+        """Events already decoded for the start of ``data``, the bytes of ``seg``, and how many
+        bytes of it they cover.
+
+        An append folds the log's small tail segments into one new segment whose bytes are
+        theirs followed by the new events' lines (``SessionLog._plan``); a reader that decoded
+        those segments before decodes only the new lines. Used segments are consecutive cached
+        segments of the same log, each decoded, whose bytes are exactly the next part of
+        ``data`` and end at a line break; the events are shared (they are immutable).
+        """
+        where = seg.key.rpartition("/")[0]
+        events: list[Event] = []
+        pos, first = 0, seg.first
+        with self._lock:
+            while first <= seg.last:
+                best = None
+                for k, last in (self._starts.get((where, first)) or {}).items():
+                    v = self._d[k]
+                    if (v[1] is not None and last <= seg.last and (best is None or last > best[3])
+                            and v[0].endswith(b"\n") and data.startswith(v[0], pos)):
+                        best = v
+                if best is None:
+                    break
+                events.extend(best[1])
+                pos += len(best[0])
+                first = best[3] + 1
+        return events, pos
 
 
 class _IdIndex:

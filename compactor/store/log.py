@@ -361,21 +361,29 @@ class SessionLog:
         return entry[1]
 
     def _decode(self, seg: Segment, data: bytes) -> list[Event]:
-        """A verified segment's events, checked to hold its seqs."""
-        body = b",".join(line for line in data.split(b"\n") if line.strip())
+        """A verified segment's events, checked to hold its seqs.
+
+        The start of a segment an append folded from segments this process decoded before is
+        not decoded again (``SegmentCache.decoded_prefix``): a growing session's tail segment
+        is rewritten by many appends, and decoding it whole made every compaction's first
+        read grow with the session.
+        """
+        known, pos = self.cache.decoded_prefix(seg, data)
+        body = b",".join(line for line in data[pos:].split(b"\n") if line.strip())
         try:
-            events = _parse_events(b"[" + body + b"]")
+            events = _parse_events(b"[" + body + b"]") if body else []
         except ValidationError as exc:
             raise IntegrityError(
                 f"segment {seg.key!r} holds events that do not parse: {parse_problem(exc)}", key=seg.key
             ) from None
-        if [e.seq for e in events] != list(range(seg.first, seg.last + 1)):
+        first = seg.first + len(known)
+        if [e.seq for e in events] != list(range(first, seg.last + 1)):
             raise IntegrityError(
                 f"segment {seg.key!r} does not hold seqs {seg.first}-{seg.last}", key=seg.key
             )
         # Counts stored before thinking was excluded from the measure: recounted once
         # here (the decoded segment is cached), so count_event can trust every count.
-        return [tokens_mod.recount_thinking(e) for e in events]
+        return known + [tokens_mod.recount_thinking(e) for e in events]
 
     def _ids_for(self, log_id: str | None) -> _IdIndex:
         """The id index of this log: process-wide per (store, tenant, session, log_id)."""

@@ -157,7 +157,7 @@ async def test_worker_metrics_spans_health(temporal_address, tmp_path, task_queu
             assert a["compactor.tokens_before"] == out.record.tokens_before
             assert a["compactor.tokens_after"] == out.record.tokens_after
             assert a["compactor.snapshot_version"] == out.record.snapshot_version > 0
-        freeze = [s for s in receiver.spans if s["name"] == "RunActivity:plan_compaction"
+        freeze = [s for s in receiver.spans if s["name"] == "RunActivity:freeze_snapshot"
                   and s["attrs"].get("compactor.session") == s1]
         assert freeze and freeze[0]["attrs"]["compactor.snapshot_version"] > 0
 

@@ -333,8 +333,9 @@ def _markers(history) -> tuple[list[str], list[str]]:
 
 
 async def test_breaker_is_checked_by_freeze_and_counted_by_the_record(temporal_address, store, task_queue):
-    """A run makes six steps and one patch marker (workflows/compact_session.STEPS_PATCH): the
-    breaker is still checked before anything is read and counted after the record - three
+    """A run makes five steps and one patch marker (workflows/compact_session.FREEZE_PLAN_PATCH,
+    which implies STEPS_PATCH; freeze_snapshot plans, the record keeps plan_compaction's
+    duration): the breaker is still checked before anything is read and counted after the record - three
     failed automatic runs open it, the fourth is refused with the session untouched, a manual
     run goes through and closes it."""
     tenant, session = new_ids()
@@ -355,15 +356,15 @@ async def test_breaker_is_checked_by_freeze_and_counted_by_the_record(temporal_a
         assert store.get(head_key)[0] == b"{not a head"
         assert len(log.list_records()) == 4
         steps, patches = _markers(await client.get_workflow_handle(workflow_id_for(tenant, session)).fetch_history())
-        assert steps == ["freeze_snapshot", "write_record"] and patches == ["breaker-in-steps"]
+        assert steps == ["freeze_snapshot", "write_record"] and patches == ["freeze-plans"]
 
         store.put(head_key, good)
         out = await cc.compact(session, target_tokens=4_000)  # manual: runs through an open breaker
         assert out.status == "committed"
         steps, patches = _markers(await client.get_workflow_handle(workflow_id_for(tenant, session)).fetch_history())
-        assert steps == ["freeze_snapshot", "plan_compaction", "externalize", "finish_structured",
-                         "commit_swap", "write_record"]
-        assert patches == ["breaker-in-steps"]
+        assert steps == ["freeze_snapshot", "externalize", "finish_structured", "commit_swap", "write_record"]
+        assert patches == ["freeze-plans"]
+        assert {"freeze_snapshot", "plan_compaction"} <= set(out.record.durations_ms)
         handle = client.get_workflow_handle(workflow_id_for(tenant, session))
         upserts = [sorted(e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields)
                    for e in (await handle.fetch_history()).events

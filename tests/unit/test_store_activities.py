@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import json
 import threading
 import time
 
@@ -386,3 +387,85 @@ async def test_finish_structured_writes_what_the_three_steps_write(tmp_path, sec
         outs[mode] = (await _objects(store, pre), lift.model_dump(exclude={"ms"}), summ.model_dump(),
                       val.model_dump(exclude={"ms"}))
     assert outs["one"] == outs["steps"]
+
+
+@pytest.mark.parametrize("second", [False, True])
+async def test_work_objects_reused_in_memory_are_the_bytes_a_fresh_parse_gives(tmp_path, second):
+    """The steps of one worker hand the layers document, the state and the candidate on unparsed
+    (WorkDocs): what they write is what parsing each object again would write - the state and
+    the candidate as a dump of the parsed models, the checkpoint as the candidate read back."""
+    from activities.merge import _dumps
+    from compactor.lifting.lift import LiftedState, dump_state
+    from compactor.records import Checkpoint
+
+    store = open_store(f"file://{tmp_path}")
+    log = SessionLog(store, "t1", "s1")
+    log.append(coding_session())
+    acts = StoreActivities(store)
+    if second:
+        snap, pol, val = await _candidate(acts, "t1", "s1")
+        await acts.commit_swap(CommitInput(snapshot=snap, policy=pol, candidate_key=val.candidate_key))
+        log.append([e for e in coding_session(prefix="late", pending_last=False) if e.kind != "pinned"])
+    snap, pol, val = await _candidate(acts, "t1", "s1")
+    com = await acts.commit_swap(CommitInput(snapshot=snap, policy=pol, candidate_key=val.candidate_key))
+    pre = "t/t1/s/s1/work/test/"
+    layers = json.loads(store.get(pre + "layers.json")[0])
+    state = store.get(pre + "state.json")[0]
+    assert state == _dumps(dump_state(LiftedState.model_validate(layers["checkpoint"]["state"])))
+    cand = store.get(val.candidate_key)[0]
+    assert cand == _dumps(Checkpoint.model_validate(layers["checkpoint"]).model_dump(mode="json"))
+    ckpt = store.get(f"t/t1/s/s1/ckpt/{com.checkpoint_id}.json")[0]
+    assert ckpt == Checkpoint.model_validate_json(cand).model_dump_json().encode()
+
+
+async def test_a_work_object_rewritten_elsewhere_is_read_as_stored(setup):
+    """A worker keeps the work objects it wrote parsed, but reads each one from the store first:
+    an object another worker rewrote (other bytes) or removed is seen as it now is."""
+    from compactor import errors
+
+    acts, store, _ = setup
+    await _candidate(acts, "t1", "s1")
+    key = "t/t1/s/s1/work/test/layers.json"
+    doc = acts._get_json(key)
+    assert acts._get_json(key) is doc  # unchanged bytes: the same parsed document
+    changed = dict(doc, summary_budget=doc["summary_budget"] + 1)
+    store.put(key, json.dumps(changed).encode())
+    assert acts._get_json(key)["summary_budget"] == doc["summary_budget"] + 1
+    store.delete(key)
+    with pytest.raises(errors.NotFound, match="missing"):
+        acts._get_json(key)
+
+
+async def test_freeze_that_plans_gives_plan_compactions_output_and_plan(tmp_path):
+    """FreezeInput.plan_policy (workflows since the freeze-plans patch): the snapshot carries
+    what plan_compaction returns and the same plan object under the run's work prefix, with
+    the view counted as before; a plan that cannot be made is left to plan_compaction."""
+    from activities.contracts import params_hash, work_prefix
+
+    outs = {}
+    for mode in ("two", "one"):
+        store = open_store(f"file://{tmp_path}/{mode}")
+        SessionLog(store, "t1", "s1").append(coding_session())
+        acts = StoreActivities(store)
+        pol = PolicyRef(target_tokens=TARGET)
+        if mode == "two":
+            snap = await acts.freeze_snapshot(FreezeInput(tenant="t1", session="s1"))
+            pre = work_prefix("t1", "s1", snap.version, params_hash(
+                policy=pol.model_dump(), summarizer="structured", model="m", prev=snap.checkpoint))
+            plan = await acts.plan_compaction(PlanInput(snapshot=snap, policy=pol, plan_key=pre + "plan.json"))
+        else:
+            snap = await acts.freeze_snapshot(FreezeInput(tenant="t1", session="s1", plan_policy=pol,
+                                                          plan_model="m"))
+            plan = snap.plan
+            assert plan is not None and plan.needed
+        outs[mode] = (snap.model_dump(exclude={"ms", "plan", "etag"}), plan.model_dump(exclude={"ms"}),
+                      await _objects(store, "t/t1/s/s1/work/"))
+    assert outs["one"] == outs["two"]
+
+    broken = StoreActivities(open_store(f"file://{tmp_path}/one"))
+    snap = await broken.freeze_snapshot(FreezeInput(tenant="t1", session="s1", plan_model="m",
+                                                    plan_policy=PolicyRef(preset="no-such-preset")))
+    assert snap.plan is None and snap.view_tokens == outs["one"][0]["view_tokens"]
+    with pytest.raises(ApplicationError):
+        await broken.plan_compaction(PlanInput(snapshot=snap, policy=PolicyRef(preset="no-such-preset"),
+                                               plan_key="t/t1/s/s1/work/x/plan.json"))
