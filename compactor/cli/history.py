@@ -8,7 +8,6 @@ Commands that talk to Temporal use ``TEMPORAL_ADDRESS`` (or ``--address``).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
