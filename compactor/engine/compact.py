@@ -34,7 +34,6 @@ from compactor.errors import InvalidInput
 from compactor.events import Block, Event, TextBlock, ToolResultBlock, content_hash, content_hash_line
 from compactor.engine.covered_text import CoveredText
 from compactor.engine.source_hash import HashLines, PrefixHash
-from compactor.engine.replaced_blocks import ladder_cuts, release_replaced, replay
 from compactor.engine.gc_pause import collector_paused
 from compactor.engine.invariants import Violation, _refs, validate
 from compactor.engine.layers import (
@@ -229,17 +228,13 @@ class _Candidate:
     a whole big session (the cleared view) is rarely chosen - validating it only when the
     engine asks whether it is valid saves a full pass over the session (issue 17)."""
 
-    def __init__(self, checkpoint: Checkpoint | None, view: list[Event] | None, tokens: int,
+    def __init__(self, checkpoint: Checkpoint, view: list[Event] | None, tokens: int,
                  violations: list[Violation] | None = None, repaired: int = 0, *,
                  check: Callable[[], list[Violation]] | None = None, target: int | None = None,
-                 rebuild: Callable[[], list[Event]] | None = None,
-                 restore: Callable[[], tuple[Checkpoint, dict[str, bytes]]] | None = None) -> None:
+                 rebuild: Callable[[], list[Event]] | None = None) -> None:
         assert violations is not None or check is not None
         assert view is not None or rebuild is not None
-        assert checkpoint is not None or restore is not None
-        self._checkpoint = checkpoint
-        self._restore = restore
-        self.artifacts: dict[str, bytes] | None = None  # its own, when restored (else the layers')
+        self.checkpoint = checkpoint
         self._view = view
         self._rebuild = rebuild
         self.tokens = tokens
@@ -250,16 +245,6 @@ class _Candidate:
         self.past_request = False
         self.left_out: dict[str, int] = {}
         self.left_out_weight = 0
-
-    @property
-    def checkpoint(self) -> Checkpoint:
-        """The candidate's checkpoint; a restorable candidate's (the replacement layers' over a
-        big session, while the summary ladder runs without their blocks) is made again, with
-        the artifacts it references, when asked for."""
-        if self._checkpoint is None:
-            assert self._restore is not None
-            self._checkpoint, self.artifacts = self._restore()
-        return self._checkpoint
 
     @property
     def view(self) -> list[Event]:
@@ -277,20 +262,6 @@ class _Candidate:
             assert self._check is not None
             self._violations, self._check = self._check(), None
         return self._violations
-
-    @property
-    def restorable(self) -> bool:
-        return self._restore is not None
-
-    def restored_artifacts(self) -> dict[str, bytes]:
-        """A restorable candidate's artifacts (its checkpoint is made again if need be)."""
-        assert self.checkpoint is not None and self.artifacts is not None
-        return self.artifacts
-
-    @property
-    def violations_pending(self) -> bool:
-        """Not validated yet (a lazy candidate nobody asked)."""
-        return self._violations is None
 
     @property
     def fits(self) -> bool:
@@ -339,8 +310,7 @@ def apply_layers(
     freed: dict[str, int] = {}
     durations: dict[str, float] = {}
 
-    def checkpoint(end: int, *, replacements: dict[int, list[Block]] | None = None,
-                   **fields: object) -> Checkpoint:
+    def checkpoint(end: int, **fields: object) -> Checkpoint:
         base: dict[str, object] = {}
         if prev is not None:
             base = {
@@ -350,7 +320,7 @@ def apply_layers(
             }
         base.update(fields)
         covers = SeqRange(start=1, end=end) if end > 0 else SeqRange(start=1, end=0)
-        kept = {s: b for s, b in (repl if replacements is None else replacements).items() if s > end}
+        kept = {s: b for s, b in repl.items() if s > end}
         return Checkpoint(
             id=ckpt_id, tenant=tenant, session=session, covers=covers,
             replacements=kept,
@@ -390,42 +360,21 @@ def apply_layers(
         durations["validate"] = durations.get("validate", 0.0) + (time.perf_counter() - t) * 1000
         return _Candidate(ckpt, view, n, vio, repaired)
 
-    def restorable(tokens: int) -> _Candidate:
-        """The replacement layers' candidate (lazy, as ``candidate(..., lazy=True)``) whose
-        checkpoint and artifacts are made again when asked for."""
-        def restore() -> tuple[Checkpoint, dict[str, bytes]]:
-            full, arts = replay(repl0, replacing, plan.layers, replaced)
-            return checkpoint(end0, replacements=full), arts
-
-        def check() -> list[Violation]:
-            return validate(events=evs, checkpoint=cand.checkpoint, view=cand.view, target_tokens=target,
-                            artifacts=cand.artifacts, prev_checkpoint=prev, tokens=tokens, index=covered_text)
-
-        cand = _Candidate(None, None, tokens, check=check, target=target, restore=restore,
-                          rebuild=lambda: build_view(evs, cand.checkpoint))
-        return cand
-
     current = plan.tokens_before
     best: _Candidate | None = None
 
     # (a), (b): replacement layers over the events after the previous checkpoint
-    repl0 = dict(repl)
-    replacing = ((LAYER_EXTERNALIZE, externalize_tool_results), (LAYER_CLEAR, clear_old_tool_results))
-
-    def replaced(name: str, fn: Callable[..., Any], into: dict[int, list[Block]]) -> Any:
-        return fn(apply_replacements([e for e in evs if e.kind != "pinned"], into), policy)
-
-    for name, fn in replacing:
+    for name, fn in ((LAYER_EXTERNALIZE, externalize_tool_results), (LAYER_CLEAR, clear_old_tool_results)):
         if name not in plan.layers:
             continue
         t = time.perf_counter()
-        out = replaced(name, fn, repl)
+        shown = apply_replacements([e for e in evs if e.kind != "pinned"], repl)
+        out = fn(shown, policy)
         durations[name] = (time.perf_counter() - t) * 1000
         if not out.items:
             continue
         repl.update(out.replacements)
         artifacts.update(out.artifacts)
-        del out
         cand = candidate(checkpoint(end0), lazy=True)
         layers.append(name)
         freed[name] = current - cand.tokens
@@ -443,14 +392,6 @@ def apply_layers(
         prev_summary_tokens = count_text(SUMMARY_PREFIX) + prev.summary_tokens
     if LAYER_SUMMARY in plan.layers:
         t_sum = time.perf_counter()
-        released = 0  # the smallest cut whose replacements are still held (0: all are)
-        if best is not None and repl and best.violations_pending:
-            kept = release_replaced(repl, artifacts, ladder_cuts(evs, plan, policy, _safe, covered_all))
-            if kept is not None:
-                # the cleared candidate, rarely chosen on a big session, gets its blocks back
-                # (the layers run again: pure) only when it is validated or chosen
-                artifacts, best = kept[1], restorable(best.tokens)
-                released = kept[0]
         # One lifting pass for every candidate: the ladder's cuts grow, so each candidate's
         # state extends the previous one (compactor.lifting.lift.Lifter; same states).
         from compactor.lifting.lift import LiftedState, Lifter
@@ -481,11 +422,6 @@ def apply_layers(
                 )
                 if cut <= end0 or cut in tried:
                     continue
-                if released and cut < released:  # (ladder_cuts missed it) the blocks back first
-                    full, arts = replay(repl0, replacing, plan.layers, replaced)
-                    repl.update(full)
-                    artifacts.update(arts)
-                    released = 0
                 covered = covered_all[:bisect_right(covered_seqs, cut)]
                 frame = build_view(evs, checkpoint(cut, summary="", sections={}, state={}, summary_tokens=0))
                 room = target - view_tokens(frame) - 4
@@ -537,8 +473,6 @@ def apply_layers(
             best = chosen
     if best is None:
         best = candidate(checkpoint(end0))
-    if best.restorable:  # the layers' artifacts, which the ladder let go: made again
-        artifacts = best.restored_artifacts()
     return _result(best, artifacts, layers, freed, durations, evs, candidates.n)
 
 
