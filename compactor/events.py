@@ -31,8 +31,10 @@ def _shared_fields_set(fields: set[str]) -> set[str]:
     return got
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class SharedFieldsSet(BaseModel):
+    """A frozen model whose instances share their fields-set object (``_shared_fields_set``):
+    the events and blocks here, the lifted state's items (``lifting.state``). Only for frozen
+    models: a mutable one would change the shared set on assignment."""
 
     def model_post_init(self, context: Any, /) -> None:
         object.__setattr__(self, "__pydantic_fields_set__", _shared_fields_set(self.__pydantic_fields_set__))
@@ -45,6 +47,10 @@ class _Model(BaseModel):
         else:
             object.__setattr__(out, "__pydantic_fields_set__", _shared_fields_set(fields))
         return out
+
+
+class _Model(SharedFieldsSet):
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 # --- blocks -----------------------------------------------------------------------------------

@@ -462,3 +462,29 @@ def test_a_search_that_finds_nothing_is_no_failure_and_reruns_are_named() -> Non
     assert st.failed_approaches[0].failed_again == 6 and st.failed_approaches[1].failed_again is None
     assert st.last_action is not None and st.last_action.seq == 6 and st.last_action.status == "failed"
     assert "permission denied" in st.last_action.detail and st.last_action.result_seq == 7
+
+
+def test_lifted_items_share_their_fields_set_and_dump_the_same():
+    """Each call's ``Command`` and each file's ``FileRef`` live for a whole compaction (one per
+    call of a big session): equal sets of given fields are one object (memory, issue 17), and
+    the state dumps, reloads and copies exactly as before."""
+    evs = [user(1, "Run the checks.")]
+    for k in range(2, 12, 2):
+        uid = f"c{k}"
+        evs += [assistant(k, "", ((uid, "Bash", {"command": f"cat src/m{k}.py"}),)),
+                results(k + 1, (uid, f"x = {k}", False))]
+    state = lift_state(evs)
+    assert len(state.commands) == 5 and len(state.files_read) == 5
+    assert len({id(c.model_fields_set) for c in state.commands}) == 1
+    assert len({id(f.model_fields_set) for f in state.files_read}) == 1
+    again = load_state(dump_state(state))
+    assert again == state and again.model_dump(mode="json") == state.model_dump(mode="json")
+    assert again.commands[0].model_fields_set is state.commands[1].model_fields_set
+    first = state.commands[0]
+    fields = set(first.model_fields_set)
+    changed = first.model_copy(update={"detail": "got: 1"})
+    assert first.model_fields_set == fields and changed.detail == "got: 1"
+    assert "detail" in changed.model_dump(exclude_unset=True)
+    if "detail" not in fields:
+        assert "detail" not in first.model_dump(exclude_unset=True)
+        assert "detail" not in state.commands[1].model_fields_set
