@@ -109,8 +109,19 @@ def count_lines(text: str) -> int:
     total = 0
     for piece in pieces:
         for line in _LINE_CUT.split(piece):
-            total += _count_line(line) if len(line) <= SHORT_TEXT else _count_cached(line)
+            if len(line) > SHORT_TEXT:
+                total += _count_cached(line)
+            elif len(line) > 1 and line[-1] == "\n" and line[-2] in _ASCII_ALNUM:
+                # a newline after a letter or digit is a piece, and a token, of its own: the
+                # line's count is its text's plus one, through the memo the summary's
+                # ``_fit`` sizes its items with (each item tokenized once, not twice)
+                total += _count_short(line[:-1]) + 1
+            else:
+                total += _count_line(line)
     return total
+
+
+_ASCII_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 
 
 def count_texts(texts: Sequence[str]) -> list[int]:

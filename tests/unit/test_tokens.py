@@ -68,3 +68,14 @@ def test_with_tokens_gives_the_events_with_gives():
             assert got.with_(tokens=None) == e
             seen += 1
     assert seen > 100
+
+
+def test_a_newline_after_a_letter_or_digit_is_one_token_more():
+    """``count_lines`` counts a line ending in an ASCII letter or digit as its text plus one
+    (the newline is a piece of its own): true of every text built from the delicate pieces."""
+    rng = random.Random(8)
+    for text in _texts(9, 600):
+        text = text[: rng.randint(1, 300)] + rng.choice("aZ09x")
+        assert tokens._count(text + "\n") == tokens._count(text) + 1, repr(text[-60:])
+        doc = text + "\n" + text + "\n- next"
+        assert tokens.count_lines(doc) == tokens._count(doc)
