@@ -24,6 +24,7 @@ import hashlib
 import json
 import time
 from bisect import bisect_right
+from itertools import accumulate
 from datetime import datetime
 from typing import Any, Callable, Sequence
 
@@ -222,6 +223,13 @@ def plan(
 # --- layers -----------------------------------------------------------------------------------
 
 
+_CHECKED_STATE = frozenset({"constraints", "unknown_actions", "artifacts"})
+"""The fields of a summary candidate's lifted state that validation and the view read
+(``invariants``, ``view``): a ladder candidate's checkpoint holds only these until it is
+picked, when ``_Candidate.complete_state`` dumps the whole state (one JSON dump of an
+O(session) state per compaction instead of one per candidate, issue 17)."""
+
+
 class _Candidate:
     """One candidate view. Its violations may be checked lazily (``check``): a candidate over
     its target never fits whatever else it breaks, and the replacement layers' candidate over
@@ -245,6 +253,13 @@ class _Candidate:
         self.past_request = False
         self.left_out: dict[str, int] = {}
         self.left_out_weight = 0
+        self.lifted: Any = None  # a summary candidate's LiftedState: its checkpoint holds _CHECKED_STATE
+
+    def complete_state(self) -> None:
+        """The whole lifted state into the checkpoint (done for the candidate picked only)."""
+        if self.lifted is not None:
+            self.checkpoint = self.checkpoint.model_copy(update={"state": self.lifted.model_dump(mode="json")})
+            self.lifted = None
 
     @property
     def view(self) -> list[Event]:
@@ -397,6 +412,7 @@ def apply_layers(
         from compactor.lifting.lift import LiftedState, Lifter
 
         covered_seqs = [e.seq for e in covered_all]
+        covered_sums = [0, *accumulate(count_event(e) for e in covered_all)]  # tokens of each prefix
         safe_points: dict[bool, list[int]] = dict(_safe or {})  # keep_request -> safe cuts, every rung
         lifter = Lifter(covered_all, LiftedState.model_validate(state0) if state0 else None)
         # Normal mode keeps the latest request as an event (the cut is before it). Only when no
@@ -427,7 +443,7 @@ def apply_layers(
                 room = target - view_tokens(frame) - 4
                 if not plan.available_tokens:  # the pinned instructions alone exceed the target
                     room = max(room, int(target * INFEASIBLE_SUMMARY_SHARE))
-                replaced = sum(count_event(e) for e in covered) + prev_summary_tokens
+                replaced = covered_sums[len(covered)] + prev_summary_tokens
                 limit = min(room, policy.summary_max_tokens)
                 if policy.summary_must_shrink:
                     limit = min(limit, replaced - _frame_tokens(cut) - 8)
@@ -435,8 +451,10 @@ def apply_layers(
                     continue  # the tail leaves no room for a summary: try a smaller tail
                 tried.add(cut)
                 limit = max(limit, MIN_SUMMARY_TOKENS)
+                lifted = lifter.state_at(cut)
                 out = summarize_range(covered, state0, limit, latest_full=not keep_request,
-                                      state=lifter.state_at(cut))
+                                      state=lifted, state_fields=_CHECKED_STATE,
+                                      covered_tokens=covered_sums[len(covered)])
                 src_hash = covered_hash.at(len(covered))
                 if prev is not None and prev.source_hash:
                     src_hash = hashlib.sha256((prev.source_hash + src_hash).encode()).hexdigest()
@@ -445,6 +463,7 @@ def apply_layers(
                     summary_tokens=out.tokens, summarizer="structured", source_hash=src_hash,
                 )
                 cand = candidate(ckpt)
+                cand.lifted = lifted
                 cand.past_request = not keep_request
                 cand.left_out = dict(out.dropped)
                 cand.left_out_weight = out.left_out_weight
@@ -555,6 +574,7 @@ def _result(
     evs: list[Event],
     n_candidates: int,
 ) -> LayerResult:
+    cand.complete_state()
     ckpt = cand.checkpoint
     end = 0 if ckpt.covers.empty else ckpt.covers.end
     used = set(ckpt.artifacts)

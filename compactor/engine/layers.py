@@ -242,12 +242,16 @@ class SummaryOutcome(BaseModel):
 
 def summarize_range(
     covered: Sequence[Event], prev_state: dict | None, budget_tokens: int, *, latest_full: bool = False,
-    state: LiftedState | None = None,
+    state: LiftedState | None = None, state_fields: frozenset[str] | None = None,
+    covered_tokens: int | None = None,
 ) -> SummaryOutcome:
     """Lift ``covered`` on top of ``prev_state`` and render it within ``budget_tokens``.
 
     ``state``: the ``LiftedState`` of exactly that, when the caller has it already (the
-    engine's ``Lifter`` extends one pass over the shrink ladder's cuts).
+    engine's ``Lifter`` extends one pass over the shrink ladder's cuts). ``state_fields``:
+    dump only these fields of it (the engine's ladder: a candidate's checks read a few, and
+    only the picked candidate's whole state is stored, issue 17). ``covered_tokens``: the
+    tokens of ``covered``, when the caller has summed them already.
     """
     from compactor.lifting.lift import LiftedState, lift_state
     from compactor.summarize.structured import render_summary
@@ -257,11 +261,11 @@ def summarize_range(
         state = lift_state(list(covered), prev)
     rendered = render_summary(state, budget_tokens, latest_full=latest_full)
     return SummaryOutcome(
-        state=state.model_dump(mode="json"),
+        state=state.model_dump(mode="json", include=state_fields),
         text=rendered.text,
         sections=dict(rendered.sections),
         tokens=rendered.tokens,
-        covered_tokens=sum(count_event(e) for e in covered),
+        covered_tokens=sum(count_event(e) for e in covered) if covered_tokens is None else covered_tokens,
         dropped=dict(rendered.dropped),
         left_out_weight=rendered.left_out_weight,
     )

@@ -41,6 +41,7 @@ _OWN_CALL = re.compile(r"^(?:await\s+)?[A-Za-z_$][\w$]*\(")
 _ASSIGN = re.compile(r"^(?:const|let|var|final|auto)?\s*([\w$.\[\], ]+?)\s*(?:[-+*/%|&]?=)(?!=)\s*(.+)$")
 _JS_COMMENT = re.compile(r"(?<![:\"'\\])//[^\n]*|/\*.*?\*/", re.S)
 _PY_COMMENT = re.compile(r"(?<![\"'])\s#[^\n]*$|^\s*#[^\n]*$", re.M)
+_DOCSTRING = re.compile(r'(?s)("""|\'\'\').*?\1')
 _NO_ARGS = re.compile(r"^(?:new\s+)?[\w$]+\.[\w$.]+\(\s*\)$")  # a method call without arguments
 _TRIVIAL_VALUE = re.compile(r"^(?:\[\]|\{\}|\(\)|0|1|-1|None|null|undefined|true|false|True|False|''|\"\")$")
 
@@ -94,11 +95,13 @@ def _split_js(line: str) -> list[str]:
 
 def _statements(body: str, kind: str) -> list[str]:
     """The body's statements, one per line (JS lines split at ``;``), comments and braces gone."""
+    # (each substitution only where its pattern can match: a comment mark, a triple quote)
     if kind == "js":
-        body = _JS_COMMENT.sub("", body)
+        body = _JS_COMMENT.sub("", body) if "/" in body else body
     else:
-        body = _PY_COMMENT.sub("", body)
-        body = re.sub(r'(?s)("""|\'\'\').*?\1', "", body)  # docstrings
+        body = _PY_COMMENT.sub("", body) if "#" in body else body
+        if '"""' in body or "\'\'\'" in body:
+            body = _DOCSTRING.sub("", body)  # docstrings
     out: list[str] = []
     for raw in body.splitlines():
         parts = _split_js(raw) if kind == "js" else [raw]

@@ -183,8 +183,11 @@ def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
     kind = kind_of(path)
     found: list[tuple[int, int, str]] = []  # (priority, position, fact)
 
-    m = _PY_DOC.match(text) if kind == "py" and whole else None
-    m = m or (_HEAD_COMMENT.match(text) if whole else None)
+    # (substring pre-checks: each pattern's matches hold one of these, issue 17)
+    quoted = '"' in text or "'" in text or "`" in text
+    assigns = "=" in text
+    m = _PY_DOC.match(text) if kind == "py" and whole and ('"""' in text or "'''" in text) else None
+    m = m or (_HEAD_COMMENT.match(text) if whole and ("/" in text or "#" in text or "--" in text) else None)
     if m and m.group(m.lastindex or 1):
         about = m.group(m.lastindex or 1).strip().rstrip("*/->").strip().strip("\"'").strip()
         if len(about) >= 12 and not about.lower().startswith(("!", "eslint", "type:", "noqa", "pylint", "-*-")):
@@ -200,7 +203,7 @@ def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
                   (5 if _BARE_SIG.search(s) else 2, start, s) for start, _, s in sigs]
         if kind == "js" and not whole:
             found += [(2, pos, line) for pos, line in _behaviour.branch_lines(text, [(a, b) for a, b, _ in bodies])]
-    const = _CONSTS.get(kind)
+    const = _CONSTS.get(kind) if assigns else None
     if const is not None:
         for m in const.finditer(text):
             value = m.group(2)
@@ -211,13 +214,13 @@ def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
             # (a keyed constant, ``EXTRAS["dev"] = EXTRAS["tests"] + ["tox"]``, is usually an expression)
             found.append((1, m.start(), f"{m.group(1)} = " + (_flat(value.strip().rstrip(";,"), FORMULA_CHARS)
                                                               if "[" in m.group(1) else _value(value))))
-    local = _LOCAL_LITERALS.get(kind) if kind != "py" else None  # py: the numeric settings below
+    local = _LOCAL_LITERALS.get(kind) if kind != "py" and assigns else None  # py: the numeric settings below
     if local is not None:
         found += [(4, m.start(), f"{m.group(1)} = {_value(m.group(2))}") for m in local.finditer(text)
                   if m.group(2) not in _TRIVIAL]
     if kind == "py":
         found += [(4, m.start(), f"{m.group(1)} = {_flat(m.group(2).split('  #')[0], FORMULA_CHARS)}")
-                  for m in _PY_NUMERIC_SET.finditer(text)
+                  for m in (_PY_NUMERIC_SET.finditer(text) if assigns else ())
                   if _NUMBER.search(m.group(2)) and m.group(2).strip() not in _TRIVIAL
                   and not m.group(1).isupper()]  # constants are said above
         found += [(4, m.start(), f"for {m.group(1)} in range({_flat(m.group(2), 30)})")
@@ -231,7 +234,7 @@ def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
         found += [(1, m.start(), f"{m.group(1)}: {_value(m.group(2))}" if kind != "toml"
                    else f"{m.group(1)} = {_value(m.group(2))}")
                   for m in _CONF_PAIR[kind].finditer(text) if m.group(2).strip()]
-    if kind not in ("json", "yaml", "toml", "env", "") and ('"' in text or "'" in text or "`" in text):
+    if kind not in ("json", "yaml", "toml", "env", "") and quoted:
         for m in _DATA_FILE.finditer(text):
             found.append((3, m.start(), "uses " + m.group(1)))
     if kind in ("py", "js", "rs", "go", "sh"):
@@ -367,11 +370,13 @@ def io_facts(kind: str, text: str) -> list[tuple[int, int, str]]:
                 first = m.start() if first < 0 else first
     if mods:
         out.append((1, first, "imports: " + _flat(", ".join(mods), FACT_CHARS)))
-    for m in (_PY_WRITES if kind == "py" else _JS_WRITES).finditer(text):
+    # (every write pattern holds a call's parenthesis and a quoted path)
+    writes = "(" in text and ('"' in text or "'" in text or "`" in text)
+    for m in ((_PY_WRITES if kind == "py" else _JS_WRITES).finditer(text) if writes else ()):
         path = next(g for g in m.groups() if g)
         out.append((1, m.start(), ("creates dir " if "makedirs" in m.group(0) or "mkdirSync" in m.group(0)
                                    else "writes ") + path))
-    if kind == "py":
+    if kind == "py" and "=" in text:  # (both patterns are assignments)
         out += [(4, m.start(), f"{m.group(1)} = {_flat(m.group(2), FORMULA_CHARS)}") for m in _KW_CALL.finditer(text)]
         # an attribute set to a multi-line literal (``session.proxies = {...}``): how an object is configured
         out += [(4, m.start(), f"{m.group(1)} = {literal_digest(text, m.start(2))}") for m in _ATTR_LITERAL.finditer(text)]

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from pydantic import BaseModel, Field
 
@@ -163,7 +164,7 @@ class RenderedSummary(BaseModel):
     )
 
 
-@dataclass
+@dataclass(slots=True)
 class _Line:
     section: str
     text: str
@@ -453,12 +454,15 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
 def _render(doc: _Doc) -> tuple[str, dict[str, list[str]], dict[str, int]]:
     sections: dict[str, list[str]] = {}
     dropped: dict[str, int] = {}
+    get = dropped.get
     for ln in doc.lines:
         if ln.dropped:
             if not ln.detail:
-                dropped[ln.section] = dropped.get(ln.section, 0) + 1
+                dropped[ln.section] = get(ln.section, 0) + 1
+        elif (items := sections.get(ln.section)) is not None:
+            items.append(ln.text)
         else:
-            sections.setdefault(ln.section, []).append(ln.text)
+            sections[ln.section] = [ln.text]
     parts: list[str] = []
     gone: list[str] = []
     for name in SECTION_NAMES:
@@ -479,15 +483,15 @@ def _render(doc: _Doc) -> tuple[str, dict[str, list[str]], dict[str, int]]:
     return "\n\n".join(parts), {k: v for k, v in sections.items()}, dropped
 
 
-def _fit(doc: _Doc, budget: int, tokens: int) -> tuple[str, dict[str, list[str]], dict[str, int], int]:
-    """Drop droppable lines, lowest tier and oldest first, until the text fits (or none left)."""
-    text, sections, dropped = _render(doc)
-    for ln in doc.lines:
+def _fit(doc: _Doc, budget: int, tokens: int,
+         rendered: tuple[str, dict[str, list[str]], dict[str, int]]) -> tuple[str, dict[str, list[str]], dict[str, int], int]:
+    """Drop droppable lines, lowest tier and oldest first, until the text fits (or none left).
+
+    ``rendered``: ``_render(doc)``, whose count is ``tokens``."""
+    text, sections, dropped = rendered
+    candidates = sorted((ln for ln in doc.lines if ln.tier is not None), key=_DROP_ORDER)
+    for ln in candidates:  # (only a droppable line's size is read)
         ln.tokens = count_text(ln.text) + 1
-    candidates = sorted(
-        (ln for ln in doc.lines if ln.tier is not None),
-        key=lambda ln: (ln.tier, ln.seq, ln.order),
-    )
     idx = 0
     while tokens > budget and idx < len(candidates):
         surplus = tokens - budget
@@ -500,6 +504,9 @@ def _fit(doc: _Doc, budget: int, tokens: int) -> tuple[str, dict[str, list[str]]
         text, sections, dropped = _render(doc)
         tokens = count_lines(text)
     return text, sections, dropped, tokens
+
+
+_DROP_ORDER = attrgetter("tier", "seq", "order")
 
 
 _FIXED_SECTIONS = frozenset({FILES_CHANGED, FILES_READ, COMMANDS, TESTS, ARTIFACTS})
@@ -549,13 +556,13 @@ def render_summary(state: LiftedState, budget_tokens: int, *, latest_full: bool 
     if tokens <= budget_tokens:
         return RenderedSummary(text=text, sections=sections, tokens=tokens, dropped=dropped)
 
-    text, sections, dropped, tokens = _fit(doc, budget_tokens, tokens)
+    text, sections, dropped, tokens = _fit(doc, budget_tokens, tokens, (text, sections, dropped))
     weight = _left_out_weight(doc)
     if tokens > budget_tokens:
         # Last resort: the goal and latest request shrink to head quotes pointing at the log.
         short = _build(state, short_requests=True, budget=budget_tokens, latest_full=latest_full)
-        short_text = _render(short)[0]
-        out2 = _fit(short, budget_tokens, count_lines(short_text))
+        short_rendered = _render(short)
+        out2 = _fit(short, budget_tokens, count_lines(short_rendered[0]), short_rendered)
         if out2[3] < tokens:
             text, sections, dropped, tokens = out2
             weight = _left_out_weight(short)

@@ -242,3 +242,22 @@ def test_the_summary_of_a_long_session_is_the_same_rendered_in_proportion(
                 _plain_render(m)
                 old = render_summary(state, budget, latest_full=latest_full)
             assert new == old, budget
+
+
+def _whole_state_per_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine as it was before issue 17's fifth round: every ladder candidate's checkpoint
+    held its whole lifted state (a JSON dump of every command and file per candidate)."""
+    from compactor.engine import compact as engine
+
+    monkeypatch.setattr(engine, "_CHECKED_STATE", None)
+
+
+def test_views_are_byte_identical_with_the_whole_state_dumped_for_the_picked_candidate_only(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Candidates checked with the few state fields the checks read, and the whole state
+    dumped once for the one picked, give the same views, checkpoints (state included) and
+    records as a whole state per candidate."""
+    sessions = [events for _, events in _sessions()] + [_small(tmp_path, 1_500)]
+    assert sum(_both_paths(ev, monkeypatch, old_path=_whole_state_per_candidate) for ev in sessions) >= 30
+    res = compact(sessions[0], make_policy("default"), 1_000, session="s")
+    assert res.checkpoint is not None and set(res.checkpoint.state) == set(lift.LiftedState.model_fields)

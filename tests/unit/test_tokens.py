@@ -38,3 +38,44 @@ def test_count_lines_of_a_text_over_the_piece_size_is_the_count_of_the_whole(mon
     for text in _texts(6, 60):
         text = text * 4
         assert tokens.count_lines(text) == tokens._count(text)
+
+
+def test_with_tokens_gives_the_events_with_gives():
+    """The counted import's copy (``tokens._with_count``) is the event ``with_(tokens=n)``
+    gives: equal, the same dump and fields-set, cached properties kept, the original unchanged."""
+    from pathlib import Path
+
+    from compactor.importers import import_file
+
+    fixtures = sorted(p for p in (Path(__file__).parent.parent / "fixtures").rglob("*") if p.is_file())
+    seen = 0
+    for path in fixtures:
+        try:
+            events = import_file(path).events
+        except Exception:  # (a fixture of broken input, or not a transcript)
+            continue
+        for e in events:
+            if e.tokens is not None:
+                continue
+            e.text  # noqa: B018 - a cached property the copy carries, as model_copy's does
+            n = tokens.count_event(e)
+            want = e.with_(tokens=n)
+            (got,) = tokens.with_tokens([e])
+            assert got == want and got is not e and e.tokens is None
+            assert got.model_dump_json() == want.model_dump_json()
+            assert got.__pydantic_fields_set__ == want.__pydantic_fields_set__
+            assert got.__dict__ == want.__dict__
+            assert got.with_(tokens=None) == e
+            seen += 1
+    assert seen > 100
+
+
+def test_a_newline_after_a_letter_or_digit_is_one_token_more():
+    """``count_lines`` counts a line ending in an ASCII letter or digit as its text plus one
+    (the newline is a piece of its own): true of every text built from the delicate pieces."""
+    rng = random.Random(8)
+    for text in _texts(9, 600):
+        text = text[: rng.randint(1, 300)] + rng.choice("aZ09x")
+        assert tokens._count(text + "\n") == tokens._count(text) + 1, repr(text[-60:])
+        doc = text + "\n" + text + "\n- next"
+        assert tokens.count_lines(doc) == tokens._count(doc)
