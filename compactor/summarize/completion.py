@@ -37,7 +37,7 @@ from compactor.summarize.structured import (
     UNKNOWN,
     _build,
 )
-from compactor.summarize.acceptance import ALSO_HEADING, _found, haystack, item_named, model_part, named, terms
+from compactor.summarize.acceptance import ALSO_HEADING, found_count, haystack, item_named, model_part, named, terms
 from compactor.tokens import count_text
 
 _MUST = (UNKNOWN, CONSTRAINTS, GOAL)
@@ -45,7 +45,8 @@ _FILL = {ERRORS: 0, LAST_ACTION: 1, FILES_CHANGED: 2, COMMANDS: 3, DECISIONS: 4}
 """Sections whose lines may be added again in full when the summary names them only in part,
 in this order (what failed and why, where the covered range ends, what the changed files
 hold, what a fetch or query returned, why things were done). Of the commands only those with
-an answer (``got: ...``) are: a bare command line adds nothing the summary's name of it lacks."""
+a fetch's or query's answer (``got: ...``) are: a bare command line adds nothing the summary's
+name of it lacks, and a run's other gists (``printed: ...``) are short enough to be named whole."""
 PARTLY = 0.8
 """A line the summary names carries less than this share of its terms: its detail is missing."""
 _FILL_MIN_TERMS = 4
@@ -100,20 +101,21 @@ def is_named(section: str, line: str, text: str, *, latest_full: bool = False) -
     return item_named(section, line, hay)
 
 
-def share_carried(line: str, hay: str) -> float:
-    """The share of ``line``'s distinctive terms that ``hay`` (a ``haystack``) carries."""
-    ts = terms(line)
-    return sum(1 for t in ts if _found(t, hay)) / len(ts) if ts else 1.0
+def share_carried(line_terms: frozenset[str], hay: str) -> float:
+    """The share of a line's distinctive terms (``terms``) that ``hay`` (a ``haystack``) carries."""
+    return found_count(line_terms, hay) / len(line_terms) if line_terms else 1.0
 
 
 def complete_from_state(text: str, state: LiftedState, budget_tokens: int, *,
                         latest_full: bool = False) -> tuple[str, list[str]]:
-    """``text`` with the state's items it does not name appended; and the sections completed.
+    """``text`` with the state's items it does not name appended, then (room left) the lines it
+    names only in part; and the sections completed.
 
     Args:
         text: the model's summary.
         state: the lifted state of the covered range (the structured summarizer's input).
-        budget_tokens: the summary budget; optional items are added only while it lasts.
+        budget_tokens: the summary budget; optional items and the lines named in part are added
+            only while it lasts.
         latest_full: the cut passed the latest request (mid-turn): it must be quoted whole.
     """
     doc = _build(state, latest_full=latest_full)
@@ -188,7 +190,8 @@ def complete_from_state(text: str, state: LiftedState, budget_tokens: int, *,
         add(section, line)
     hay = haystack("\n".join(out))
     for _, _, section, line in sorted(fill):
-        if len(terms(line)) < _FILL_MIN_TERMS or share_carried(line, hay) >= PARTLY:
+        line_terms = terms(line)
+        if len(line_terms) < _FILL_MIN_TERMS or share_carried(line_terms, hay) >= PARTLY:
             continue
         item_tokens = count_text(line) + 4
         if used + item_tokens > budget_tokens:
