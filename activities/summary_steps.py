@@ -4,7 +4,6 @@ one step). A mixin: the store plumbing (``_run``, ``log``, work objects) is ``St
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
@@ -201,9 +200,10 @@ class SummarySteps:
             rendered = render_summary(LiftedState.model_validate(state_doc), inp.budget_tokens)
             doc = {"summary": rendered.text, "sections": dict(rendered.sections), "native": None}
             tokens = rendered.tokens
-        raw = self._put_json(inp.output_key, doc)
         if docs is not None:
-            docs["summary"] = json.loads(raw)  # what validate_candidate would read back
+            docs["summary"] = self._put_parsed(inp.output_key, doc)  # what validate_candidate reads back
+        else:
+            self._put_json(inp.output_key, doc)
         return SummarizeOutput(
             output_key=inp.output_key, summary_tokens=tokens, model="structured", attempts=meta["attempt"]
         )

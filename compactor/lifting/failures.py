@@ -22,19 +22,17 @@ from bisect import bisect_right
 from typing import Sequence
 
 from compactor.lifting.state import FailedApproach
-from compactor.lifting.outputs import (  # noqa: F401 - re-exported: what an output said lives there
+from compactor.lifting.outputs import (
     HARNESS_NOTE_RE as _HARNESS_NOTE_RE,
+    PARTIAL_CHARS,
     answer_title,
     clip as _clip,
-    install_outcome,
-    is_install,
-    output_gist,
     partial_fields,
     partial_result,
 )
 
 CAUSE_LINES = 2
-CAUSE_LINE_CHARS = 120
+CAUSE_LINE_CHARS = PARTIAL_CHARS  # (one width: a cut answer's fields are a cause line too)
 ONE_CAUSE_CHARS = 200
 NEXT_CHARS = 150
 NEXT_CALL_CHARS = 80

@@ -40,6 +40,7 @@ from compactor.lifting import content as _content
 from compactor.lifting import digests as _digests
 from compactor.lifting import notes as _notes
 from compactor.lifting import failures as _failures
+from compactor.lifting import outputs as _outputs
 from compactor.lifting.constraints import (  # noqa: F401 - re-exported: the classification lives there
     MAX_CONSTRAINT_CHARS,
     constraint_sentences,
@@ -382,10 +383,10 @@ class _Acc:
             if use.id not in self._command_ids:
                 self._command_ids.add(use.id)
                 status: CommandStatus = "failed" if out.failed else "ok"
-                detail = ((_failures.install_outcome(text) if _failures.is_install(act.command)
+                detail = ((_outputs.install_outcome(text) if _outputs.is_install(act.command)
                            else _failures.partial_result(text)) if text else "")
-                if text and not out.failed and not act.reads and not act.paths and not _failures.is_install(act.command):
-                    gist = _failures.output_gist(text)  # what a fetch or a query answered
+                if text and not out.failed and not act.reads and not act.paths and not _outputs.is_install(act.command):
+                    gist = _outputs.output_gist(text)  # what a fetch or a query answered
                     detail = f"{detail}; {gist}" if detail and gist else detail or gist
                 self.commands.append(Command(seq=use_seq, command=act.command, tool=act.tool,
                                              tool_use_id=use.id, exit_code=out.exit_code,

@@ -52,7 +52,8 @@ def install_outcome(text: str) -> str:
 _PARTIAL_FLAG_RE = re.compile(r'"(?:restricted|truncated|partial|hasMore|has_more|is_truncated)"\s*:\s*true')
 _JSON_SCALARS_RE = re.compile(r'(?:"\w+"\s*:\s*(?:true|false|null|-?\d+(?:\.\d+)?)\s*,?\s*){2,}')
 PARTIAL_TAIL_CHARS = 600
-PARTIAL_CHARS = 120  # (``failures.CAUSE_LINE_CHARS``)
+PARTIAL_CHARS = 120
+"""A cut answer's fields, clipped as a failure's cause line is (``failures.CAUSE_LINE_CHARS``)."""
 _SIZE_CAP_RE = re.compile(r'"(?:maxChars|max_chars|maxBytes|max_bytes|maxTokens|max_tokens|totalChars|total_chars)"')
 
 

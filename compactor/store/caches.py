@@ -28,7 +28,7 @@ class SegmentCache:
         self._size = 0
         self._lock = threading.Lock()
         # (directory of the key, first seq) -> cached segments starting there (decoded_prefix)
-        self._starts: dict[tuple[str, int], dict[tuple[str, str], int]] = {}
+        self._starts: dict[tuple[str, int], set[tuple[str, str]]] = {}
 
     def _cost(self, v: list) -> int:
         return len(v[0]) * (1 + (self.PARSED_FACTOR if v[1] is not None else 0))
@@ -48,7 +48,7 @@ class SegmentCache:
                 v = [data, events, seg.first, seg.last]
                 self._d[k] = v
                 self._size += self._cost(v)
-                self._starts.setdefault((seg.key.rpartition("/")[0], seg.first), {})[k] = seg.last
+                self._starts.setdefault((seg.key.rpartition("/")[0], seg.first), set()).add(k)
             elif events is not None and v[1] is None:
                 self._size -= self._cost(v)
                 v[1] = events
@@ -61,7 +61,7 @@ class SegmentCache:
                 start = (gone[0].rpartition("/")[0], old[2])
                 same = self._starts.get(start)
                 if same is not None:
-                    same.pop(gone, None)
+                    same.discard(gone)
                     if not same:
                         del self._starts[start]
             return v
@@ -82,9 +82,9 @@ class SegmentCache:
         with self._lock:
             while first <= seg.last:
                 best = None
-                for k, last in (self._starts.get((where, first)) or {}).items():
+                for k in self._starts.get((where, first)) or ():
                     v = self._d[k]
-                    if (v[1] is not None and last <= seg.last and (best is None or last > best[3])
+                    if (v[1] is not None and v[3] <= seg.last and (best is None or v[3] > best[3])
                             and v[0].endswith(b"\n") and data.startswith(v[0], pos)):
                         best = v
                 if best is None:

@@ -235,10 +235,11 @@ def told_chains(failed: list[FailedApproach]) -> list[list[FailedApproach]]:
             if len(c) > 1 and any(soft_told(fa) or soft_concluded(fa.cause) for fa in c)]
 
 
-def shown_soft(failed: list[FailedApproach]) -> list[FailedApproach]:
+def shown_soft(failed: list[FailedApproach],
+               chains: list[list[FailedApproach]] | None = None) -> list[FailedApproach]:
     """The calls that did nothing which get a failure line (alone or in a chain): their quoted words
-    are not said again elsewhere."""
-    chained = {id(fa) for c in told_chains(failed) for fa in c}
+    are not said again elsewhere. ``chains``: ``told_chains(failed)`` when the caller has it."""
+    chained = {id(fa) for c in (told_chains(failed) if chains is None else chains) for fa in c}
     return [fa for fa in failed if fa.error == SOFT_ERROR and (id(fa) in chained or soft_told(fa))]
 
 
@@ -250,7 +251,7 @@ def build_failure_lines(failed: list[FailedApproach], files: list[FileRef]) -> l
     """
     chains = told_chains(failed)
     in_chain = {id(fa) for c in chains for fa in c}
-    soft = " ".join(fa.cause for fa in shown_soft(failed))
+    soft = " ".join(fa.cause for fa in shown_soft(failed, chains))
     # a call the agent said did nothing is a line when the agent said why or its next result confirmed
     # something: then it is what the session turned on; a bare symptom stays the agent's finding
     failed = [fa for fa in failed if id(fa) not in in_chain and (fa.error != SOFT_ERROR or soft_told(fa))]

@@ -31,7 +31,7 @@ from operator import attrgetter
 
 from pydantic import BaseModel, Field
 
-from compactor.lifting.failures import is_install
+from compactor.lifting.outputs import is_install
 from compactor.lifting.lift import LastAction, LiftedState, Request
 from compactor.lifting.narrative import (
     REPORT_SHARE,

@@ -99,7 +99,7 @@ def test_one_call_that_did_nothing_without_a_why_stays_a_finding() -> None:
 
 
 def test_a_search_answer_says_what_it_was_filtered_for() -> None:
-    from compactor.lifting.failures import output_gist
+    from compactor.lifting.outputs import output_gist
     answer = json.dumps({"results": [{"name": "DeVolt", "similarity": 0.07}, {"name": "CargoBill", "similarity": 0.06}],
                          "filtersApplied": {"filters": {"acceleratorOnly": True}}, "totalFound": 9, "hasMore": True})
     assert output_gist(answer) == "got: for acceleratorOnly=true; results (2): DeVolt, CargoBill"
@@ -120,7 +120,7 @@ def test_what_a_run_printed_in_one_short_line_is_kept_with_the_command() -> None
 
 
 def test_a_search_answer_counts_its_items_once() -> None:
-    from compactor.lifting.failures import output_gist
+    from compactor.lifting.outputs import output_gist
     answer = json.dumps({"results": [{"name": f"P{i}"} for i in range(7)]})
     assert output_gist(answer) == "got: results (7): P0, P1, P2, P3, P4, …"
 

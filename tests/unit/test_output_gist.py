@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from compactor.lifting.failures import output_gist
+from compactor.lifting.outputs import output_gist
 from compactor.lifting.lift import lift_state
 from compactor.summarize.structured import render_summary
 from tests.unit.test_lift import assistant, results, user
