@@ -416,6 +416,8 @@ class LlmActivities:
     ) -> tuple[str, dict[str, list[str]], None, _Usage, int]:
         usage = _Usage()
         covers = (loaded.first_seq, covers_end)
+        if (why := prompting.no_room(loaded.state, budget_tokens, latest_full=loaded.latest_full)) is not None:
+            raise _failed(why)  # before any call: an answer with no room to show is not paid for
 
         def build(events: Sequence[Event], dropped: int) -> prompting.SummaryPrompt:
             return prompting.build_prompt(

@@ -52,6 +52,10 @@ DEFAULT_ANSWERS = "tests/fixtures/model-path"
 RATIOS = ((0.10, 10), (0.05, 5))
 KINDS = ("faithful", "empty", "placeholder", "no-constraints", "unknown-done", "invented-path",
          "planted", "other-language", "goal-only")
+NO_ROOM = "no-room"
+"""The row of a transcript and target where the product asks no model at all: the summary's
+budget leaves under ``prompting.MIN_MODEL_ROOM`` tokens beside the quoted latest request, so
+there is no request to answer. Expected: the structured summary, the reason said, no call."""
 EXPECTED = {
     "faithful": ("used", "completed"),
     "empty": ("refused",),
@@ -62,6 +66,7 @@ EXPECTED = {
     "planted": ("refused",),
     "other-language": ("refused",),
     "goal-only": ("refused", "completed", "used"),  # informative: where MIN_CARRIED cuts a one-line answer
+    NO_ROOM: ("not-asked",),
 }
 """What each kind of answer must come out as."""
 
@@ -70,7 +75,7 @@ EXPECTED = {
 @dataclass
 class Outcome:
     path: str
-    outcome: str  # used | completed | repaired | refused | failed
+    outcome: str  # used | completed | repaired | refused | not-asked | failed
     summarizer: str = ""
     detail: str = ""  # sections completed, lines repaired, or the fallback reason
     truthful: bool = False
@@ -121,7 +126,8 @@ def judge(path: str, answer: str, record: Any, view: Sequence[Event], state: Any
             # The view shows the model's text: its lines are there (but a repaired one or two).
             truthful = bool(shown) and (not lines or kept >= 0.8 * len(lines))
     else:
-        outcome, detail = "refused", record.fallback_reason or ""
+        detail = record.fallback_reason or ""
+        outcome = "not-asked" if "no room for a model summary" in detail else "refused"
         # The view shows the structured summary: none of the answer's own lines, no appendix.
         own = [ln for ln in lines if ln not in haystack(structured_text(state))]
         truthful = ALSO_HEADING not in shown and not any(ln in hay for ln in own)
@@ -305,7 +311,15 @@ def _run_bench(corpus: str, answers: str, paths: Sequence[str], record: str | No
                     rec_dir = Path(record) / name if record else None
                     # record the product's request (the answer served does not change it)
                     probe = Case(name, "record", faithful or "", events, target)
+                    runner.fake.requests.clear()
                     _, base = runner.inline(probe, rec_dir)
+                    if _last_summary_request(runner.fake) is None:
+                        # no request made: nothing to answer; both paths must say so
+                        row = _run_case(runner, Case(name, NO_ROOM, "", events, target), paths)
+                        rows.append(row)
+                        if progress:
+                            progress(row)
+                        continue
                     if faithful is None:
                         missing.append(name)
                         continue
@@ -347,6 +361,13 @@ def _run_case(runner: Runner, case: Case, paths: Sequence[str]) -> dict[str, Any
     fake.requests.clear()
     row["ok"] = all(row[p]["outcome"] in expected_outcomes(case.kind, case.note, row[p].get("detail", ""))
                     and row[p]["truthful"] for p in paths if p in row)
+    if case.kind == NO_ROOM:  # not asked means no request, on either path (and no answer to measure)
+        row["ok"] = row["ok"] and not any(bodies.get(p) for p in paths)
+        if "durable" in paths:
+            row["same_request"] = not bodies["inline"] and not bodies["durable"]  # none on both
+        for p in paths:
+            if p in row:
+                row[p]["carried"] = None
     return row
 
 
@@ -431,7 +452,8 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-_SHORT = {"used": "used", "completed": "compl.", "repaired": "repair", "refused": "REFUSED", "failed": "FAILED"}
+_SHORT = {"used": "used", "completed": "compl.", "repaired": "repair", "refused": "REFUSED", "failed": "FAILED",
+          "not-asked": "not asked"}
 
 
 def render_markdown(result: dict[str, Any]) -> str:
@@ -441,7 +463,7 @@ def render_markdown(result: dict[str, Any]) -> str:
     by: dict[str, dict[str, dict[str, Any]]] = {}
     for r in result["rows"]:
         by.setdefault(r["name"], {})[r["kind"]] = r
-    kinds = [k for k in KINDS if any(k in v for v in by.values())]
+    kinds = [k for k in (*KINDS, NO_ROOM) if any(k in v for v in by.values())]
     lines = ["| answer | carried (faithful) | " + " | ".join(kinds) + " |",
              "|---|---:|" + "---|" * len(kinds)]
     for name, rows in by.items():

@@ -91,3 +91,33 @@ def test_auto_picks_anthropic_with_a_key_and_structured_without(fake, capsys, tm
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     rc, doc, err = compact(capsys, tmp_path)
     assert rc == 0 and doc["record"]["summarizer"] == "structured" and "auto: no ANTHROPIC_API_KEY" in err
+
+
+def test_no_room_beside_the_quoted_request_means_no_model_call(fake):
+    """After a mid-turn cut the service quotes the latest request whole; when the summary's
+    budget leaves under ``MIN_MODEL_ROOM`` tokens beside it (raze at 5%: 45 of 935), no model is
+    asked (its answer could not be shown) and the reason says so in counts; with room, it is."""
+    import asyncio
+
+    import anthropic
+    from temporalio.exceptions import ApplicationError
+
+    from activities.llm import AnthropicSettings, LlmActivities
+    from compactor.events import Event, TextBlock
+    from compactor.lifting.lift import lift_state
+    from compactor.tokens import count_text
+
+    task = ("Review this plan for media support in Document. " + "Each media item becomes one Document. " * 100).strip()
+    ev = [Event(seq=1, id="e1", role="user", blocks=[TextBlock(text=task)]),
+          Event(seq=2, id="e2", role="assistant", blocks=[TextBlock(text="Reading knowledge.py first.")])]
+    state = json.loads(lift_state(ev).model_dump_json())
+    llm = LlmActivities(anthropic.AsyncAnthropic(api_key="sk-unit", base_url=fake.base_url, max_retries=0),
+                        None, AnthropicSettings())
+    quoted = count_text(task) + 24
+    with pytest.raises(ApplicationError, match="no room for a model summary") as info:
+        asyncio.run(llm.template_summary(state, ev, covers_end=2, budget_tokens=quoted + 50, latest_full=True))
+    assert "50 of the summary's" in info.value.message and "Each media" not in info.value.message
+    assert fake.calls() == []
+    asyncio.run(llm.template_summary(state, ev, covers_end=2, budget_tokens=quoted + prompting.MIN_MODEL_ROOM,
+                                     latest_full=True))
+    assert len(fake.calls()) == 1

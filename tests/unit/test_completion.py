@@ -148,3 +148,27 @@ def test_room_left_goes_to_what_a_fetch_returned_when_the_summary_names_only_the
     text, added = complete_from_state(summary, state, 2_000)
     assert added == ["Commands run"]
     assert "CargoBill, InvoiceChain, Factorly" in text.split(ALSO_HEADING, 1)[1]
+
+
+def test_empty_sections_of_a_tight_answer_give_their_room_to_what_it_names_only_in_part():
+    """A model answer at a tight budget that keeps the template's empty sections ("- (none)"):
+    they go, as the structured summary leaves them out, and the room they took carries the
+    error line the answer names only in part (Soul at 10%: five empty sections, about a
+    tenth of a 449-token answer)."""
+    from compactor.engine.model_summary import fit_completed, without_empty_sections
+
+    state = lift_state(_failed_migration().events[:-1])
+    named = ("## Goal\n- Get the migrations running against the staging database.\n"
+             "## Errors and failed approaches\n- `alembic upgrade head` failed: no server connection.\n")
+    empty = "".join(f"## {name}\n- (none)\n" for name in (
+        "Constraints (verbatim)", "Tests", "Outcome unknown (not confirmed — verify before relying on them)",
+        "Artifacts", "Links the user gave", "Files read"))
+    answer = named + empty
+    assert without_empty_sections(answer) == named.rstrip("\n")
+    budget = count_text(answer) + 30  # the answer fits; no room for the error line beside its empty sections
+    assert "migrator_svc" not in complete_from_state(answer, state, budget)[0]
+    text, added = fit_completed(answer, state, budget)
+    assert "- (none)" not in text and "## Tests" not in text
+    assert "Errors and failed approaches" in added and "migrator_svc" in text.split(ALSO_HEADING, 1)[1]
+    assert count_text(text) <= budget
+    assert without_empty_sections(named) == named  # nothing to drop: the text as written

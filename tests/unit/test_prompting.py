@@ -195,3 +195,21 @@ def test_a_mid_turn_request_leaves_the_model_room_for_the_quoted_latest_request(
     _, data = split_fenced("\n".join(b["text"] for b in mid.messages[0]["content"]))
     assert not any("Never push to main" in c["text"] for c in json.loads(data["lifted_state"])["constraints"])
     assert prompting.build_prompt(state, ev, budget_tokens=1_000, covers=(1, 2)).system == mid.system
+
+
+def test_a_tight_budget_says_how_to_spend_it_and_a_roomy_one_does_not():
+    """Below ``TIGHT_BUDGET`` the request tells the model that empty sections are dropped and
+    what to spend the lines on (commands in full, before and after, causes, reasons); the
+    system prompt, the cached prefix, is the same bytes either way."""
+    task = "Fix the parser: it drops trailing commas in lists. Never push to main."
+    ev = [Event(seq=1, id="e1", role="user", blocks=[TextBlock(text=task)]),
+          Event(seq=2, id="e2", role="assistant", blocks=[TextBlock(text="Reading parser.py first.")])]
+    state = lift_state(ev)
+    small = prompting.build_prompt(state, ev, budget_tokens=600, covers=(1, 2))
+    roomy = prompting.build_prompt(state, ev, budget_tokens=4_000, covers=(1, 2))
+    mid = prompting.build_prompt(state, ev, budget_tokens=600, covers=(1, 2), latest_full=True)
+    assert "The budget is tight" in _outside_fences(small)
+    assert "written out in full, never shortened" in _outside_fences(small)
+    assert "The budget is tight" not in _outside_fences(roomy)
+    assert "its links" in _outside_fences(mid) and "its links" not in _outside_fences(small)
+    assert small.system == roomy.system == mid.system
