@@ -99,8 +99,8 @@ def over_budget(view_tokens: int, target_tokens: int | None, structured_tokens: 
 # Sections of a model's answer that give way first when the completed summary overruns its
 # budget (a model that wrote past the budget it was asked for; its sections that say
 # nothing, "- (none)", are gone already): the least a continuing agent acts on first; what
-# the agent built (files changed: what they hold and do), why, and what failed last. Goal, constraints, unknown outcomes and
-# the latest request never give way. (Probes, issue 14: a trimmed answer that had lost its
+# the agent built (files changed: what they hold and do), why, and what failed last. Goal,
+# constraints, unknown outcomes and the latest request never give way. (Probes, issue 14: a trimmed answer that had lost its
 # "Files changed" left readers unable to say what the fix changed.)
 _SHED_ORDER = ("Files read", "Links the user gave", "Artifacts", "Commands run", "Tests",
                "User requests", "Agent's reports (newest first)", "Current plan / todos",

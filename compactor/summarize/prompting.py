@@ -334,28 +334,32 @@ MIN_MODEL_ROOM = 200
 """The least room, beside what the service adds itself (the quoted latest request), for which a
 model summary is asked for at all: half the least a request asks for (``MIN_MODEL_BUDGET``).
 With less, the answer would be cut to a few lines of the model's text over the lifted
-state's (raze at 5%: 43 tokens beside a 900-token quoted request; a faithful 400-token answer
-was trimmed to its goal line and refused as a placeholder), so the call is not made: the
+state's (raze at 5%: 45 of 935 tokens beside an 890-token quoted request; a faithful 400-token
+answer was trimmed to its goal line and refused as a placeholder), so the call is not made: the
 structured summary is used and the record says why (``no_room``)."""
 
 
-def model_room(state: Mapping[str, Any] | Any, budget_tokens: int, *, latest_full: bool = False) -> int:
-    """Tokens of the summary's budget left to the model: ``budget_tokens`` less the quoted
-    latest request after a mid-turn cut (what ``build_prompt`` takes off the model's budget)."""
-    if not latest_full:
-        return budget_tokens
-    state_json = state if isinstance(state, Mapping) else json.loads(state.model_dump_json())
-    latest = latest_quoted(state_json)
-    return budget_tokens - (count_text(latest[1]) + 24 if latest else 0)
+def _state_json(state: Mapping[str, Any] | Any) -> Mapping[str, Any]:
+    return state if isinstance(state, Mapping) else json.loads(state.model_dump_json())
+
+
+def _quoted(state_json: Mapping[str, Any], latest_full: bool) -> tuple[tuple[int, str] | None, int]:
+    """The latest request the service quotes after a mid-turn cut, and the tokens it reserves."""
+    latest = latest_quoted(state_json) if latest_full else None
+    return latest, (count_text(latest[1]) + 24 if latest else 0)
 
 
 def no_room(state: Mapping[str, Any] | Any, budget_tokens: int, *, latest_full: bool = False) -> str | None:
-    """Why no model summary is asked for (counts only, no text), or None when there is room."""
-    room = model_room(state, budget_tokens, latest_full=latest_full)
+    """Why no model summary is asked for (counts only, no text), or None when there is room:
+    ``budget_tokens`` less the quoted latest request after a mid-turn cut (what ``build_prompt``
+    takes off the model's budget) is under ``MIN_MODEL_ROOM``."""
+    _, reserved = _quoted(_state_json(state), latest_full)
+    room = budget_tokens - reserved
     if room >= MIN_MODEL_ROOM:
         return None
+    beside = " beside the quoted latest request" if reserved else ""
     return (f"no room for a model summary: {max(room, 0):,} of the summary's {budget_tokens:,} tokens are "
-            f"left beside the quoted latest request (at least {MIN_MODEL_ROOM} needed); the call was not made")
+            f"left{beside} (at least {MIN_MODEL_ROOM} needed); the call was not made")
 
 
 def latest_quoted(state: Mapping[str, Any]) -> tuple[int, str] | None:
@@ -393,9 +397,8 @@ def build_prompt(
     ``latest_full``: the cut passed the latest request (mid-turn), which the service quotes
     whole after the summary (``completion``): its tokens come off the model's budget, and the
     model is told not to repeat it or the constraints it contains."""
-    state_json = state if isinstance(state, Mapping) else json.loads(state.model_dump_json())
-    latest = latest_quoted(state_json) if latest_full else None
-    reserved = count_text(latest[1]) + 24 if latest else 0
+    state_json = _state_json(state)
+    latest, reserved = _quoted(state_json, latest_full)
     if latest:
         state_json = _mid_turn_state(state_json, latest[1])
     asked = model_budget(budget_tokens, reserved)
