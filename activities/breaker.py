@@ -27,7 +27,6 @@ before (a retry after a worker died between the two writes).
 from __future__ import annotations
 
 import asyncio
-import json
 from datetime import datetime, timezone
 from typing import Any, Callable
 
@@ -38,7 +37,7 @@ from activities import metrics
 from compactor import breaker
 from compactor.errors import CorruptState, NotFound, PreconditionFailed
 from compactor.store import validate_id
-from compactor.store.breakers import count_open_breakers, sync_open_index
+from compactor.store.breakers import sync_open_index
 
 CHECK_BREAKER = "check_breaker"
 RECORD_BREAKER = "record_breaker"

@@ -344,7 +344,7 @@ class CompactorClient:
         **extra: Any,
     ) -> WorkflowHandle:
         """Start a compaction, or attach to the one already running for this session."""
-        from activities.contracts import CompactSessionInput, CompactSessionOutput
+        from activities.contracts import CompactSessionInput
 
         tenant = self.scope.check(tenant)
         try:

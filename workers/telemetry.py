@@ -255,8 +255,8 @@ class _Serving:
         self.stopping = True
 
     async def _count_breakers(self) -> None:
-        from activities.breaker import count_open_breakers
         from activities.metrics import set_open_breakers
+        from compactor.store.breakers import count_open_breakers
 
         tenants = list(self.tel.settings.tenants) or None
         try:

@@ -182,12 +182,12 @@ def import_into(path: str | Path, fmt: str, log: SessionLog | None, sink: Any = 
     from compactor.importers import import_file
 
     _big_buffers_to_mmap()
-    spill = None
-    if log is not None:
-        def spill(data: bytes) -> Any:
-            return log.put_artifact(data, preview_head=SPILL_HEAD, preview_tail=SPILL_TAIL)
+    def spill(data: bytes) -> Any:
+        assert log is not None
+        return log.put_artifact(data, preview_head=SPILL_HEAD, preview_tail=SPILL_TAIL)
 
-    return import_file(path, format=fmt, limits=import_limits(), spill=spill, sink=sink)
+    return import_file(path, format=fmt, limits=import_limits(), spill=spill if log is not None else None,
+                       sink=sink)
 
 
 _M_MMAP_THRESHOLD = -3
