@@ -18,7 +18,7 @@ from typing import Any
 
 from compactor.errors import InvalidInput, TenantNotAllowed
 from compactor.engine.policy import make_policy
-from compactor.store.log import validate_id
+from compactor.store.ids import validate_id
 
 #: Longest free-text field a request may carry into history (trigger, model, queue names).
 MAX_LABEL = 200

@@ -29,12 +29,12 @@ from compactor.events import Event
 from compactor.records import Head, Segment
 from compactor.store.caches import _IdIndex
 from compactor.store import log as logmod
+from compactor.store.ids import utc_now
 from compactor.store.log import (
     AppendResult,
     SessionLog,
     _Chunk,
     _event_line,
-    _now,
 )
 
 T = TypeVar("T")
@@ -167,7 +167,7 @@ class _Writer:
             checkpoint_sha256=ckpt_sha,
             checkpoint_run=head.checkpoint_run,
             segments=[*kept, *self.written],
-            updated_at=_now(),
+            updated_at=utc_now(),
             view_tokens=(
                 self.added if head.version == 0
                 else None if head.view_tokens is None else head.view_tokens + self.added

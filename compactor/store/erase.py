@@ -31,7 +31,7 @@ from compactor.errors import NotFound
 from compactor.store.base import ObjectInfo, ObjectStore
 from compactor.store.breakers import sync_open_index
 from compactor.store.gc import delete_all, lifecycle_store, object_kind, referenced_artifacts, session_ids
-from compactor.store.log import validate_id
+from compactor.store.ids import validate_id
 
 
 class DeletionRecord(BaseModel):

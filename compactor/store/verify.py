@@ -18,7 +18,8 @@ from pydantic import BaseModel, Field, ValidationError
 from compactor.errors import BucketNotFound, IntegrityError, NotFound
 from compactor.events import ArtifactRefBlock
 from compactor.records import Checkpoint, Head, foreign_segment
-from compactor.store.log import SessionLog, _sha
+from compactor.store.ids import sha256_hex
+from compactor.store.log import SessionLog
 
 
 class Finding(BaseModel):
@@ -160,7 +161,7 @@ def _checkpoints(
             raise
         except NotFound:
             continue  # removed while listing
-        if expected is not None and _sha(data) != expected:
+        if expected is not None and sha256_hex(data) != expected:
             whom = "the head" if is_current else "its compaction record"
             _problem(rep, key, f"stored bytes do not match the sha256 {whom} recorded "
                                f"({expected[:16]}...): changed outside compactor; restore it "

@@ -7,7 +7,7 @@ from pydantic import BaseModel, ValidationError
 from temporalio.exceptions import ApplicationError
 
 from compactor.errors import IntegrityError
-from compactor.store.log import parse_problem
+from compactor.store.ids import parse_problem
 from workers.redaction import redact
 
 SECRET = "ZQX-SECRET-7731"
