@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
 
 HARNESS_NOTE_RE = re.compile(r"^\s*(?:\[(?:Showing|Output|Truncated)|\(Open file|\(Current directory|bash-\$)", re.I)
 
@@ -30,7 +31,9 @@ _INSTALL_PROBLEM_RE = re.compile(r"^\s*(?:ERROR|WARNING|npm (?:ERR!|WARN)|E:|err
 INSTALL_DETAIL_CHARS = 160
 
 
+@lru_cache(maxsize=1 << 16)
 def is_install(command: str) -> bool:
+    # (memo: the lift asks twice per command, and each ladder candidate's render once more)
     return bool(_INSTALL_RE.search(command))
 
 
