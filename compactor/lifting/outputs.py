@@ -31,9 +31,14 @@ _INSTALL_PROBLEM_RE = re.compile(r"^\s*(?:ERROR|WARNING|npm (?:ERR!|WARN)|E:|err
 INSTALL_DETAIL_CHARS = 160
 
 
-@lru_cache(maxsize=1 << 16)
 def is_install(command: str) -> bool:
-    # (memo: the lift asks twice per command, and each ladder candidate's render once more)
+    # (memo for short commands: the lift asks twice per command, and each ladder candidate's
+    # render once more; a long script is searched each time rather than kept alive in the memo)
+    return _is_install_short(command) if len(command) <= 512 else bool(_INSTALL_RE.search(command))
+
+
+@lru_cache(maxsize=1 << 16)
+def _is_install_short(command: str) -> bool:
     return bool(_INSTALL_RE.search(command))
 
 
