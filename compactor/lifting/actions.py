@@ -96,8 +96,8 @@ def _one_line(text: str, n: int = MAX_ITEM_CHARS) -> str:
 def parse_exit_code(text: str) -> int | None:
     if text.isascii():  # (beyond ASCII, a case-insensitive match need not survive str.lower)
         low = text.lower()
-        if "exit" not in low and "return" not in low:
-            return None  # every pattern holds one of these words
+        if "exit" not in low and "returncode" not in low and "return code" not in low:
+            return None  # every pattern holds one of these (``return`` alone is code, issue 17)
     for rx in _EXIT_RES:
         m = rx.search(text)
         if m:
@@ -471,7 +471,7 @@ def no_match(command: str | None, out: _Outcome) -> bool:
 def _outcome(r: ToolResultBlock) -> _Outcome:
     text = _result_text(r)
     code = parse_exit_code(text[:600]) if text else None
-    if code is None and text:
+    if code is None and len(text) > 400:  # (a shorter text's tail is the text just searched)
         code = parse_exit_code(text[-400:])
     failed = r.is_error or (code is not None and code != 0)
     if not failed and code is None and (_TRACEBACK in text or _SWE_EDIT_FAILED in text):

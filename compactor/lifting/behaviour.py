@@ -207,7 +207,10 @@ def function_lines(kind: str, text: str, sigs: list[tuple[int, int, str]]) -> di
         span = _js_body(text, end) if kind == "js" else _py_body(text, start, end) if kind == "py" else None
         if span is None or span[1] <= span[0]:
             continue
-        picked = _pick(_statements(text[span[0]:span[1]], kind), BODY_CHARS)
+        body = text[span[0]:span[1]]
+        if kind == "py" and len(body.splitlines()) < MIN_STATEMENTS:
+            continue  # (a Python statement is one line at most: too few lines, too few statements)
+        picked = _pick(_statements(body, kind), BODY_CHARS)
         if len(picked) >= MIN_STATEMENTS:
             out[start] = (f"{sig}: " + "; ".join(picked), span)
     return out

@@ -102,7 +102,7 @@ _TITLE = re.compile(r"<title>([^<\n]{1,60})</title>", re.I)
 
 
 # substrings every match of each pattern holds (one of them), checked before the search
-_USED_NEEDLES = ((_STORAGE, ("Storage.",)), (_ENV_READ, ("env",)), (_ROUTE, ("(",)),
+_USED_NEEDLES = ((_STORAGE, ("Storage.",)), (_ENV_READ, ("env",)), (_ROUTE, ("\"/", "'/", "`/")),
                  (_FETCH, ("fetch(", "axios.", "requests.")))
 
 

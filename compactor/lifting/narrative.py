@@ -107,14 +107,18 @@ def report_units(text: str) -> list[str]:
         if raw.lstrip().startswith("```"):
             in_code = not in_code
             continue
-        if in_code or not raw.strip() or _TABLE_RULE_RE.match(raw) or _HRULE_RE.match(raw):
+        # (each pattern only where it can match: a rule holds a ``|`` or starts with ``-*_``,
+        # a heading with ``#``, a list marker with ``-*+•>`` or a digit, bold holds ``**``)
+        head = raw.lstrip()[:1]
+        if in_code or not head or "|" in raw and _TABLE_RULE_RE.match(raw) or (
+                head in "-*_" and _HRULE_RE.match(raw)):
             continue
-        if _HEADING_RE.match(raw):
+        if head == "#" and _HEADING_RE.match(raw):
             continue  # a heading is a label, not a statement
-        line = _MARKER_RE.sub("", raw).strip()
-        if not line or _EMPHASIS_ONLY_RE.match(line):
+        line = (_MARKER_RE.sub("", raw) if head in "-*+•>" or head.isdigit() else raw).strip()
+        if not line or line.startswith("**") and _EMPHASIS_ONLY_RE.match(line):
             continue
-        line = _BOLD_RE.sub(r"\1", line)
+        line = _BOLD_RE.sub(r"\1", line) if "**" in line else line
         if line.startswith("|"):
             out.append(line.strip("| "))  # a table row is one statement
             continue

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
 
 HARNESS_NOTE_RE = re.compile(r"^\s*(?:\[(?:Showing|Output|Truncated)|\(Open file|\(Current directory|bash-\$)", re.I)
 
@@ -31,6 +32,13 @@ INSTALL_DETAIL_CHARS = 160
 
 
 def is_install(command: str) -> bool:
+    # (memo for short commands: the lift asks twice per command, and each ladder candidate's
+    # render once more; a long script is searched each time rather than kept alive in the memo)
+    return _is_install_short(command) if len(command) <= 512 else bool(_INSTALL_RE.search(command))
+
+
+@lru_cache(maxsize=1 << 16)
+def _is_install_short(command: str) -> bool:
     return bool(_INSTALL_RE.search(command))
 
 

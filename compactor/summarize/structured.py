@@ -181,7 +181,8 @@ class _Doc:
     lines: list[_Line] = field(default_factory=list)
 
     def add(self, section: str, text: str, tier: int | None, seq: int, detail: bool = False) -> None:
-        self.lines.append(_Line(section, text, tier, seq, order=len(self.lines), detail=detail))
+        lines = self.lines
+        lines.append(_Line(section, text, tier, seq, len(lines), 0, False, detail))
 
 
 def _request_body(r: Request, short: bool = False) -> str:
@@ -324,11 +325,12 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     changed = {f.path for f in state.files_changed}
     read_only = [f for f in state.files_read if f.path not in changed]
     read_facts = read_details(read_only, budget)
+    lines = doc.lines  # (the loops below append their lines as ``doc.add`` does, without a call each)
     for f in read_only:
-        if read_facts.get(f.path):  # what it defines is what the work built on: kept with its line
-            doc.add(FILES_READ, f"- {f.path}\n{read_facts[f.path]}", _TIER_READ_DETAIL, f.seq)
+        if facts := read_facts.get(f.path):  # what it defines is what the work built on: kept with its line
+            lines.append(_Line(FILES_READ, f"- {f.path}\n{facts}", _TIER_READ_DETAIL, f.seq, len(lines)))
         else:
-            doc.add(FILES_READ, f"- {f.path}", _TIER_FILE_READ, f.seq)
+            lines.append(_Line(FILES_READ, f"- {f.path}", _TIER_FILE_READ, f.seq, len(lines)))
 
     failure_lines = build_failure_lines(state.failed_approaches, state.files_changed)  # [line, tier, seq, tool ids]
     explained = {i for fl in failure_lines for i in fl[3]}  # failed runs the errors section tells in full
@@ -354,23 +356,25 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         gists.add(-neg)
         gist_room = None if gist_room is None else gist_room - cost
     for i, c in enumerate(state.commands):
-        if latest_by_cmd[c.command] != i:
+        command = c.command
+        if latest_by_cmd[command] != i:
             continue
+        status = c.status
         if c.exit_code is not None:
             outcome = f"exit {c.exit_code}"
         else:
-            outcome = {"ok": "ok", "failed": "failed", "unknown": "no exit status recorded"}[c.status]
-        times = f" ×{counts[c.command]}" if counts[c.command] > 1 else ""
+            outcome = _OUTCOME_WORDS[status]
+        times = f" ×{n}" if (n := counts[command]) > 1 else ""
         # (a cut answer's line under Errors says what it got: its command line is history too)
-        tier = (_TIER_COMMAND_EXPLAINED if c.tool_use_id in explained and (c.status == "failed" or c.detail.startswith("partial"))
-                else _TIER_COMMAND_FAILED if c.status == "failed"
+        tier = (_TIER_COMMAND_EXPLAINED if c.tool_use_id in explained and (status == "failed" or c.detail.startswith("partial"))
+                else _TIER_COMMAND_FAILED if status == "failed"
                 else _TIER_COMMAND_RECENT_OK if i in recent_ok
                 else _TIER_OUTPUT_GIST if i in gists
-                else _TIER_INSTALL if c.detail.startswith("partial") or is_install(c.command)
+                else _TIER_INSTALL if c.detail.startswith("partial") or is_install(command)
                 else _TIER_COMMAND_OK)  # (an answer past the share: the log has it)
         detail = f": {c.detail}" if c.detail else ""
-        cmd_text = _code(c.command, GIST_COMMAND_CHARS if i in gists else 200)  # (the answer is the point)
-        doc.add(COMMANDS, f"- #{c.seq} {cmd_text} → {outcome}{times}{detail}", tier, c.seq)
+        cmd_text = _code(command, GIST_COMMAND_CHARS if i in gists else 200)  # (the answer is the point)
+        lines.append(_Line(COMMANDS, f"- #{c.seq} {cmd_text} → {outcome}{times}{detail}", tier, c.seq, len(lines)))
 
     last_test_by_cmd: dict[str, int] = {}
     for i, t in enumerate(state.tests):
@@ -507,6 +511,7 @@ def _fit(doc: _Doc, budget: int, tokens: int,
 
 
 _DROP_ORDER = attrgetter("tier", "seq", "order")
+_OUTCOME_WORDS = {"ok": "ok", "failed": "failed", "unknown": "no exit status recorded"}
 
 
 _FIXED_SECTIONS = frozenset({FILES_CHANGED, FILES_READ, COMMANDS, TESTS, ARTIFACTS})
@@ -520,9 +525,15 @@ def _min_tokens(doc: _Doc, sections: frozenset[str]) -> int:
     in ``doc``: each line of text holding a non-space character starts at least one token of
     its own (no piece of cl100k's pre-split holds a newline followed by a non-space
     character)."""
-    return sum(1 for ln in doc.lines if ln.section in sections and not ln.detail
-               for part in (ln.text.split("\n") if "\n" in ln.text else (ln.text,))
-               if part and not part.isspace())
+    n = 0
+    for ln in doc.lines:
+        if ln.section in sections and not ln.detail:
+            text = ln.text
+            if "\n" in text:
+                n += sum(1 for part in text.split("\n") if part and not part.isspace())
+            elif text and not text.isspace():
+                n += 1
+    return n
 
 
 def _left_out_weight(doc: _Doc) -> int:

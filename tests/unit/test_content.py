@@ -386,3 +386,16 @@ def test_a_read_files_functions_are_their_signatures_within_a_budget() -> None:
                                                  "def load(n): rows = read(n); return rows * 2"])
     (line,) = read_details([f], 2_000).values()
     assert line == f"  defines: {long_sig} · def load(n): return rows * 2"
+
+
+def test_a_function_is_said_with_its_statements_only_when_it_has_two() -> None:
+    one = content_facts("m.py", "def f(x):\n    return x + 1\n")
+    two = content_facts("m.py", "def f(x):\n    y = x * 3\n    return y + 1\n")
+    assert one == ["def f(x)"]
+    assert len(two) == 1 and two[0].startswith("def f(x): ") and "y = x * 3" in two[0]
+
+
+def test_a_route_is_a_fact_only_with_its_quoted_path() -> None:
+    code = "@app.get('/users')\ndef users():\n    return []\n"
+    assert any(f.startswith("routes: GET /users") for f in content_facts("app.py", code))
+    assert not any(f.startswith("routes") for f in content_facts("app.py", "x = app.get(name)\n"))

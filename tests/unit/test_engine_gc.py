@@ -49,3 +49,46 @@ def test_a_caller_that_turned_the_collector_off_keeps_it_off() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def _transcript(tmp_path, n: int = 300):
+    from compactor.bench.scale import write_session
+
+    path = tmp_path / "small.jsonl"
+    write_session(path, n)
+    return path
+
+
+def test_an_import_runs_with_the_collector_off_and_gives_it_back(tmp_path) -> None:
+    from compactor.importers import import_file
+
+    seen: list[bool] = []
+    got: list = []
+
+    def sink(batch):
+        seen.append(gc.isenabled())
+        got.extend(batch)
+
+    assert gc.isenabled()
+    res = import_file(_transcript(tmp_path), sink=sink)
+    assert len(got) == res.stats["events"] == 300
+    assert seen and not any(seen)
+    assert gc.isenabled()
+
+
+def test_the_collector_comes_back_after_a_failed_import(tmp_path) -> None:
+    from compactor.importers import import_file
+
+    def sink(batch):
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError, match="disk full"):
+        import_file(_transcript(tmp_path), sink=sink)
+    assert gc.isenabled()
+    from compactor.errors import ParseError
+
+    deep = tmp_path / "deep.jsonl"  # nested past the depth limit: the parse stops with an error
+    deep.write_text('{"type": "user", "uuid": "u1", "message": ' + "[" * 300 + "]" * 300 + "}\n")
+    with pytest.raises(ParseError):
+        import_file(deep, format="claude-code")
+    assert gc.isenabled()

@@ -184,6 +184,11 @@ def test_exit_code_formats() -> None:
     assert parse_exit_code("Exit code 127\nbash: foo: not found") == 127
     assert parse_exit_code("boom\n\nCommand exited with code 3") == 3
     assert parse_exit_code("all good") is None
+    # the return-code spellings; ``return`` in code that is only read is not an exit status
+    assert parse_exit_code("subprocess returncode=4") == 4
+    assert parse_exit_code("Return code: 5") == 5
+    assert parse_exit_code("def f(x):\n    return x + 1\n") is None
+    assert parse_exit_code("RETURNCODE = 6") == 6
 
 
 def test_error_names_ignore_source_listings_in_successful_results() -> None:
