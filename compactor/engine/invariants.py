@@ -655,15 +655,25 @@ def identifiers(text: str) -> set[str]:
     return found
 
 
-def _strings(obj: Any) -> Iterable[str]:
+def _strings(obj: Any) -> list[str]:
+    """Every string value in ``obj`` (JSON data), depth first, in order. Collected into one
+    list by a plain recursion: nested generators re-yielded each string once per level, and
+    a checkpoint's lifted state is ~14k values deep in dicts and lists after a few
+    compactions (issue 17)."""
+    out: list[str] = []
+    _collect_strings(obj, out)
+    return out
+
+
+def _collect_strings(obj: Any, out: list[str]) -> None:
     if isinstance(obj, str):
-        yield obj
+        out.append(obj)
     elif isinstance(obj, dict):
         for v in obj.values():
-            yield from _strings(v)
+            _collect_strings(v, out)
     elif isinstance(obj, list):
         for v in obj:
-            yield from _strings(v)
+            _collect_strings(v, out)
 
 
 def _block_texts(b: Any) -> Iterable[str]:
@@ -694,12 +704,37 @@ def _result_texts(b: ToolResultBlock) -> Iterable[str]:
             yield c.uri + " " + c.preview_head + " " + c.preview_tail
 
 
-_PREV_TEXT: OrderedDict[int, tuple[Checkpoint, str]] = OrderedDict()
+class _PrevText:
+    """The previous checkpoint's summary and every string of its lifted state, joined
+    (``text``), with the whitespace-separated words of it (``words``, made when first asked)
+    and the answers of the substring searches made in it (``contains``)."""
+
+    __slots__ = ("text", "_words", "_found")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._words: frozenset[str] | None = None
+        self._found: dict[str, bool] = {}
+
+    @property
+    def words(self) -> frozenset[str]:
+        if self._words is None:
+            self._words = frozenset(self.text.split())
+        return self._words
+
+    def contains(self, ident: str) -> bool:
+        got = self._found.get(ident)
+        if got is None:
+            got = self._found[ident] = ident in self.text
+        return got
+
+
+_PREV_TEXT: OrderedDict[int, tuple[Checkpoint, _PrevText]] = OrderedDict()
 _PREV_TEXT_LOCK = threading.Lock()
 
 
-def _prev_text(prev: Checkpoint) -> str:
-    """The previous checkpoint's summary and every string of its lifted state, joined.
+def _prev_facts(prev: Checkpoint) -> _PrevText:
+    """The previous checkpoint's searchable text (``_PrevText``).
 
     The state grows with the session (every command and file so far) and each summary
     candidate of a compaction is checked against the same previous checkpoint object, so the
@@ -711,12 +746,17 @@ def _prev_text(prev: Checkpoint) -> str:
         if hit is not None and hit[0] is prev:
             _PREV_TEXT.move_to_end(id(prev))
             return hit[1]
-    text = "\n".join([prev.summary, *_strings(prev.state)])
+    facts = _PrevText("\n".join([prev.summary, *_strings(prev.state)]))
     with _PREV_TEXT_LOCK:
-        _PREV_TEXT[id(prev)] = (prev, text)
+        _PREV_TEXT[id(prev)] = (prev, facts)
         while len(_PREV_TEXT) > 16:
             _PREV_TEXT.popitem(last=False)
-    return text
+    return facts
+
+
+def _prev_text(prev: Checkpoint) -> str:
+    """The previous checkpoint's summary and every string of its lifted state, joined."""
+    return _prev_facts(prev).text
 
 
 def check_identifiers(
@@ -728,13 +768,20 @@ def check_identifiers(
         return []
     idents = sorted(identifiers(ckpt.summary))
     if index is not None:
-        small = [_prev_text(prev)] if prev is not None else []
-        small += _strings(ckpt.state.get("artifacts", []))
-        small_hay = "\n".join(small)
+        # Known when it occurs in the events, the previous checkpoint's text or the state's
+        # artifact list. The summary mostly restates the previous state (every file and
+        # command of the session so far), so a whole word of that text is known first, without
+        # a search of the events; the searches in it are remembered for the next candidate.
+        # None of these holds a newline (``occurs`` answers None for one: the full search), so
+        # "in one of the texts" is "in the texts joined with newlines", as before.
+        pt = _prev_facts(prev) if prev is not None else None
+        arts = "\n".join(_strings(ckpt.state.get("artifacts", [])))
         left = []
         for ident in idents:
+            if pt is not None and ident in pt.words:
+                continue
             known = index.occurs(ident)
-            if known is None or not (known or ident in small_hay):
+            if known is None or not (known or (pt is not None and pt.contains(ident)) or ident in arts):
                 left.append(ident)  # the full search below decides
         if not left:
             return []
