@@ -638,9 +638,14 @@ def _actionable_path(tok: str) -> bool:
 
 def identifiers(text: str) -> set[str]:
     """Paths, URLs and tool ids stated in ``text``."""
+    return _identifiers_in(text, 0, len(text))
+
+
+def _identifiers_in(text: str, start: int, stop: int) -> set[str]:
+    """``identifiers`` of the matches within ``text[start:stop]`` (the text around them seen)."""
     found: set[str] = set()
     for rx in (_URL_RE, _TOOL_ID_RE, _PATH_RE, _FILE_RE):
-        for m in rx.finditer(text):
+        for m in rx.finditer(text, start, stop):
             tok = _CJK_TAIL_RE.sub("", m.group(0)).rstrip(".,;:!?'\")]}")
             end = m.end()
             if text[end:end + 1] == "…" or text[end:end + 3] == "...":
@@ -652,6 +657,39 @@ def identifiers(text: str) -> set[str]:
             if rx is _PATH_RE and "://" in text[max(0, m.start() - 12):m.start() + 3]:
                 continue  # part of a URL, checked as one
             found.add(tok)
+    return found
+
+
+_LINE_IDS: OrderedDict[tuple[str, str], frozenset[str]] = OrderedDict()
+_LINE_IDS_LOCK = threading.Lock()
+
+
+def summary_identifiers(text: str) -> set[str]:
+    """``identifiers(text)``, line by line, each line's answer remembered (LRU).
+
+    No identifier spans a line (none of the patterns matches a newline), and what decides a
+    line's identifiers besides the line itself is at most the 12 characters before it (the
+    look-back that drops a path inside a URL): the lookbehinds and word boundaries see the
+    newline around the line, and the "cut short" look-ahead stops at it. So each line is keyed with
+    those 12 characters and the union of the lines' answers is the whole text's. The shrink
+    ladder's candidates, and the next compaction's, restate mostly the same lines of a
+    summary that lists every file of the session (issue 17)."""
+    found: set[str] = set()
+    pos = 0
+    for line in text.split("\n"):
+        key = (text[max(0, pos - 12):pos], line)
+        with _LINE_IDS_LOCK:
+            got = _LINE_IDS.get(key)
+            if got is not None:
+                _LINE_IDS.move_to_end(key)
+        if got is None:
+            got = frozenset(_identifiers_in(text, pos, pos + len(line)))
+            with _LINE_IDS_LOCK:
+                _LINE_IDS[key] = got
+                while len(_LINE_IDS) > 8192:
+                    _LINE_IDS.popitem(last=False)
+        found |= got
+        pos += len(line) + 1
     return found
 
 
@@ -766,7 +804,7 @@ def check_identifiers(
     candidate of a compaction); same verdict, without searching every event per candidate."""
     if ckpt.covers.empty or not ckpt.summary:
         return []
-    idents = sorted(identifiers(ckpt.summary))
+    idents = sorted(summary_identifiers(ckpt.summary))
     if index is not None:
         # Known when it occurs in the events, the previous checkpoint's text or the state's
         # artifact list. The summary mostly restates the previous state (every file and

@@ -135,3 +135,27 @@ def _all_strings(obj: object) -> list[str]:
     if isinstance(obj, list):
         return [s for v in obj for s in _all_strings(v)]
     return []
+
+
+def test_summary_identifiers_line_by_line_are_the_whole_texts() -> None:
+    """The identifier check reads a summary line by line, remembering each line's answer: the
+    same identifiers as one pass over the text, for texts of the sessions, lines of them shuffled
+    together, and lines whose identifiers depend on the line before (a URL's scheme ending it)
+    or are cut short at the line's end - also when the lines are answered from the memo."""
+    from compactor.engine.invariants import summary_identifiers
+
+    texts = [e.text for events in _sessions() for e in events if e.text]
+    lines = [ln for t in texts for ln in t.split("\n")]
+    rnd = random.Random(5)
+    texts += ["\n".join(rnd.choice(lines) for _ in range(rnd.randint(1, 40))) for _ in range(200)]
+    texts += ["see https://\n/usr/local/bin/tool and src/app.py\nsrc/cut_short.py...\nnext/one.py…",
+              "abc://\nlib/x.py\n\n~/notes/today.md 日本/home/u/tmp에", "x" * 8 + "://\n/etc/hosts.d/a.conf"]
+    seen = 0
+    for t in texts:
+        want = identifiers(t)
+        assert summary_identifiers(t) == want, t[:200]
+        assert summary_identifiers(t) == want, t[:200]  # from the memo
+        seen += bool(want)
+    assert seen > 50
+    assert "/usr/local/bin/tool" not in summary_identifiers(texts[-3])  # the path of a URL
+    assert "/usr/local/bin/tool" in summary_identifiers("see\n/usr/local/bin/tool")
