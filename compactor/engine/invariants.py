@@ -28,7 +28,7 @@ import re
 import threading
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -638,12 +638,11 @@ def _actionable_path(tok: str) -> bool:
 
 def identifiers(text: str) -> set[str]:
     """Paths, URLs and tool ids stated in ``text``."""
-    return _identifiers_in(text, 0, len(text))
+    return {tok for _, tok in _found(text, 0, len(text))}
 
 
-def _identifiers_in(text: str, start: int, stop: int) -> set[str]:
-    """``identifiers`` of the matches within ``text[start:stop]`` (the text around them seen)."""
-    found: set[str] = set()
+def _found(text: str, start: int, stop: int) -> Iterator[tuple[int, str]]:
+    """(start, identifier) of each match within ``text[start:stop]`` (the text around them seen)."""
     for rx in (_URL_RE, _TOOL_ID_RE, _PATH_RE, _FILE_RE):
         for m in rx.finditer(text, start, stop):
             tok = _CJK_TAIL_RE.sub("", m.group(0)).rstrip(".,;:!?'\")]}")
@@ -656,8 +655,7 @@ def _identifiers_in(text: str, start: int, stop: int) -> set[str]:
                 continue
             if rx is _PATH_RE and "://" in text[max(0, m.start() - 12):m.start() + 3]:
                 continue  # part of a URL, checked as one
-            found.add(tok)
-    return found
+            yield m.start(), tok
 
 
 _LINE_IDS: OrderedDict[tuple[str, str], frozenset[str]] = OrderedDict()
@@ -670,27 +668,45 @@ def summary_identifiers(text: str) -> set[str]:
     No identifier spans a line (none of the patterns matches a newline), and what decides a
     line's identifiers besides the line itself is at most the 12 characters before it (the
     look-back that drops a path inside a URL): the lookbehinds and word boundaries see the
-    newline around the line, and the "cut short" look-ahead stops at it. So each line is keyed with
-    those 12 characters and the union of the lines' answers is the whole text's. The shrink
-    ladder's candidates, and the next compaction's, restate mostly the same lines of a
-    summary that lists every file of the session (issue 17)."""
-    found: set[str] = set()
+    newline around the line, and the "cut short" look-ahead stops at it. So each line is keyed
+    with those 12 characters and the union of the lines' answers is the whole text's. The
+    shrink ladder's candidates, and the next compaction's, restate mostly the same lines of a
+    summary that lists every file of the session (issue 17). Lines not remembered are searched
+    one by one when they are few, else in one pass over the text (a search per line costs
+    twice as much per line as one pass)."""
+    lines = text.split("\n")
+    starts: list[int] = []
     pos = 0
-    for line in text.split("\n"):
-        key = (text[max(0, pos - 12):pos], line)
-        with _LINE_IDS_LOCK:
-            got = _LINE_IDS.get(key)
-            if got is not None:
-                _LINE_IDS.move_to_end(key)
-        if got is None:
-            got = frozenset(_identifiers_in(text, pos, pos + len(line)))
-            with _LINE_IDS_LOCK:
-                _LINE_IDS[key] = got
-                while len(_LINE_IDS) > 8192:
-                    _LINE_IDS.popitem(last=False)
-        found |= got
+    for line in lines:
+        starts.append(pos)
         pos += len(line) + 1
-    return found
+    keys = [(text[max(0, p - 12):p], line) for p, line in zip(starts, lines)]
+    with _LINE_IDS_LOCK:
+        got: list[frozenset[str] | None] = [_LINE_IDS.get(k) for k in keys]
+    cold = [i for i, g in enumerate(got) if g is None]
+    if cold:
+        if len(cold) * 2 > len(lines):
+            per_line: list[set[str]] = [set() for _ in lines]
+            for at, tok in _found(text, 0, len(text)):
+                per_line[bisect_right(starts, at) - 1].add(tok)
+            fresh = {i: frozenset(per_line[i]) for i in cold}
+        else:
+            fresh = {i: frozenset(tok for _, tok in _found(text, starts[i], starts[i] + len(lines[i])))
+                     for i in cold}
+        for i, ids in fresh.items():
+            got[i] = ids
+    with _LINE_IDS_LOCK:
+        for i, k in enumerate(keys):
+            if k in _LINE_IDS:
+                _LINE_IDS.move_to_end(k)
+            else:
+                _LINE_IDS[k] = got[i]  # type: ignore[assignment]
+        while len(_LINE_IDS) > 8192:
+            _LINE_IDS.popitem(last=False)
+    out: set[str] = set()
+    for ids in got:
+        out |= ids  # type: ignore[operator]
+    return out
 
 
 def _strings(obj: Any) -> list[str]:
