@@ -660,6 +660,7 @@ def _found(text: str, start: int, stop: int) -> Iterator[tuple[int, str]]:
 
 _LINE_IDS: OrderedDict[tuple[str, str], frozenset[str]] = OrderedDict()
 _LINE_IDS_LOCK = threading.Lock()
+_LINE_IDS_MAX_CHARS = 4096
 
 
 def summary_identifiers(text: str) -> set[str]:
@@ -699,7 +700,7 @@ def summary_identifiers(text: str) -> set[str]:
         for i, k in enumerate(keys):
             if k in _LINE_IDS:
                 _LINE_IDS.move_to_end(k)
-            else:
+            elif len(k[1]) <= _LINE_IDS_MAX_CHARS:  # (a long quote is searched, not kept)
                 _LINE_IDS[k] = got[i]  # type: ignore[assignment]
         while len(_LINE_IDS) > 8192:
             _LINE_IDS.popitem(last=False)
