@@ -61,7 +61,7 @@ from activities.step_support import (
     workflow_run_id,
 )
 from activities.summary_steps import SummarySteps
-from activities.work_docs import WorkDocs
+from activities.work_docs import WorkDocs, dumps_nested
 from compactor import errors
 from compactor.events import Event
 from compactor.records import Checkpoint, Head
@@ -166,17 +166,34 @@ class StoreActivities(SummarySteps, CommitSteps):
         parsed from sorted-key JSON: same values, same key order), when the caller has it; the
         next step of this worker that reads the object then uses it unparsed (``WorkDocs``).
         """
-        data = _dumps(obj)
+        data = (self._docs.dumped(obj) if parsed is obj else None) or _dumps(obj)
         self._work_store.put(key, data)
         if parsed is not None:
             self._docs.put(key, data, parsed)
         return data
 
-    def _put_parsed(self, key: str, obj: Any) -> Any:
-        """``_put_json``, then parse what was written and keep it for the next steps (returned)."""
-        data = self._put_json(key, obj)
+    def _put_parsed(self, key: str, obj: Any, parts: tuple[str, ...] = ()) -> Any:
+        """``_put_json``, then parse what was written and keep it for the next steps (returned).
+
+        ``parts``: a path of keys into ``obj`` (``("checkpoint", "state")``): each object along
+        it is dumped once (``work_docs.dumps_nested``) and its bytes kept with the parsed copy,
+        for a later step that writes that object as a work object of its own (``_put_json``
+        with ``parsed``)."""
+        nested = dumps_nested(obj, parts) if parts else None
+        if nested is None:
+            data = self._put_json(key, obj)
+            doc = json.loads(data)
+            self._docs.put(key, data, doc)
+            return doc
+        data = nested[0]
+        self._work_store.put(key, data)
         doc = json.loads(data)
-        self._docs.put(key, data, doc)
+        sub, kept = doc, []
+        for name, b in zip(parts, nested[1:]):
+            sub = sub[name]
+            if isinstance(sub, (dict, list)):  # (a str or number has no identity to key on)
+                kept.append((sub, b))
+        self._docs.put(key, data, doc, kept)
         return doc
 
     def _get_json(self, key: str) -> Any:

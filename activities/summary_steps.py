@@ -91,8 +91,10 @@ class SummarySteps:
             }
             # Parsed here once, as every reader would parse it (sorted keys: the candidate and
             # the checkpoint written from it keep that order), so the next steps of this worker
-            # read it unparsed: lift, summary and validation, then commit_swap's candidate.
-            self._put_parsed(inp.layers_key, doc)
+            # read it unparsed: lift, summary and validation, then commit_swap's candidate. The
+            # checkpoint and its state are dumped once; finish_structured publishes them as the
+            # state and the candidate with those bytes (same bytes as dumping them again).
+            self._put_parsed(inp.layers_key, doc, ("checkpoint", "state"))
             return ExternalizeOutput(
                 layers_key=inp.layers_key,
                 artifacts_written=len(res.artifacts),

@@ -28,7 +28,7 @@ import re
 import threading
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -638,9 +638,13 @@ def _actionable_path(tok: str) -> bool:
 
 def identifiers(text: str) -> set[str]:
     """Paths, URLs and tool ids stated in ``text``."""
-    found: set[str] = set()
+    return {tok for _, tok in _found(text, 0, len(text))}
+
+
+def _found(text: str, start: int, stop: int) -> Iterator[tuple[int, str]]:
+    """(start, identifier) of each match within ``text[start:stop]`` (the text around them seen)."""
     for rx in (_URL_RE, _TOOL_ID_RE, _PATH_RE, _FILE_RE):
-        for m in rx.finditer(text):
+        for m in rx.finditer(text, start, stop):
             tok = _CJK_TAIL_RE.sub("", m.group(0)).rstrip(".,;:!?'\")]}")
             end = m.end()
             if text[end:end + 1] == "…" or text[end:end + 3] == "...":
@@ -651,19 +655,80 @@ def identifiers(text: str) -> set[str]:
                 continue
             if rx is _PATH_RE and "://" in text[max(0, m.start() - 12):m.start() + 3]:
                 continue  # part of a URL, checked as one
-            found.add(tok)
-    return found
+            yield m.start(), tok
 
 
-def _strings(obj: Any) -> Iterable[str]:
+_LINE_IDS: OrderedDict[tuple[str, str], frozenset[str]] = OrderedDict()
+_LINE_IDS_LOCK = threading.Lock()
+_LINE_IDS_MAX_CHARS = 4096
+
+
+def summary_identifiers(text: str) -> set[str]:
+    """``identifiers(text)``, line by line, each line's answer remembered (LRU).
+
+    No identifier spans a line (none of the patterns matches a newline), and what decides a
+    line's identifiers besides the line itself is at most the 12 characters before it (the
+    look-back that drops a path inside a URL): the lookbehinds and word boundaries see the
+    newline around the line, and the "cut short" look-ahead stops at it. So each line is keyed
+    with those 12 characters and the union of the lines' answers is the whole text's. The
+    shrink ladder's candidates, and the next compaction's, restate mostly the same lines of a
+    summary that lists every file of the session (issue 17). Lines not remembered are searched
+    one by one when they are few, else in one pass over the text (a search per line costs
+    twice as much per line as one pass)."""
+    lines = text.split("\n")
+    starts: list[int] = []
+    pos = 0
+    for line in lines:
+        starts.append(pos)
+        pos += len(line) + 1
+    keys = [(text[max(0, p - 12):p], line) for p, line in zip(starts, lines)]
+    with _LINE_IDS_LOCK:
+        got: list[frozenset[str] | None] = [_LINE_IDS.get(k) for k in keys]
+    cold = [i for i, g in enumerate(got) if g is None]
+    if cold:
+        if len(cold) * 2 > len(lines):
+            per_line: list[set[str]] = [set() for _ in lines]
+            for at, tok in _found(text, 0, len(text)):
+                per_line[bisect_right(starts, at) - 1].add(tok)
+            fresh = {i: frozenset(per_line[i]) for i in cold}
+        else:
+            fresh = {i: frozenset(tok for _, tok in _found(text, starts[i], starts[i] + len(lines[i])))
+                     for i in cold}
+        for i, ids in fresh.items():
+            got[i] = ids
+    with _LINE_IDS_LOCK:
+        for i, k in enumerate(keys):
+            if k in _LINE_IDS:
+                _LINE_IDS.move_to_end(k)
+            elif len(k[1]) <= _LINE_IDS_MAX_CHARS:  # (a long quote is searched, not kept)
+                _LINE_IDS[k] = got[i]  # type: ignore[assignment]
+        while len(_LINE_IDS) > 8192:
+            _LINE_IDS.popitem(last=False)
+    out: set[str] = set()
+    for ids in got:
+        out |= ids  # type: ignore[operator]
+    return out
+
+
+def _strings(obj: Any) -> list[str]:
+    """Every string value in ``obj`` (JSON data), depth first, in order. Collected into one
+    list by a plain recursion: nested generators re-yielded each string once per level, and
+    a checkpoint's lifted state is ~14k values deep in dicts and lists after a few
+    compactions (issue 17)."""
+    out: list[str] = []
+    _collect_strings(obj, out)
+    return out
+
+
+def _collect_strings(obj: Any, out: list[str]) -> None:
     if isinstance(obj, str):
-        yield obj
+        out.append(obj)
     elif isinstance(obj, dict):
         for v in obj.values():
-            yield from _strings(v)
+            _collect_strings(v, out)
     elif isinstance(obj, list):
         for v in obj:
-            yield from _strings(v)
+            _collect_strings(v, out)
 
 
 def _block_texts(b: Any) -> Iterable[str]:
@@ -694,12 +759,37 @@ def _result_texts(b: ToolResultBlock) -> Iterable[str]:
             yield c.uri + " " + c.preview_head + " " + c.preview_tail
 
 
-_PREV_TEXT: OrderedDict[int, tuple[Checkpoint, str]] = OrderedDict()
+class _PrevText:
+    """The previous checkpoint's summary and every string of its lifted state, joined
+    (``text``), with the whitespace-separated words of it (``words``, made when first asked)
+    and the answers of the substring searches made in it (``contains``)."""
+
+    __slots__ = ("text", "_words", "_found")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._words: frozenset[str] | None = None
+        self._found: dict[str, bool] = {}
+
+    @property
+    def words(self) -> frozenset[str]:
+        if self._words is None:
+            self._words = frozenset(self.text.split())
+        return self._words
+
+    def contains(self, ident: str) -> bool:
+        got = self._found.get(ident)
+        if got is None:
+            got = self._found[ident] = ident in self.text
+        return got
+
+
+_PREV_TEXT: OrderedDict[int, tuple[Checkpoint, _PrevText]] = OrderedDict()
 _PREV_TEXT_LOCK = threading.Lock()
 
 
-def _prev_text(prev: Checkpoint) -> str:
-    """The previous checkpoint's summary and every string of its lifted state, joined.
+def _prev_facts(prev: Checkpoint) -> _PrevText:
+    """The previous checkpoint's searchable text (``_PrevText``).
 
     The state grows with the session (every command and file so far) and each summary
     candidate of a compaction is checked against the same previous checkpoint object, so the
@@ -711,12 +801,17 @@ def _prev_text(prev: Checkpoint) -> str:
         if hit is not None and hit[0] is prev:
             _PREV_TEXT.move_to_end(id(prev))
             return hit[1]
-    text = "\n".join([prev.summary, *_strings(prev.state)])
+    facts = _PrevText("\n".join([prev.summary, *_strings(prev.state)]))
     with _PREV_TEXT_LOCK:
-        _PREV_TEXT[id(prev)] = (prev, text)
+        _PREV_TEXT[id(prev)] = (prev, facts)
         while len(_PREV_TEXT) > 16:
             _PREV_TEXT.popitem(last=False)
-    return text
+    return facts
+
+
+def _prev_text(prev: Checkpoint) -> str:
+    """The previous checkpoint's summary and every string of its lifted state, joined."""
+    return _prev_facts(prev).text
 
 
 def check_identifiers(
@@ -726,15 +821,22 @@ def check_identifiers(
     candidate of a compaction); same verdict, without searching every event per candidate."""
     if ckpt.covers.empty or not ckpt.summary:
         return []
-    idents = sorted(identifiers(ckpt.summary))
+    idents = sorted(summary_identifiers(ckpt.summary))
     if index is not None:
-        small = [_prev_text(prev)] if prev is not None else []
-        small += _strings(ckpt.state.get("artifacts", []))
-        small_hay = "\n".join(small)
+        # Known when it occurs in the events, the previous checkpoint's text or the state's
+        # artifact list. The summary mostly restates the previous state (every file and
+        # command of the session so far), so a whole word of that text is known first, without
+        # a search of the events; the searches in it are remembered for the next candidate.
+        # None of these holds a newline (``occurs`` answers None for one: the full search), so
+        # "in one of the texts" is "in the texts joined with newlines", as before.
+        pt = _prev_facts(prev) if prev is not None else None
+        arts = "\n".join(_strings(ckpt.state.get("artifacts", [])))
         left = []
         for ident in idents:
+            if pt is not None and ident in pt.words:
+                continue
             known = index.occurs(ident)
-            if known is None or not (known or ident in small_hay):
+            if known is None or not (known or (pt is not None and pt.contains(ident)) or ident in arts):
                 left.append(ident)  # the full search below decides
         if not left:
             return []

@@ -91,3 +91,75 @@ def test_validate_with_the_per_cut_facts_gives_the_walks_violations() -> None:
                 codes |= {v.code for v in got}
     assert {"event_duplicated", "latest_request_missing", "constraint_dropped"} <= codes, codes
     assert codes & {"tool_pairing", "batch_split"}, codes
+
+
+def test_identifiers_of_the_previous_state_keep_the_full_searchs_verdict() -> None:
+    """A summary that restates the previous checkpoint's state (whole words of it, parts of
+    its words, its artifact list) and invents a few: the index's answer - the previous text's
+    words first, its searches remembered - is the full search's, for every candidate checked
+    against the same previous checkpoint (the second one answered from the memo)."""
+    from compactor.bench.perf import turns
+    from compactor.engine.compact import compact
+    from compactor.engine.policy import make_policy
+    from compactor.tokens import with_tokens
+
+    first = [e.with_(seq=i + 1) for i, e in enumerate(with_tokens(turns(30, prefix="p")))]
+    prev = compact(first, make_policy("default"), 3_000, tenant="t", session="s").checkpoint
+    assert prev is not None and prev.state
+    more = [e.with_(seq=len(first) + i + 1) for i, e in enumerate(with_tokens(turns(10, prefix="q", start=50)))]
+    evs = [e for e in [*first, *more] if e.seq > prev.covers.end]
+    in_prev = sorted(identifiers("\n".join([prev.summary, *_all_strings(prev.state)])))
+    assert len(in_prev) > 20
+    parts = sorted({i.rsplit("/", 1)[-1] for i in in_prev if "/" in i and "." in i.rsplit("/", 1)[-1]})
+    stated = [*in_prev, *parts, "src/app/mod_99999.py", "lib/nowhere/at_all.rs", "art/only_here.txt"]
+    summary = "\n".join(f"- {i}" for i in stated)
+    index = CoveredText(evs)
+    end = evs[len(evs) // 2].seq
+    verdicts = []
+    for state in ({"artifacts": [{"uri": "art/only_here.txt"}]}, {"artifacts": []}):
+        ck = Checkpoint(id="c", tenant="t", session="s", covers=SeqRange(start=1, end=end),
+                        summary=summary, state=state)
+        full = check_identifiers(evs, ck, prev)
+        assert check_identifiers(evs, ck, prev, index) == full
+        assert check_identifiers(evs, ck, prev, index) == full  # from the memo
+        verdicts.append(sorted(v.detail for v in full))
+    assert verdicts == [["lib/nowhere/at_all.rs", "src/app/mod_99999.py"],
+                        ["art/only_here.txt", "lib/nowhere/at_all.rs", "src/app/mod_99999.py"]]
+
+
+def _all_strings(obj: object) -> list[str]:
+    if isinstance(obj, str):
+        return [obj]
+    if isinstance(obj, dict):
+        return [s for v in obj.values() for s in _all_strings(v)]
+    if isinstance(obj, list):
+        return [s for v in obj for s in _all_strings(v)]
+    return []
+
+
+def test_summary_identifiers_line_by_line_are_the_whole_texts() -> None:
+    """The identifier check reads a summary line by line, remembering each line's answer: the
+    same identifiers as one pass over the text, for texts of the sessions, lines of them shuffled
+    together, and lines whose identifiers depend on the line before (a URL's scheme ending it)
+    or are cut short at the line's end - also when the lines are answered from the memo."""
+    from compactor.engine import invariants
+    from compactor.engine.invariants import summary_identifiers
+
+    texts = [e.text for events in _sessions() for e in events if e.text]
+    lines = [ln for t in texts for ln in t.split("\n")]
+    rnd = random.Random(5)
+    texts += ["\n".join(rnd.choice(lines) for _ in range(rnd.randint(1, 40))) for _ in range(200)]
+    texts += ["see https://\n/usr/local/bin/tool and src/app.py\nsrc/cut_short.py...\nnext/one.py…",
+              "abc://\nlib/x.py\n\n~/notes/today.md 日本/home/u/tmp에", "x" * 8 + "://\n/etc/hosts.d/a.conf"]
+    seen = 0
+    for t in texts:
+        want = identifiers(t)
+        assert summary_identifiers(t) == want, t[:200]
+        assert summary_identifiers(t) == want, t[:200]  # from the memo
+        seen += bool(want)
+    assert seen > 50
+    assert "/usr/local/bin/tool" not in summary_identifiers(texts[-3])  # the path of a URL
+    assert "/usr/local/bin/tool" in summary_identifiers("see\n/usr/local/bin/tool")
+    quote = "- " + "word " * 2_000 + "src/quoted/at_the_end.py"  # a long line is searched, not kept
+    assert summary_identifiers("head\n" + quote) == identifiers("head\n" + quote) == {"src/quoted/at_the_end.py"}
+    assert not any(line == quote for _, line in invariants._LINE_IDS)
