@@ -17,7 +17,8 @@ from bisect import bisect_right
 from typing import Any, Sequence
 
 from compactor.engine.boundary import body
-from compactor.engine.invariants import _block_texts, _refs, _result_texts
+from compactor.engine.identifiers import _block_texts, _result_texts
+from compactor.engine.invariants import _refs
 from compactor.events import Event, ToolResultBlock, ToolUseBlock
 from compactor.tokens import count_event
 

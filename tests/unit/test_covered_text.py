@@ -142,7 +142,7 @@ def test_summary_identifiers_line_by_line_are_the_whole_texts() -> None:
     same identifiers as one pass over the text, for texts of the sessions, lines of them shuffled
     together, and lines whose identifiers depend on the line before (a URL's scheme ending it)
     or are cut short at the line's end - also when the lines are answered from the memo."""
-    from compactor.engine import invariants
+    from compactor.engine import identifiers as identifiers_mod
     from compactor.engine.invariants import summary_identifiers
 
     texts = [e.text for events in _sessions() for e in events if e.text]
@@ -162,4 +162,4 @@ def test_summary_identifiers_line_by_line_are_the_whole_texts() -> None:
     assert "/usr/local/bin/tool" in summary_identifiers("see\n/usr/local/bin/tool")
     quote = "- " + "word " * 2_000 + "src/quoted/at_the_end.py"  # a long line is searched, not kept
     assert summary_identifiers("head\n" + quote) == identifiers("head\n" + quote) == {"src/quoted/at_the_end.py"}
-    assert not any(line == quote for _, line in invariants._LINE_IDS)
+    assert not any(line == quote for _, line in identifiers_mod._LINE_IDS)
