@@ -46,12 +46,12 @@ from compactor.engine.layers import (
     externalize_tool_results,
     summarize_range,
 )
-from compactor.engine.measure import view_tokens
+from compactor.engine.measure import streamed_view_tokens, view_tokens
 from compactor.engine.policy import CompactionNeed, Policy, should_compact
 from compactor.records import Checkpoint, CompactionRecord, SeqRange
 from compactor.summarize.repair import drop_identifier_items, drop_identifier_lines
 from compactor.tokens import count_event, count_text, with_tokens
-from compactor.engine.view import SUMMARY_PREFIX, build_view
+from compactor.engine.view import SUMMARY_PREFIX, build_view, iter_view
 
 MIN_SUMMARY_TOKENS = 200
 """Below this a summary cannot carry the goal, constraints and latest request: shrink the tail."""
@@ -350,16 +350,17 @@ def apply_layers(
 
     def candidate(ckpt: Checkpoint, *, lazy: bool = False) -> _Candidate:
         t = time.perf_counter()
-        view = build_view(evs, ckpt)
-        n = view_tokens(view)
         if lazy and not ckpt.summary and target is not None:
             # No summary: no identifier to repair, so the view and count are final and the
             # checks can wait until someone asks (see _Candidate), against the artifacts
             # written so far (a later layer adds more).
             arts = dict(artifacts)
-            # The view is dropped until needed (validation, or chosen): build_view is pure,
-            # so the rebuilt one is the same.
-            del view
+            # The view is counted as it is made, one event at a time, and built only when
+            # needed (validation, or chosen): build_view is pure, so the built one is the
+            # same (memory: the cleared view of a big session is a copy of every cleared event).
+            n = streamed_view_tokens(iter_view(evs, ckpt))
+            if n is None:  # a provider compaction block: the request is rendered to count it
+                n = view_tokens(build_view(evs, ckpt))
 
             def check() -> list[Violation]:
                 return validate(events=evs, checkpoint=ckpt, view=lazy_cand.view, target_tokens=target,
@@ -368,6 +369,8 @@ def apply_layers(
             lazy_cand = _Candidate(ckpt, None, n, check=check, target=target,
                                    rebuild=lambda: build_view(evs, ckpt))
             return lazy_cand
+        view = build_view(evs, ckpt)
+        n = view_tokens(view)
         vio = validate(events=evs, checkpoint=ckpt, view=view, target_tokens=target,
                        artifacts=artifacts, prev_checkpoint=prev, tokens=n, index=covered_text)
         ckpt, view, n, vio, repaired = repair_candidate(evs, ckpt, view, n, vio, target, artifacts, prev,
