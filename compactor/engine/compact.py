@@ -478,6 +478,10 @@ def apply_layers(
             if fitting and candidates.min_fitting_weight() == 0:
                 break  # a cut before the latest request keeps everything: no mid-turn cut
         durations[LAYER_SUMMARY] = (time.perf_counter() - t_sum) * 1000
+        # The ladder's working sets (the lifter's indexes of every covered call, the prefix
+        # sums) go before the picked state is dumped: that dump is the compaction's peak
+        # (issue 17, memory). The candidates keep their own lifted states.
+        del lifter, covered_sums, covered_seqs
     if candidates.n:
         chosen = candidates.pick()
         if best is None and not chosen.valid:
@@ -495,6 +499,11 @@ def apply_layers(
             best = chosen
     if best is None:
         best = candidate(checkpoint(end0))
+    # Likewise the whole-session facts of the checks, once the candidate returned has been
+    # checked (a lazy one now), and the replacements its checkpoint does not hold.
+    best.violations  # a lazy candidate's checks run now (they read covered_text)
+    del covered_text
+    repl.clear()
     return _result(best, artifacts, layers, freed, durations, evs, candidates.n)
 
 
