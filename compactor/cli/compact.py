@@ -153,7 +153,8 @@ def _inline(args: argparse.Namespace) -> int:
             "checkpoint": result.checkpoint.model_dump(mode="json") if result.checkpoint else None,
             "record": result.record.model_dump(mode="json"),
         }
-        Path(args.out).write_text(json.dumps(doc, indent=2, ensure_ascii=False))
+        with Path(args.out).open("w") as f:  # written as it is encoded (the same text as json.dumps)
+            json.dump(doc, f, indent=2, ensure_ascii=False)
         del doc
     if args.json:
         print_outcome(result.record, session=args.session_id, tenant=None, out=args.out,
