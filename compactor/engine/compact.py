@@ -223,6 +223,10 @@ def plan(
 # --- layers -----------------------------------------------------------------------------------
 
 
+_RELEASE_COVERED = True
+"""Let go of the covered prefix's replacements while the summary ladder runs (off: every
+candidate's replacements held throughout; the same outcome, ``tests/unit/test_engine_release.py``)."""
+
 _CHECKED_STATE = frozenset({"constraints", "unknown_actions", "artifacts"})
 """The fields of a summary candidate's lifted state that validation and the view read
 (``invariants``, ``view``): a ladder candidate's checkpoint holds only these until it is
@@ -239,10 +243,12 @@ class _Candidate:
     def __init__(self, checkpoint: Checkpoint, view: list[Event] | None, tokens: int,
                  violations: list[Violation] | None = None, repaired: int = 0, *,
                  check: Callable[[], list[Violation]] | None = None, target: int | None = None,
-                 rebuild: Callable[[], list[Event]] | None = None) -> None:
+                 rebuild: Callable[[], list[Event]] | None = None,
+                 remake: Callable[[], Checkpoint] | None = None) -> None:
         assert violations is not None or check is not None
         assert view is not None or rebuild is not None
-        self.checkpoint = checkpoint
+        self._checkpoint: Checkpoint | None = checkpoint
+        self._remake = remake
         self._view = view
         self._rebuild = rebuild
         self.tokens = tokens
@@ -254,6 +260,25 @@ class _Candidate:
         self.left_out: dict[str, int] = {}
         self.left_out_weight = 0
         self.lifted: Any = None  # a summary candidate's LiftedState: its checkpoint holds _CHECKED_STATE
+
+    @property
+    def checkpoint(self) -> Checkpoint:
+        """The candidate's checkpoint; one let go (``release``) is made again when asked for."""
+        if self._checkpoint is None:
+            assert self._remake is not None
+            self._checkpoint = self._remake()
+        return self._checkpoint
+
+    @checkpoint.setter
+    def checkpoint(self, value: Checkpoint) -> None:
+        self._checkpoint = value
+
+    def release(self) -> None:
+        """Let go of the checkpoint and view until asked for (a lazy candidate that can make
+        its checkpoint again: the replacement layers' candidate while the summary ladder runs,
+        whose checkpoint holds a replacement for every cleared event, issue 17)."""
+        if self._remake is not None and self._rebuild is not None:
+            self._checkpoint = self._view = None
 
     def complete_state(self) -> None:
         """The whole lifted state into the checkpoint (done for the candidate picked only)."""
@@ -324,8 +349,28 @@ def apply_layers(
     layers: list[str] = []
     freed: dict[str, int] = {}
     durations: dict[str, float] = {}
+    released = [end0]  # repl holds no replacement at or before this seq (see release_covered)
+    layer_fns = {LAYER_EXTERNALIZE: externalize_tool_results, LAYER_CLEAR: clear_old_tool_results}
+
+    def release_covered(cut: int) -> None:
+        """Let go of the replacements a summary covering up to ``cut`` does not show (the
+        cleared copy of nearly every event of a big session, issue 17): the ladder's
+        checkpoints hold those after their cut only; one before (or the replacement layers'
+        candidate) makes them again (``checkpoint``)."""
+        if cut > released[0]:
+            for s in [s for s in repl if s <= cut]:
+                del repl[s]
+            released[0] = cut
 
     def checkpoint(end: int, **fields: object) -> Checkpoint:
+        if end < released[0]:  # replacements let go of: the layers again (pure: the same ones)
+            repl.clear()
+            repl.update({s: list(b) for s, b in (prev.replacements.items() if prev is not None else [])
+                         if s > end0})
+            for name in layers:
+                repl.update(layer_fns[name](apply_replacements([e for e in evs if e.kind != "pinned"], repl),
+                                            policy).replacements)
+            released[0] = end0
         base: dict[str, object] = {}
         if prev is not None:
             base = {
@@ -348,7 +393,8 @@ def apply_layers(
             snapshot_version=plan.snapshot_version, created_at=now, **base,  # type: ignore[arg-type]
         )
 
-    def candidate(ckpt: Checkpoint, *, lazy: bool = False) -> _Candidate:
+    def candidate(ckpt: Checkpoint, *, lazy: bool = False,
+                  remake: Callable[[], Checkpoint] | None = None) -> _Candidate:
         t = time.perf_counter()
         if lazy and not ckpt.summary and target is not None:
             # No summary: no identifier to repair, so the view and count are final and the
@@ -363,11 +409,12 @@ def apply_layers(
                 n = view_tokens(build_view(evs, ckpt))
 
             def check() -> list[Violation]:
-                return validate(events=evs, checkpoint=ckpt, view=lazy_cand.view, target_tokens=target,
-                                artifacts=arts, prev_checkpoint=prev, tokens=n, index=covered_text)
+                return validate(events=evs, checkpoint=lazy_cand.checkpoint, view=lazy_cand.view,
+                                target_tokens=target, artifacts=arts, prev_checkpoint=prev, tokens=n,
+                                index=covered_text)
             durations["validate"] = durations.get("validate", 0.0) + (time.perf_counter() - t) * 1000
             lazy_cand = _Candidate(ckpt, None, n, check=check, target=target,
-                                   rebuild=lambda: build_view(evs, ckpt))
+                                   rebuild=lambda: build_view(evs, lazy_cand.checkpoint), remake=remake)
             return lazy_cand
         view = build_view(evs, ckpt)
         n = view_tokens(view)
@@ -382,7 +429,7 @@ def apply_layers(
     best: _Candidate | None = None
 
     # (a), (b): replacement layers over the events after the previous checkpoint
-    for name, fn in ((LAYER_EXTERNALIZE, externalize_tool_results), (LAYER_CLEAR, clear_old_tool_results)):
+    for name, fn in layer_fns.items():
         if name not in plan.layers:
             continue
         t = time.perf_counter()
@@ -393,7 +440,7 @@ def apply_layers(
             continue
         repl.update(out.replacements)
         artifacts.update(out.artifacts)
-        cand = candidate(checkpoint(end0), lazy=True)
+        cand = candidate(checkpoint(end0), lazy=True, remake=lambda: checkpoint(end0))
         layers.append(name)
         freed[name] = current - cand.tokens
         current = cand.tokens
@@ -454,6 +501,10 @@ def apply_layers(
                     continue  # the tail leaves no room for a summary: try a smaller tail
                 tried.add(cut)
                 limit = max(limit, MIN_SUMMARY_TOKENS)
+                if _RELEASE_COVERED and released[0] == end0:  # once: a later cut that is smaller would make them again
+                    if best is not None:
+                        best.release()  # made again if validated or chosen (checkpoint, build_view: pure)
+                    release_covered(cut)
                 lifted = lifter.state_at(cut)
                 out = summarize_range(covered, state0, limit, latest_full=not keep_request,
                                       state=lifted, state_fields=_CHECKED_STATE,
