@@ -501,7 +501,8 @@ def apply_layers(
                     continue  # the tail leaves no room for a summary: try a smaller tail
                 tried.add(cut)
                 limit = max(limit, MIN_SUMMARY_TOKENS)
-                if _RELEASE_COVERED and released[0] == end0:  # once: a later cut that is smaller would make them again
+                # once: a later cut before this one makes the replacements again (checkpoint)
+                if _RELEASE_COVERED and released[0] == end0:
                     if best is not None:
                         best.release()  # made again if validated or chosen (checkpoint, build_view: pure)
                     release_covered(cut)
