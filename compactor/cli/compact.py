@@ -144,15 +144,18 @@ def _inline(args: argparse.Namespace) -> int:
         result = summarize_inline(events, result, policy, llm, model=args.model, summarizer=summarizer)
     if why:
         print(f"note: summarizer {summarizer} ({why})", file=sys.stderr)
-    system, messages = render_request(result.view)
-    doc: dict[str, Any] = {
-        "messages": messages,
-        "system": system,
-        "checkpoint": result.checkpoint.model_dump(mode="json") if result.checkpoint else None,
-        "record": result.record.model_dump(mode="json"),
-    }
+    del events  # the result holds what is written (memory: the whole session, issue 17)
     if args.out:
-        Path(args.out).write_text(json.dumps(doc, indent=2, ensure_ascii=False))
+        system, messages = render_request(result.view)
+        doc: dict[str, Any] = {
+            "messages": messages,
+            "system": system,
+            "checkpoint": result.checkpoint.model_dump(mode="json") if result.checkpoint else None,
+            "record": result.record.model_dump(mode="json"),
+        }
+        with Path(args.out).open("w") as f:  # written as it is encoded (the same text as json.dumps)
+            json.dump(doc, f, indent=2, ensure_ascii=False)
+        del doc
     if args.json:
         print_outcome(result.record, session=args.session_id, tenant=None, out=args.out,
                       source=str(path), fmt=imported.format)

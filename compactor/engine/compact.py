@@ -46,12 +46,12 @@ from compactor.engine.layers import (
     externalize_tool_results,
     summarize_range,
 )
-from compactor.engine.measure import view_tokens
+from compactor.engine.measure import streamed_view_tokens, view_tokens
 from compactor.engine.policy import CompactionNeed, Policy, should_compact
 from compactor.records import Checkpoint, CompactionRecord, SeqRange
 from compactor.summarize.repair import drop_identifier_items, drop_identifier_lines
 from compactor.tokens import count_event, count_text, with_tokens
-from compactor.engine.view import SUMMARY_PREFIX, build_view
+from compactor.engine.view import SUMMARY_PREFIX, build_view, iter_view
 
 MIN_SUMMARY_TOKENS = 200
 """Below this a summary cannot carry the goal, constraints and latest request: shrink the tail."""
@@ -223,6 +223,10 @@ def plan(
 # --- layers -----------------------------------------------------------------------------------
 
 
+_RELEASE_COVERED = True
+"""Let go of the covered prefix's replacements while the summary ladder runs (off: every
+candidate's replacements held throughout; the same outcome, ``tests/unit/test_engine_release.py``)."""
+
 _CHECKED_STATE = frozenset({"constraints", "unknown_actions", "artifacts"})
 """The fields of a summary candidate's lifted state that validation and the view read
 (``invariants``, ``view``): a ladder candidate's checkpoint holds only these until it is
@@ -239,10 +243,12 @@ class _Candidate:
     def __init__(self, checkpoint: Checkpoint, view: list[Event] | None, tokens: int,
                  violations: list[Violation] | None = None, repaired: int = 0, *,
                  check: Callable[[], list[Violation]] | None = None, target: int | None = None,
-                 rebuild: Callable[[], list[Event]] | None = None) -> None:
+                 rebuild: Callable[[], list[Event]] | None = None,
+                 remake: Callable[[], Checkpoint] | None = None) -> None:
         assert violations is not None or check is not None
         assert view is not None or rebuild is not None
-        self.checkpoint = checkpoint
+        self._checkpoint: Checkpoint | None = checkpoint
+        self._remake = remake
         self._view = view
         self._rebuild = rebuild
         self.tokens = tokens
@@ -254,6 +260,25 @@ class _Candidate:
         self.left_out: dict[str, int] = {}
         self.left_out_weight = 0
         self.lifted: Any = None  # a summary candidate's LiftedState: its checkpoint holds _CHECKED_STATE
+
+    @property
+    def checkpoint(self) -> Checkpoint:
+        """The candidate's checkpoint; one let go (``release``) is made again when asked for."""
+        if self._checkpoint is None:
+            assert self._remake is not None
+            self._checkpoint = self._remake()
+        return self._checkpoint
+
+    @checkpoint.setter
+    def checkpoint(self, value: Checkpoint) -> None:
+        self._checkpoint = value
+
+    def release(self) -> None:
+        """Let go of the checkpoint and view until asked for (a lazy candidate that can make
+        its checkpoint again: the replacement layers' candidate while the summary ladder runs,
+        whose checkpoint holds a replacement for every cleared event, issue 17)."""
+        if self._remake is not None and self._rebuild is not None:
+            self._checkpoint = self._view = None
 
     def complete_state(self) -> None:
         """The whole lifted state into the checkpoint (done for the candidate picked only)."""
@@ -324,8 +349,28 @@ def apply_layers(
     layers: list[str] = []
     freed: dict[str, int] = {}
     durations: dict[str, float] = {}
+    released = [end0]  # repl holds no replacement at or before this seq (see release_covered)
+    layer_fns = {LAYER_EXTERNALIZE: externalize_tool_results, LAYER_CLEAR: clear_old_tool_results}
+
+    def release_covered(cut: int) -> None:
+        """Let go of the replacements a summary covering up to ``cut`` does not show (the
+        cleared copy of nearly every event of a big session, issue 17): the ladder's
+        checkpoints hold those after their cut only; one before (or the replacement layers'
+        candidate) makes them again (``checkpoint``)."""
+        if cut > released[0]:
+            for s in [s for s in repl if s <= cut]:
+                del repl[s]
+            released[0] = cut
 
     def checkpoint(end: int, **fields: object) -> Checkpoint:
+        if end < released[0]:  # replacements let go of: the layers again (pure: the same ones)
+            repl.clear()
+            repl.update({s: list(b) for s, b in (prev.replacements.items() if prev is not None else [])
+                         if s > end0})
+            for name in layers:
+                repl.update(layer_fns[name](apply_replacements([e for e in evs if e.kind != "pinned"], repl),
+                                            policy).replacements)
+            released[0] = end0
         base: dict[str, object] = {}
         if prev is not None:
             base = {
@@ -348,26 +393,31 @@ def apply_layers(
             snapshot_version=plan.snapshot_version, created_at=now, **base,  # type: ignore[arg-type]
         )
 
-    def candidate(ckpt: Checkpoint, *, lazy: bool = False) -> _Candidate:
+    def candidate(ckpt: Checkpoint, *, lazy: bool = False,
+                  remake: Callable[[], Checkpoint] | None = None) -> _Candidate:
         t = time.perf_counter()
-        view = build_view(evs, ckpt)
-        n = view_tokens(view)
         if lazy and not ckpt.summary and target is not None:
             # No summary: no identifier to repair, so the view and count are final and the
             # checks can wait until someone asks (see _Candidate), against the artifacts
             # written so far (a later layer adds more).
             arts = dict(artifacts)
-            # The view is dropped until needed (validation, or chosen): build_view is pure,
-            # so the rebuilt one is the same.
-            del view
+            # The view is counted as it is made, one event at a time, and built only when
+            # needed (validation, or chosen): build_view is pure, so the built one is the
+            # same (memory: the cleared view of a big session is a copy of every cleared event).
+            n = streamed_view_tokens(iter_view(evs, ckpt))
+            if n is None:  # a provider compaction block: the request is rendered to count it
+                n = view_tokens(build_view(evs, ckpt))
 
             def check() -> list[Violation]:
-                return validate(events=evs, checkpoint=ckpt, view=lazy_cand.view, target_tokens=target,
-                                artifacts=arts, prev_checkpoint=prev, tokens=n, index=covered_text)
+                return validate(events=evs, checkpoint=lazy_cand.checkpoint, view=lazy_cand.view,
+                                target_tokens=target, artifacts=arts, prev_checkpoint=prev, tokens=n,
+                                index=covered_text)
             durations["validate"] = durations.get("validate", 0.0) + (time.perf_counter() - t) * 1000
             lazy_cand = _Candidate(ckpt, None, n, check=check, target=target,
-                                   rebuild=lambda: build_view(evs, ckpt))
+                                   rebuild=lambda: build_view(evs, lazy_cand.checkpoint), remake=remake)
             return lazy_cand
+        view = build_view(evs, ckpt)
+        n = view_tokens(view)
         vio = validate(events=evs, checkpoint=ckpt, view=view, target_tokens=target,
                        artifacts=artifacts, prev_checkpoint=prev, tokens=n, index=covered_text)
         ckpt, view, n, vio, repaired = repair_candidate(evs, ckpt, view, n, vio, target, artifacts, prev,
@@ -379,7 +429,7 @@ def apply_layers(
     best: _Candidate | None = None
 
     # (a), (b): replacement layers over the events after the previous checkpoint
-    for name, fn in ((LAYER_EXTERNALIZE, externalize_tool_results), (LAYER_CLEAR, clear_old_tool_results)):
+    for name, fn in layer_fns.items():
         if name not in plan.layers:
             continue
         t = time.perf_counter()
@@ -390,7 +440,7 @@ def apply_layers(
             continue
         repl.update(out.replacements)
         artifacts.update(out.artifacts)
-        cand = candidate(checkpoint(end0), lazy=True)
+        cand = candidate(checkpoint(end0), lazy=True, remake=lambda: checkpoint(end0))
         layers.append(name)
         freed[name] = current - cand.tokens
         current = cand.tokens
@@ -451,6 +501,11 @@ def apply_layers(
                     continue  # the tail leaves no room for a summary: try a smaller tail
                 tried.add(cut)
                 limit = max(limit, MIN_SUMMARY_TOKENS)
+                # once: a later cut before this one makes the replacements again (checkpoint)
+                if _RELEASE_COVERED and released[0] == end0:
+                    if best is not None:
+                        best.release()  # made again if validated or chosen (checkpoint, build_view: pure)
+                    release_covered(cut)
                 lifted = lifter.state_at(cut)
                 out = summarize_range(covered, state0, limit, latest_full=not keep_request,
                                       state=lifted, state_fields=_CHECKED_STATE,
@@ -475,6 +530,10 @@ def apply_layers(
             if fitting and candidates.min_fitting_weight() == 0:
                 break  # a cut before the latest request keeps everything: no mid-turn cut
         durations[LAYER_SUMMARY] = (time.perf_counter() - t_sum) * 1000
+        # The ladder's working sets (the lifter's indexes of every covered call, the prefix
+        # sums) go before the picked state is dumped: that dump is the compaction's peak
+        # (issue 17, memory). The candidates keep their own lifted states.
+        del lifter, covered_sums, covered_seqs
     if candidates.n:
         chosen = candidates.pick()
         if best is None and not chosen.valid:
@@ -492,6 +551,11 @@ def apply_layers(
             best = chosen
     if best is None:
         best = candidate(checkpoint(end0))
+    # Likewise the whole-session facts of the checks, once the candidate returned has been
+    # checked (a lazy one now), and the replacements its checkpoint does not hold.
+    best.violations  # a lazy candidate's checks run now (they read covered_text)
+    del covered_text
+    repl.clear()
     return _result(best, artifacts, layers, freed, durations, evs, candidates.n)
 
 

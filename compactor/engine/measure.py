@@ -16,7 +16,7 @@ keep it up to date on every append without reading the log.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from compactor.events import CompactionBlock, Event, to_anthropic
 from compactor.tokens import MESSAGE_OVERHEAD, count_event, count_text
@@ -84,39 +84,79 @@ def repair_tokens(view: Sequence[Event]) -> int:
     request (rendering every candidate's view was 15% of a compaction of small events, issue
     17); a view holding a provider compaction block is rendered (``_repair_tokens_rendered``).
     """
-    late: set[str] = set()
-    total = 0
-    groups: list[tuple[str, list[str], set[str]]] = []  # (role, calls, results) per message
+    count = RepairCount()
     for e in view:  # one walk of the view (it is walked once per candidate of the ladder)
+        if not count.add(e):
+            return _repair_tokens_rendered(view)
+    return count.total()
+
+
+class RepairCount:
+    """``repair_tokens`` fed one view event at a time, holding only the last two messages'
+    calls and results and the calls left unanswered (issue 17, memory: a view counted as it
+    is made need not be held whole)."""
+
+    def __init__(self) -> None:
+        self._late: set[str] = set()
+        self._first: str | None = None  # role of the view's first message
+        self._groups: list[tuple[str, list[str], set[str]]] = []  # (role, calls, results): last two messages
+        self._missing: list[str] = []  # calls no result answers, in order
+        self._extra = 0  # user messages of placeholders added
+
+    def add(self, e: Event) -> bool:
+        """Count ``e`` in; False when the view holds a provider compaction block (the caller
+        renders the request instead: ``_repair_tokens_rendered``)."""
         for b in e.blocks:
             if isinstance(b, CompactionBlock) and b.raw is not None:
-                return _repair_tokens_rendered(view)
+                return False
         if e.meta:
-            late.update(e.meta.get(LATE_RESULTS, ()))
+            self._late.update(e.meta.get(LATE_RESULTS, ()))
         role = message_role(e)
         if role is None:
-            continue
+            return True
+        groups = self._groups
         if not groups or groups[-1][0] != role:
+            if self._first is None:
+                self._first = role
+            if len(groups) == 2:  # the message before the last is complete, and so is its next
+                missing, extra = _unanswered(groups[0], groups[1])
+                self._missing += missing
+                self._extra += extra
+                del groups[0]
             groups.append((role, [], set()))
         uses, results = e.tool_uses, e.tool_results
         if uses:
             groups[-1][1].extend(u.id for u in uses)
         if results:
             groups[-1][2].update(r.tool_use_id for r in results)
-    if groups and groups[0][0] == "assistant":
-        total += _CONTINUED_TOKENS  # to_anthropic opens with a "(continued)" user turn
-    for i, (role, calls, _) in enumerate(groups):
-        if role != "assistant" or not calls:
-            continue
-        nxt = groups[i + 1] if i + 1 < len(groups) else None
-        got = nxt[2] if nxt is not None and nxt[0] == "user" else set()
-        missing = [u for u in calls if u not in got]
-        if not missing:
-            continue
+        return True
+
+    def total(self) -> int:
+        """The repair tokens of the events added so far (``repair_tokens`` of that view)."""
+        groups = self._groups
+        missing, extra = list(self._missing), self._extra
+        for i, g in enumerate(groups):  # the open messages, as if the view ended here
+            m, x = _unanswered(g, groups[i + 1] if i + 1 < len(groups) else None)
+            missing += m
+            extra += x
+        late = self._late
+        total = _CONTINUED_TOKENS if self._first == "assistant" else 0  # a "(continued)" user turn opens
         total += sum(count_text(LATE_RESULT_TEXT if u in late else NO_RESULT_TEXT) + 4 for u in missing)
-        if nxt is None or nxt[0] != "user":
-            total += MESSAGE_OVERHEAD  # a user message of placeholders is added
-    return total
+        return total + extra
+
+
+def _unanswered(group: tuple[str, list[str], set[str]], nxt: tuple[str, list[str], set[str]] | None
+                ) -> tuple[list[str], int]:
+    """The calls of an assistant message the next message does not answer, and the tokens of
+    the user message of placeholders added when no user message follows."""
+    role, calls, _ = group
+    if role != "assistant" or not calls:
+        return [], 0
+    got = nxt[2] if nxt is not None and nxt[0] == "user" else set()
+    missing = [u for u in calls if u not in got]
+    if not missing:
+        return [], 0
+    return missing, (MESSAGE_OVERHEAD if nxt is None or nxt[0] != "user" else 0)
 
 
 def _repair_tokens_rendered(view: Sequence[Event]) -> int:
@@ -136,3 +176,15 @@ def _repair_tokens_rendered(view: Sequence[Event]) -> int:
 def view_tokens(view: Sequence[Event]) -> int:
     """Tokens of the request the view renders to (see the module docstring)."""
     return sum(count_event(e) for e in view) + repair_tokens(view)
+
+
+def streamed_view_tokens(view: Iterable[Event]) -> int | None:
+    """``view_tokens`` of a view made as it is read (``view.iter_view``), one event held at a
+    time; None for a view holding a provider compaction block (count the built view then)."""
+    total = 0
+    count = RepairCount()
+    for e in view:
+        if not count.add(e):
+            return None
+        total += count_event(e)
+    return total + count.total()

@@ -89,7 +89,7 @@ def stream_view(read: Callable[[], Iterable[Event]], ckpt: Checkpoint | None) ->
                 pinned.append(e)
             continue
         n += 1
-        for u in (_replace(e, ckpt) if ckpt is not None else e).tool_uses:
+        for u in _tool_uses(e, ckpt):
             names[u.id] = u.name
 
     def events() -> Iterator[Event]:
@@ -102,6 +102,21 @@ def stream_view(read: Callable[[], Iterable[Event]], ckpt: Checkpoint | None) ->
         yield from _place(tail, ckpt, names)
 
     return n + len(pinned) + (1 if end else 0), events()
+
+
+def iter_view(events: Sequence[Event], ckpt: Checkpoint | None) -> Iterator[Event]:
+    """``build_view`` one event at a time (the same events, in the same order): counting a
+    view this way holds one made event at a time, not a copy of every replaced one (the
+    cleared view of a whole big session, issue 17)."""
+    return stream_view(lambda: events, ckpt)[1]
+
+
+def _tool_uses(e: Event, ckpt: Checkpoint | None) -> list[ToolUseBlock]:
+    """The calls of ``e`` as the view shows it (its replacement's, if any), without the copy."""
+    blocks = ckpt.replacements.get(e.seq) if ckpt is not None and ckpt.replacements else None
+    if blocks is None:
+        return e.tool_uses
+    return [b for b in blocks if isinstance(b, ToolUseBlock)]
 
 
 def message_role(e: Event) -> str | None:

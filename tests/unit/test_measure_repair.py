@@ -45,3 +45,32 @@ def test_view_tokens_count_the_placeholders_render_request_adds() -> None:
                            and b["content"][0]["text"].startswith("[no result"))
         assert (view_tokens(view) > sum(count_event(e) for e in view)) == (placeholders > 0
                                                                             or messages[0]["content"][0].get("text") == "(continued)")
+
+
+def test_a_view_counted_as_it_is_made_counts_what_the_built_view_does() -> None:
+    """The replacement layers count the cleared view event by event (``iter_view`` +
+    ``streamed_view_tokens``) instead of building it whole: same number, and the running repair
+    count agrees with ``repair_tokens`` of every prefix read so far."""
+    from compactor.engine.layers import clear_old_tool_results
+    from compactor.engine.measure import RepairCount, streamed_view_tokens
+    from compactor.engine.policy import make_policy
+    from compactor.engine.view import iter_view
+    from compactor.records import Checkpoint, SeqRange
+
+    rnd = random.Random(5)
+    cleared = 0
+    for events in _sessions():
+        out = clear_old_tool_results([e for e in events if e.kind != "pinned"], make_policy("default"))
+        cleared += len(out.replacements)
+        ckpt = Checkpoint(id="ck-x", tenant="t", session="s", covers=SeqRange(start=1, end=0),
+                          replacements=out.replacements, snapshot_version=len(events))
+        view = build_view(events, ckpt)
+        assert [e.model_dump() for e in iter_view(events, ckpt)] == [e.model_dump() for e in view]
+        assert streamed_view_tokens(iter_view(events, ckpt)) == view_tokens(view)
+        count = RepairCount()
+        stops = {rnd.randrange(len(view)) for _ in range(8)} if view else set()
+        for i, e in enumerate(view):
+            assert count.add(e)
+            if i in stops:
+                assert count.total() == repair_tokens(view[: i + 1])
+    assert cleared > 20
