@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from compactor.engine.boundary import body, choose_cut, latest_request, safe_cut_points
 from compactor.errors import InvalidInput
-from compactor.events import Block, Event, TextBlock, ToolResultBlock, content_hash, content_hash_line
+from compactor.events import Block, Event, TextBlock, ToolResultBlock, content_hash
 from compactor.engine.covered_text import CoveredText
 from compactor.engine.source_hash import HashLines, PrefixHash
 from compactor.engine.gc_pause import collector_paused
@@ -554,7 +554,7 @@ def apply_layers(
     # Likewise the whole-session facts of the checks, once the candidate returned has been
     # checked (a lazy one now), and the replacements its checkpoint does not hold.
     best.violations  # a lazy candidate's checks run now (they read covered_text)
-    del covered_text
+    covered_text = None  # type: ignore[assignment]  # a check run later still works: index=None is the full search
     repl.clear()
     return _result(best, artifacts, layers, freed, durations, evs, candidates.n)
 
