@@ -278,7 +278,7 @@ def plausible_path(tok: str) -> bool:
     """A token that reads as a file path: no shell syntax, escapes or newlines."""
     if not tok or tok.startswith("-") or tok in (".", "..") or len(tok) > 300:
         return False
-    if any(c in _BAD_PATH_CHARS for c in tok):
+    if not _BAD_PATH_CHARS.isdisjoint(tok):
         return False
     if tok.startswith(("http://", "https://")) or "://" in tok:
         return False
