@@ -205,7 +205,8 @@ def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
         bodies = [(a, b, line) for line, (a, b) in said.values()]
         # a signature that says nothing a reader asks for (``def __init__(self)``) goes last
         found += [(2, start, said[start][0]) if start in said else
-                  (5 if _BARE_SIG.search(s) else 2, start, s) for start, _, s in sigs]
+                  (5 if ("self" in s or "constructor" in s) and _BARE_SIG.search(s) else 2, start, s)
+                  for start, _, s in sigs]
         if kind == "js" and not whole:
             found += [(2, pos, line) for pos, line in _behaviour.branch_lines(text, [(a, b) for a, b, _ in bodies])]
     const = _CONSTS.get(kind) if assigns else None

@@ -108,3 +108,17 @@ def test_the_result_prechecks_let_every_match_through() -> None:
             if pat.search(t):
                 assert content._USED_ANY.search(t), t[:80]
 
+
+
+def test_file_names_installs_and_bare_signatures_are_the_searches_results(sentences: list[str]) -> None:
+    from compactor.lifting import notes, outputs
+
+    commands = [ln for t in _texts() for ln in t.splitlines()[:5]] + [
+        "sudo apt-get install -y jq", "uv pip install -e .", "python -m pip install x", "npm i left-pad",
+        "cd web && pnpm add vite", "brew install gh", "cat README"]
+    for s in sentences + commands:
+        assert notes._names_file(s) == bool(notes._PATH_TOKEN.search(s)), s
+        assert outputs.is_install(s) == bool(outputs._INSTALL_RE.search(s)), s
+    for sig in ["def __init__(self)", "def run(self, x)", "constructor()", "def f(a, b)", "class A"]:
+        bare = bool(content._BARE_SIG.search(sig))
+        assert bare == (("self" in sig or "constructor" in sig) and bare)
