@@ -177,15 +177,17 @@ def _json_pairs(text: str) -> list[str]:
     return out
 
 
-def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
+def content_facts(path: str, text: str, whole: bool = True, *, kind: str | None = None) -> list[str]:
     """Short facts about what ``text`` (written to ``path``) defines, in file order.
 
     ``whole``: the text is the whole file (a write), not an edit's new lines; only then is its
-    opening docstring or comment the file's own explanation.
+    opening docstring or comment the file's own explanation. ``kind``: ``kind_of(path)``, when
+    the caller has it.
     """
     if not text or not text.strip():
         return []
-    kind = kind_of(path)
+    if kind is None:
+        kind = kind_of(path)
     found: list[tuple[int, int, str]] = []  # (priority, position, fact)
 
     # (substring pre-checks: each pattern's matches hold one of these, issue 17)
@@ -249,10 +251,11 @@ def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
         found += io_facts(kind, text)
     if bodies:  # a setting a function's line already says whole is not said twice
         found = [f for f in found if f[0] != 4 or not any(a <= f[1] < b and f[2] in line for a, b, line in bodies)]
-    title = _TITLE.search(text) if whole and path.lower().endswith((".html", ".htm")) else None
+    page = path.lower().endswith((".html", ".htm"))
+    title = _TITLE.search(text) if whole and page else None
     if title and title.group(1).strip():
         found.append((0, -1, "title: " + _flat(title.group(1).strip())))
-    if path.lower().endswith((".html", ".htm")):
+    if page:
         found += [f for f in html_facts(text)  # (a page whose one heading is its title: said once)
                   if not (title and f[2] == "sections: " + _flat(title.group(1).strip(), SECTION_CHARS))]
     for m in (_IDS.finditer(text) if "-" in text or "declare_id!(" in text else ()):
@@ -447,7 +450,8 @@ def read_facts(path: str, text: str) -> list[str]:
     """``content_facts`` of a file the agent read, from the tool's listing (line numbers, a
     ``[File: ...]`` header and ``(N more lines ...)`` markers dropped). The opening docstring
     counts only when the listing starts at line 1."""
-    if not kind_of(path) or not text:
+    kind = kind_of(path)
+    if not kind or not text:
         return []
     text = text[:_READ_CHARS]
     lines = text.splitlines()
@@ -456,6 +460,6 @@ def read_facts(path: str, text: str) -> list[str]:
     if len(numbered) >= max(3, len(lines) // 2):
         first = int(numbered[0].group(1))
         body = "\n".join(ln[m.end():] for ln in lines if (m := _NUMBERED.match(ln)))
-        facts = content_facts(path, body, whole=first == 1)
+        facts = content_facts(path, body, whole=first == 1, kind=kind)
         return [f for f in facts if not f.startswith(("if ", "elif "))]  # (a branch is what an edit added)
-    return content_facts(path, text, whole=True)
+    return content_facts(path, text, whole=True, kind=kind)

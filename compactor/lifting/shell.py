@@ -387,8 +387,12 @@ def shell_files(command: str) -> ShellFiles:
         cmds = parse(script)
         for i, cmd in enumerate(cmds):
             _classify(cmd, cmds[i - 1] if i and cmd.piped else None, out)
-    keep = lambda p: plausible_path(p) and p in command  # noqa: E731 - the one rule, stated once
-    reads = [p for p in dict.fromkeys(out.reads) if keep(p)]
-    changes = {p: how for p, how in out.changes.items() if keep(p)}
+    # (the one rule: a path that reads as one and occurs verbatim in the command)
+    reads = [p for p in (dict.fromkeys(out.reads) if len(out.reads) > 1 else out.reads)
+             if plausible_path(p) and p in command]
+    if not out.changes and not out.writes:
+        out.reads = reads
+        return out  # (nothing changed, nothing written)
+    changes = {p: how for p, how in out.changes.items() if plausible_path(p) and p in command}
     writes = {p: text for p, text in out.writes.items() if p in changes}
     return ShellFiles(reads=reads, changes=changes, writes=writes)
