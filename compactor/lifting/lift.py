@@ -351,8 +351,9 @@ class _Acc:
             out = dataclasses.replace(out, failed=True, error_line=err)  # a tool that answers with an error
         self._last_result(use.id, out, result_seq)
         text = out.text
-        m = _SWE_OPEN_FILE_RE.search(text[-600:]) if text else None
-        header = _SWE_FILE_HEADER_RE.search(text[:400]) if text else None
+        # (SWE-agent's markers: searched only where their literal is)
+        m = _SWE_OPEN_FILE_RE.search(text[-600:]) if text and "(Open file: " in text else None
+        header = _SWE_FILE_HEADER_RE.search(text[:400]) if text and "[File: " in text else None
         paths = list(act.paths)
         if act.swe_edit and header:
             paths = [header.group(1)]
@@ -398,9 +399,10 @@ class _Acc:
             if use.id not in self._command_ids:
                 self._command_ids.add(use.id)
                 status: CommandStatus = "failed" if out.failed else "ok"
-                detail = ((_outputs.install_outcome(text) if _outputs.is_install(act.command)
+                install = _outputs.is_install(act.command)
+                detail = ((_outputs.install_outcome(text) if install
                            else _failures.partial_result(text)) if text else "")
-                if text and not out.failed and not act.reads and not act.paths and not _outputs.is_install(act.command):
+                if text and not out.failed and not act.reads and not act.paths and not install:
                     gist = _outputs.output_gist(text)  # what a fetch or a query answered
                     detail = f"{detail}; {gist}" if detail and gist else detail or gist
                 self.commands.append(Command(seq=use_seq, command=act.command, tool=act.tool,
