@@ -8,6 +8,7 @@ require the pre-check to let every match through.
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from pathlib import Path
@@ -42,7 +43,8 @@ def _alternatives(rx: re.Pattern[str]) -> list[str]:
     return out
 
 
-def _texts() -> list[str]:
+@functools.lru_cache(maxsize=1)  # (read once for every test here)
+def _texts() -> tuple[str, ...]:
     files = [p for p in sorted(FIXTURES.rglob("*")) if p.is_file() and p.suffix in (".jsonl", ".json")]
     texts: list[str] = []
     for path in files + corpus_files():
@@ -55,7 +57,7 @@ def _texts() -> list[str]:
                 texts.append(e.text)
             for r in e.tool_results:
                 texts.append(actions._result_text(r))
-    return texts
+    return tuple(texts)
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +96,7 @@ def test_the_lift_decisions_reasons_and_soft_failures_are_the_searches_results(s
 
 
 def test_the_result_prechecks_let_every_match_through() -> None:
-    texts = _texts() + ["x\nValueError: bad", "error[E0308]: mismatched", "src/a.ts: error TS2345 x",
+    texts = list(_texts()) + ["x\nValueError: bad", "error[E0308]: mismatched", "src/a.ts: error TS2345 x",
                         "panic: runtime error", "KeyboardInterrupt", "Exception in thread"]
     for t in texts:
         lines = t.splitlines()
