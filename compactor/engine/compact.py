@@ -465,6 +465,8 @@ def apply_layers(
         covered_sums = [0, *accumulate(count_event(e) for e in covered_all)]  # tokens of each prefix
         safe_points: dict[bool, list[int]] = dict(_safe or {})  # keep_request -> safe cuts, every rung
         lifter = Lifter(covered_all, LiftedState.model_validate(state0) if state0 else None)
+        from compactor.summarize.structured import begin_ladder_memo, end_ladder_memo
+        line_memo = begin_ladder_memo()  # the rungs' states share their items: their lines are built once
         # Normal mode keeps the latest request as an event (the cut is before it). Only when no
         # such cut meets the target may the cut pass it: the summary then quotes it in full,
         # which the validator checks (a truncated quote makes the candidate invalid).
@@ -529,6 +531,7 @@ def apply_layers(
                         break
             if fitting and candidates.min_fitting_weight() == 0:
                 break  # a cut before the latest request keeps everything: no mid-turn cut
+        end_ladder_memo(line_memo)
         durations[LAYER_SUMMARY] = (time.perf_counter() - t_sum) * 1000
         # The ladder's working sets (the lifter's indexes of every covered call, the prefix
         # sums) go before the picked state is dumped: that dump is the compaction's peak

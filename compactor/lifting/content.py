@@ -106,9 +106,14 @@ _USED_NEEDLES = ((_STORAGE, ("Storage.",)), (_ENV_READ, ("env",)), (_ROUTE, ("\"
                  (_FETCH, ("fetch(", "axios.", "requests.")))
 
 
+_USED_ANY = re.compile(r"Storage\.|env|[\"'`]/|fetch\(|axios\.|requests\.")  # every needle above
+
+
 def _used(text: str) -> list[tuple[int, str]]:
     """(position, fact) for the storage keys, env variables, routes and URLs the text uses."""
     found: dict[str, tuple[int, list[str]]] = {}  # label -> (first position, names)
+    if _USED_ANY.search(text) is None:
+        return []  # (no needle of any pattern: one search instead of four)
     for rx, needles in _USED_NEEDLES:
         if not any(n in text for n in needles):
             continue  # (a substring every match holds is missing: no match, for less than a search)
@@ -172,15 +177,17 @@ def _json_pairs(text: str) -> list[str]:
     return out
 
 
-def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
+def content_facts(path: str, text: str, whole: bool = True, *, kind: str | None = None) -> list[str]:
     """Short facts about what ``text`` (written to ``path``) defines, in file order.
 
     ``whole``: the text is the whole file (a write), not an edit's new lines; only then is its
-    opening docstring or comment the file's own explanation.
+    opening docstring or comment the file's own explanation. ``kind``: ``kind_of(path)``, when
+    the caller has it.
     """
     if not text or not text.strip():
         return []
-    kind = kind_of(path)
+    if kind is None:
+        kind = kind_of(path)
     found: list[tuple[int, int, str]] = []  # (priority, position, fact)
 
     # (substring pre-checks: each pattern's matches hold one of these, issue 17)
@@ -200,7 +207,8 @@ def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
         bodies = [(a, b, line) for line, (a, b) in said.values()]
         # a signature that says nothing a reader asks for (``def __init__(self)``) goes last
         found += [(2, start, said[start][0]) if start in said else
-                  (5 if _BARE_SIG.search(s) else 2, start, s) for start, _, s in sigs]
+                  (5 if ("self" in s or "constructor" in s) and _BARE_SIG.search(s) else 2, start, s)
+                  for start, _, s in sigs]
         if kind == "js" and not whole:
             found += [(2, pos, line) for pos, line in _behaviour.branch_lines(text, [(a, b) for a, b, _ in bodies])]
     const = _CONSTS.get(kind) if assigns else None
@@ -243,10 +251,11 @@ def content_facts(path: str, text: str, whole: bool = True) -> list[str]:
         found += io_facts(kind, text)
     if bodies:  # a setting a function's line already says whole is not said twice
         found = [f for f in found if f[0] != 4 or not any(a <= f[1] < b and f[2] in line for a, b, line in bodies)]
-    title = _TITLE.search(text) if whole and path.lower().endswith((".html", ".htm")) else None
+    page = path.lower().endswith((".html", ".htm"))
+    title = _TITLE.search(text) if whole and page else None
     if title and title.group(1).strip():
         found.append((0, -1, "title: " + _flat(title.group(1).strip())))
-    if path.lower().endswith((".html", ".htm")):
+    if page:
         found += [f for f in html_facts(text)  # (a page whose one heading is its title: said once)
                   if not (title and f[2] == "sections: " + _flat(title.group(1).strip(), SECTION_CHARS))]
     for m in (_IDS.finditer(text) if "-" in text or "declare_id!(" in text else ()):
@@ -441,14 +450,16 @@ def read_facts(path: str, text: str) -> list[str]:
     """``content_facts`` of a file the agent read, from the tool's listing (line numbers, a
     ``[File: ...]`` header and ``(N more lines ...)`` markers dropped). The opening docstring
     counts only when the listing starts at line 1."""
-    if not kind_of(path) or not text:
+    kind = kind_of(path)
+    if not kind or not text:
         return []
     text = text[:_READ_CHARS]
     lines = text.splitlines()
-    numbered = [m for m in (_NUMBERED.match(ln) for ln in lines) if m]
+    # (a listing needs 3 numbered lines: a shorter text is not matched line by line)
+    numbered = [m for m in (_NUMBERED.match(ln) for ln in lines) if m] if len(lines) >= 3 else []
     if len(numbered) >= max(3, len(lines) // 2):
         first = int(numbered[0].group(1))
         body = "\n".join(ln[m.end():] for ln in lines if (m := _NUMBERED.match(ln)))
-        facts = content_facts(path, body, whole=first == 1)
+        facts = content_facts(path, body, whole=first == 1, kind=kind)
         return [f for f in facts if not f.startswith(("if ", "elif "))]  # (a branch is what an edit added)
-    return content_facts(path, text, whole=True)
+    return content_facts(path, text, whole=True, kind=kind)

@@ -153,7 +153,7 @@ def command_key(command: str) -> str:
     s = " ".join(command.split())
     s = _CD_PREFIX_RE.sub("", s)
     prev = None
-    while prev != s:
+    while prev != s and ("|" in s or "2>&1" in s):  # (every _TAIL_RE match holds one of these)
         prev = s
         s = _TAIL_RE.sub("", s)
     if "'" in s or '"' in s or "\\" in s:
@@ -394,11 +394,23 @@ _CONFIRM_RE = re.compile(r"\b(?:valid|confirm\w*|worked|works|success\w*|as expe
 _GLUED_RE = re.compile(r"(?<=[a-z][.!?])(?=[A-Z][a-z])")
 
 
+# Every match of _SOFT_FAIL_RE holds one of these, lowercased (checked on ASCII sentences first)
+_SOFT_FAIL_NEEDLES = ("did", "does", "was", "were", "not ", "no ", "nothing", "empty ", "0 ")
+_SOFT_FAIL_PRE = re.compile("|".join(map(re.escape, _SOFT_FAIL_NEEDLES)))
+
+
+def _soft_fail(sentence: str) -> bool:
+    if sentence.isascii():  # (beyond ASCII a case-insensitive match need not survive str.lower)
+        if _SOFT_FAIL_PRE.search(sentence.lower()) is None:
+            return False
+    return _SOFT_FAIL_RE.search(sentence) is not None
+
+
 def soft_symptom(sentences: Sequence[str]) -> tuple[str, str]:
     """(symptom, why): the agent's sentence saying a call had no effect, among its first
     ``SOFT_SENTENCES``, and its explanation later in the same message; ("", "") when none."""
     firsts = [s.strip() for s in sentences if len(s.strip()) >= 12][:SOFT_SENTENCES]
-    i = next((k for k, s in enumerate(firsts) if _SOFT_FAIL_RE.search(s)), -1)
+    i = next((k for k, s in enumerate(firsts) if _soft_fail(s)), -1)
     if i < 0:
         return "", ""
     rest = [s.strip() for s in sentences if len(s.strip()) >= 12]

@@ -109,6 +109,15 @@ _FAILED_TEXT_RE = re.compile(
     re.IGNORECASE,
 )
 
+# Every match of _DECISION_RE (of _FAILED_TEXT_RE) holds one of these, lowercased: checked on ASCII
+# sentences before the case-insensitive search of the alternation, which costs several times more
+_DECISION_NEEDLES = ("ll use", "will use", "switch", "instead of", "decide", "decision", "going with",
+                     "ll go with", "s use", "going to use", "opting for", "opt for", "chose", "choose to",
+                     "rather than", "approach is", "plan is")
+_FAILED_NEEDLES = ("t work", "failed", "not working", "no luck", "still fail")
+_DECISION_PRE = re.compile("|".join(map(re.escape, _DECISION_NEEDLES)))  # (one search of the literals)
+_FAILED_PRE = re.compile("|".join(map(re.escape, _FAILED_NEEDLES)))
+
 # "`<>` doesn't work with strings, unless the string is `ARGV`": how a thing behaves, not an attempt that failed
 _RULE_TEXT_RE = re.compile(r"\b(?:unless|only (?:if|when|with))\b", re.IGNORECASE)
 
@@ -168,7 +177,7 @@ class _Acc:
         self._calls: list[tuple[int, str]] = []  # (seq, command) of each message's first call: where a soft failure led
         self._listings: dict[str, dict[int, str]] = {}  # path -> the lines of its latest numbered listing
         self._soft = _failures.SoftCalls()  # the last ok command: the agent's next words may say it did nothing
-        self._ok_params: dict[tuple[str, int], dict[str, str]] = {}  # (key, seq) of a run that worked -> its params
+        self._ok_params: dict[tuple[str, int], Any] = {}  # (key, seq) of a run that worked -> its input
 
     # requests ---------------------------------------------------------------------------
     def add_request(self, e: Event) -> None:
@@ -201,12 +210,15 @@ class _Acc:
         for s in sentences:
             if len(s) > 400 or len(s) < 12:
                 continue
-            if _DECISION_RE.search(s.replace("\u2019", "'")):
+            probe = s.replace("\u2019", "'")
+            low = probe.lower() if probe.isascii() else None  # (None: no pre-check beyond ASCII)
+            if (low is None or _DECISION_PRE.search(low)) and _DECISION_RE.search(probe):
                 key = _norm(s)
                 if key not in self._decision_keys:
                     self._decision_keys.add(key)
                     self.decisions.append(Decision(seq=e.seq, text=_clip(s)))
-            elif _FAILED_TEXT_RE.search(s.replace("\u2019", "'")) and not _RULE_TEXT_RE.search(s):
+            elif ((low is None or _FAILED_PRE.search(low)) and _FAILED_TEXT_RE.search(probe)
+                  and not _RULE_TEXT_RE.search(s)):
                 self._add_failed(FailedApproach(seq=e.seq, what=_clip(s)))
         self.failed, soft = self._soft.on_text(e.seq, sentences, self.failed)
         if soft is not None:
@@ -270,9 +282,12 @@ class _Acc:
     def note_move(self, seq: int, text: str, is_call: bool) -> None:
         """Remember the agent's first move at ``seq`` (for a failure's 'next')."""
         text = text.strip()
-        if text and (not self._moves or self._moves[-1][0] < seq):
-            self._moves.append((seq, _one_line(text, 200), is_call))
-        if text and is_call and (not self._calls or self._calls[-1][0] < seq):
+        if not text:
+            return
+        moves = self._moves
+        if not moves or moves[-1][0] < seq:
+            moves.append((seq, text, is_call))  # (one-lined when a failure's next move reads it)
+        if is_call and (not self._calls or self._calls[-1][0] < seq):
             self._calls.append((seq, _one_line(text, 200)))
 
     def _note_ok(self, key: str, seq: int) -> None:
@@ -293,7 +308,7 @@ class _Acc:
                 i = bisect_right(move_seqs, after)
                 if i < len(self._moves):
                     mseq, text, is_call = self._moves[i]
-                    upd["next"] = f"{_failures.move_text(text, is_call)} (#{mseq})"
+                    upd["next"] = f"{_failures.move_text(_one_line(text, 200), is_call)} (#{mseq})"
             elif not f.next:  # a call that did nothing: the call the agent made next (where it went instead)
                 upd["next"] = _failures.soft_next(self._calls, after)
             if f.resolved_at is None and f.key and f.failed_again is None:
@@ -309,7 +324,7 @@ class _Acc:
                 upd["resolved_at"] = _failures.first_after(runs, f.seq)
                 rerun = self._ok_params.get((f.key, upd["resolved_at"] or -1))
                 if rerun is not None and f.params is not None:
-                    upd["fixed_by"] = _failures.param_diff(f.params, rerun)
+                    upd["fixed_by"] = _failures.param_diff(f.params, _failures.call_params(rerun))
             out.append(f.model_copy(update=upd) if upd else f)
         return out
 
@@ -336,8 +351,9 @@ class _Acc:
             out = dataclasses.replace(out, failed=True, error_line=err)  # a tool that answers with an error
         self._last_result(use.id, out, result_seq)
         text = out.text
-        m = _SWE_OPEN_FILE_RE.search(text[-600:]) if text else None
-        header = _SWE_FILE_HEADER_RE.search(text[:400]) if text else None
+        # (SWE-agent's markers: searched only where their literal is)
+        m = _SWE_OPEN_FILE_RE.search(text[-600:]) if text and "(Open file: " in text else None
+        header = _SWE_FILE_HEADER_RE.search(text[:400]) if text and "[File: " in text else None
         paths = list(act.paths)
         if act.swe_edit and header:
             paths = [header.group(1)]
@@ -383,9 +399,10 @@ class _Acc:
             if use.id not in self._command_ids:
                 self._command_ids.add(use.id)
                 status: CommandStatus = "failed" if out.failed else "ok"
-                detail = ((_outputs.install_outcome(text) if _outputs.is_install(act.command)
+                install = _outputs.is_install(act.command)
+                detail = ((_outputs.install_outcome(text) if install
                            else _failures.partial_result(text)) if text else "")
-                if text and not out.failed and not act.reads and not act.paths and not _outputs.is_install(act.command):
+                if text and not out.failed and not act.reads and not act.paths and not install:
                     gist = _outputs.output_gist(text)  # what a fetch or a query answered
                     detail = f"{detail}; {gist}" if detail and gist else detail or gist
                 self.commands.append(Command(seq=use_seq, command=act.command, tool=act.tool,
@@ -427,7 +444,7 @@ class _Acc:
                 act.is_test and _FAIL_SUMMARY_RE.search(_test_summary(text) or "")):
             self._note_ok(key, use_seq)
             if key:
-                self._ok_params[(key, use_seq)] = _failures.call_params(use.input)
+                self._ok_params[(key, use_seq)] = use.input  # (its call_params when a failure it resolved is read)
         for name, line in error_names(text, out.failed) if text else []:
             self._add_error(ErrorItem(seq=result_seq, name=name, message=line, tool_use_id=use.id))
         if out.failed and result.is_error and not error_names(text, True):

@@ -22,6 +22,11 @@ MIN_SCORE = 2
 """A sentence counts when it says what the file does or holds (an explaining verb), net of penalties."""
 
 _PATH_TOKEN = re.compile(r"(?<![\w./-])(?:[\w.-]+/)*[\w-]+\.[A-Za-z]\w{0,7}\b")  # tried at word starts only
+_DOT_LETTER = re.compile(r"\.[A-Za-z]")  # what every _PATH_TOKEN match holds: searched first, for less
+
+
+def _names_file(text: str) -> bool:
+    return _DOT_LETTER.search(text) is not None and _PATH_TOKEN.search(text) is not None
 _EXPLAINS = re.compile(
     r"\b(?:creat|add|implement|defin|load|comput|calculat|handl|stor|return|contain|hold|generat|"
     r"train|display|render|draw|fetch|pars|validat|configur|export|expos|provid|wrap|read|write|"
@@ -60,7 +65,7 @@ def _intent(text: str) -> str:
     """What the agent says it is about to do, when its message names no file: the message itself
     when short, else its last sentence; "" for a question, a look-around, or a message naming a file."""
     flat = " ".join(text.split())
-    if not flat or _PATH_TOKEN.search(flat) or "```" in text:
+    if not flat or _names_file(flat) or "```" in text:
         return ""
     last = flat if len(flat) <= INTENT_CHARS else _SENTENCE_END.split(flat)[-1]
     if len(last) < INTENT_MIN_CHARS or len(last) > INTENT_CHARS or last.endswith(("?", ":")) or _LOOKS.search(last):
@@ -107,7 +112,7 @@ class NoteAcc:
         self.last_intent = (seq, intent) if intent else None
         if intent:
             self.last_mentions.append(FileNote(key=INTENT_KEY, seq=seq, text=intent))
-        if "." not in text or not _PATH_TOKEN.search(text):
+        if not _names_file(text):
             return  # no file named: the common case, one search
         for unit in report_units(text):
             if "." not in unit:

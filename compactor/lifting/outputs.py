@@ -34,12 +34,17 @@ INSTALL_DETAIL_CHARS = 160
 def is_install(command: str) -> bool:
     # (memo for short commands: the lift asks twice per command, and each ladder candidate's
     # render once more; a long script is searched each time rather than kept alive in the memo)
-    return _is_install_short(command) if len(command) <= 512 else bool(_INSTALL_RE.search(command))
+    return _is_install_short(command) if len(command) <= 512 else (
+        any(n in command for n in _INSTALLERS) and bool(_INSTALL_RE.search(command)))
+
+
+_INSTALLERS = ("pip", "uv", "npm", "yarn", "bun", "apt", "brew", "cargo", "gem", "poetry", "conda")
+"""Every match of ``_INSTALL_RE`` names one of these (checked before the search)."""
 
 
 @lru_cache(maxsize=1 << 16)
 def _is_install_short(command: str) -> bool:
-    return bool(_INSTALL_RE.search(command))
+    return any(n in command for n in _INSTALLERS) and bool(_INSTALL_RE.search(command))
 
 
 def install_outcome(text: str) -> str:

@@ -278,7 +278,7 @@ def plausible_path(tok: str) -> bool:
     """A token that reads as a file path: no shell syntax, escapes or newlines."""
     if not tok or tok.startswith("-") or tok in (".", "..") or len(tok) > 300:
         return False
-    if any(c in _BAD_PATH_CHARS for c in tok):
+    if not _BAD_PATH_CHARS.isdisjoint(tok):
         return False
     if tok.startswith(("http://", "https://")) or "://" in tok:
         return False
@@ -387,8 +387,12 @@ def shell_files(command: str) -> ShellFiles:
         cmds = parse(script)
         for i, cmd in enumerate(cmds):
             _classify(cmd, cmds[i - 1] if i and cmd.piped else None, out)
-    keep = lambda p: plausible_path(p) and p in command  # noqa: E731 - the one rule, stated once
-    reads = [p for p in dict.fromkeys(out.reads) if keep(p)]
-    changes = {p: how for p, how in out.changes.items() if keep(p)}
+    # (the one rule: a path that reads as one and occurs verbatim in the command)
+    reads = [p for p in (dict.fromkeys(out.reads) if len(out.reads) > 1 else out.reads)
+             if plausible_path(p) and p in command]
+    if not out.changes and not out.writes:
+        out.reads = reads
+        return out  # (nothing changed, nothing written)
+    changes = {p: how for p, how in out.changes.items() if plausible_path(p) and p in command}
     writes = {p: text for p, text in out.writes.items() if p in changes}
     return ShellFiles(reads=reads, changes=changes, writes=writes)

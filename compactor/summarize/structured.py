@@ -26,6 +26,7 @@ telling outrank a failure a rerun fixed, the rest go before the ok command listi
 from __future__ import annotations
 
 import re
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from operator import attrgetter
 
@@ -355,26 +356,39 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
             continue
         gists.add(-neg)
         gist_room = None if gist_room is None else gist_room - cost
+    memo = _LADDER_MEMO.get()
     for i, c in enumerate(state.commands):
         command = c.command
         if latest_by_cmd[command] != i:
             continue
         status = c.status
-        if c.exit_code is not None:
-            outcome = f"exit {c.exit_code}"
+        n = counts[command]
+        gist = i in gists
+        hit = memo.get(id(c)) if memo is not None else None
+        if hit is not None and hit[0] is c and hit[1] == n and hit[2] == gist:
+            text, installish = hit[3], hit[4]  # the same item in the previous rung's state: the same line
         else:
-            outcome = _OUTCOME_WORDS[status]
-        times = f" ×{n}" if (n := counts[command]) > 1 else ""
+            if c.exit_code is not None:
+                outcome = f"exit {c.exit_code}"
+            else:
+                outcome = _OUTCOME_WORDS[status]
+            times = f" ×{n}" if n > 1 else ""
+            detail = f": {c.detail}" if c.detail else ""
+            cmd_text = _code(command, GIST_COMMAND_CHARS if gist else 200)  # (the answer is the point)
+            text = f"- #{c.seq} {cmd_text} → {outcome}{times}{detail}"
+            installish = None  # (asked below only when the tiers before it do not apply)
+            if memo is not None:
+                installish = c.detail.startswith("partial") or is_install(command)
+                memo[id(c)] = (c, n, gist, text, installish)  # (c held: its id is not reused meanwhile)
         # (a cut answer's line under Errors says what it got: its command line is history too)
         tier = (_TIER_COMMAND_EXPLAINED if c.tool_use_id in explained and (status == "failed" or c.detail.startswith("partial"))
                 else _TIER_COMMAND_FAILED if status == "failed"
                 else _TIER_COMMAND_RECENT_OK if i in recent_ok
-                else _TIER_OUTPUT_GIST if i in gists
-                else _TIER_INSTALL if c.detail.startswith("partial") or is_install(command)
+                else _TIER_OUTPUT_GIST if gist
+                else _TIER_INSTALL if (installish if installish is not None
+                                       else c.detail.startswith("partial") or is_install(command))
                 else _TIER_COMMAND_OK)  # (an answer past the share: the log has it)
-        detail = f": {c.detail}" if c.detail else ""
-        cmd_text = _code(command, GIST_COMMAND_CHARS if i in gists else 200)  # (the answer is the point)
-        lines.append(_Line(COMMANDS, f"- #{c.seq} {cmd_text} → {outcome}{times}{detail}", tier, c.seq, len(lines)))
+        lines.append(_Line(COMMANDS, text, tier, c.seq, len(lines)))
 
     last_test_by_cmd: dict[str, int] = {}
     for i, t in enumerate(state.tests):
@@ -511,6 +525,23 @@ def _fit(doc: _Doc, budget: int, tokens: int,
 
 
 _DROP_ORDER = attrgetter("tier", "seq", "order")
+
+_LADDER_MEMO: ContextVar[dict[int, tuple] | None] = ContextVar("structured_ladder_memo", default=None)
+"""Command lines already built for an item of an earlier rung's state (id -> item, inputs, line).
+
+The shrink ladder renders the states of growing cuts, which share their items (one lifting
+pass): a command's line is built once per compaction instead of once per rung (issue 17).
+Set by ``begin_ladder_memo`` for the ladder; None elsewhere (no memo, nothing kept)."""
+
+
+def begin_ladder_memo() -> Token:
+    """From here on (in this context) ``render_summary`` reuses the command lines it built before;
+    ``end_ladder_memo(token)`` lets them go."""
+    return _LADDER_MEMO.set({})
+
+
+def end_ladder_memo(token: Token) -> None:
+    _LADDER_MEMO.reset(token)
 _OUTCOME_WORDS = {"ok": "ok", "failed": "failed", "unknown": "no exit status recorded"}
 
 

@@ -1,0 +1,86 @@
+"""The shrink ladder's line memo (issue 17): the rungs' summaries are the ones rendered without it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from compactor.bench.scale import write_session
+from compactor.importers import import_file
+from compactor.lifting.lift import Lifter
+from compactor.lifting.state import Command
+from compactor.summarize import structured
+from compactor.summarize.structured import begin_ladder_memo, end_ladder_memo, render_summary
+from tests.conftest import corpus_files
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def _ladder(events: list, budgets: tuple[int, ...]) -> list:
+    """Growing cuts of one lifting pass (their states share items, as the ladder's do)."""
+    seqs = [e.seq for e in events]
+    lifter = Lifter(events)
+    states = [lifter.state_at(seqs[int((len(seqs) - 1) * f)]) for f in (0.5, 0.7, 0.85, 1.0)]
+    return [(s, b) for s in states for b in budgets]
+
+
+def _renders(calls: list, memo: bool) -> list[str]:
+    token = begin_ladder_memo() if memo else None
+    try:
+        return [render_summary(s, b).model_dump_json() for s, b in calls]
+    finally:
+        if token is not None:
+            end_ladder_memo(token)
+
+
+def _sessions(tmp_path: Path) -> list[list]:
+    path = tmp_path / "small.jsonl"
+    write_session(path, 3000)
+    files = [path, *sorted((FIXTURES / "claude-code").glob("*.jsonl"))[:4], *corpus_files()]
+    return [import_file(p).events for p in files]
+
+
+def test_the_rungs_render_the_same_with_the_line_memo(tmp_path: Path) -> None:
+    for events in _sessions(tmp_path):
+        calls = _ladder(events, (300, 2_000, 12_000))
+        assert _renders(calls, memo=True) == _renders(calls, memo=False)
+
+
+def test_a_command_run_again_in_a_later_rung_gets_its_new_count() -> None:
+    first = Command(seq=1, command="make build", status="ok", exit_code=0)
+    again = Command(seq=3, command="make build", status="ok", exit_code=0)
+    other = Command(seq=2, command="ls", status="ok", exit_code=0)
+    from compactor.lifting.lift import LiftedState
+
+    early = LiftedState(commands=[first, other])
+    late = LiftedState(commands=[first, other, again])
+    token = begin_ladder_memo()
+    try:
+        r1 = render_summary(early, 10_000)
+        r2 = render_summary(late, 10_000)
+    finally:
+        end_ladder_memo(token)
+    assert "×2" in r2.sections[structured.COMMANDS][-1] and "×2" not in " ".join(r1.sections[structured.COMMANDS])
+    assert r2 == render_summary(late, 10_000)
+
+
+def test_the_memo_is_gone_after_the_ladder() -> None:
+    token = begin_ladder_memo()
+    end_ladder_memo(token)
+    assert structured._LADDER_MEMO.get() is None
+
+
+@pytest.mark.parametrize("budget", [200, 5_000])
+def test_a_memo_left_from_other_states_changes_nothing(tmp_path: Path, budget: int) -> None:
+    path = tmp_path / "s.jsonl"
+    write_session(path, 600)
+    events = import_file(path).events
+    calls = [(s, budget) for s, _ in _ladder(events, (budget,))]
+    token = begin_ladder_memo()
+    try:
+        _renders(_ladder(import_file(path).events, (budget,)), memo=False)  # other objects, same texts
+        with_memo = [render_summary(s, b).model_dump_json() for s, b in calls]
+    finally:
+        end_ladder_memo(token)
+    assert with_memo == _renders(calls, memo=False)
