@@ -112,7 +112,7 @@ def _report():
         "tiktoken": "tiktoken" in sys.modules,
         "encoding": bool(tokens and tokens.encoding.cache_info().currsize),
         "bench": sorted(m for m in sys.modules if m.startswith("compactor.bench")),
-        "engine": sorted(m for m in sys.modules if m.startswith("compactor.engine")),
+        "engine": sorted(m for m in sys.modules if m.startswith("compactor.engine.") and m != "compactor.engine.presets"),
         "pydantic": "pydantic" in sys.modules,
     }), file=sys.__stderr__)
 atexit.register(_report)
@@ -128,11 +128,21 @@ def _probe(*argv: str) -> dict:
     return {"rc": proc.returncode, "out": proc.stdout, **json.loads(line[2:])}
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["bench", "--help"]])
+@pytest.mark.parametrize("argv", [["--help"], ["bench", "--help"], ["compact", "--help"], ["policy", "show", "--help"],
+                                  ["inspect", "--help"], ["config", "--help"]])
 def test_help_imports_no_benchmark_engine_or_tokenizer(argv):
     seen = _probe(*argv)
     assert seen["rc"] in (0, 2) and "usage: compactor" in seen["out"]
     assert seen["bench"] == [] and seen["engine"] == [] and not seen["tiktoken"] and not seen["pydantic"]
+
+
+def test_help_states_the_presets_and_default_model():
+    from activities.contracts import DEFAULT_MODEL
+    from compactor.engine.policy import PRESETS
+
+    seen = _probe("compact", "--help")
+    assert "{" + ",".join(PRESETS) + "}" in seen["out"].replace("\n", "").replace(" ", "")
+    assert DEFAULT_MODEL in seen["out"].replace("\n", "").replace(" ", "")
 
 
 def test_a_benchmarks_help_imports_that_benchmark_only():
@@ -153,3 +163,21 @@ def test_commands_that_never_count_never_load_the_tokenizer(tmp_path):
         assert seen["bench"] == [], argv
     seen = _probe("policy", "show", "default")
     assert seen["rc"] == 0 and not seen["tiktoken"]
+
+
+def test_inline_compaction_renders_and_writes_with_the_collector_paused(tmp_path, monkeypatch):
+    """The request is rendered and dumped inside the run's collector pause (its full passes
+    re-scanned every object of the session there), and the collector is on again after."""
+    import gc
+
+    from compactor.engine import measure
+
+    seen: list[bool] = []
+    real = measure.render_request
+    monkeypatch.setattr(measure, "render_request", lambda view: (seen.append(gc.isenabled()), real(view))[1])
+    assert gc.isenabled()
+    out = tmp_path / "view.json"
+    with contextlib.redirect_stdout(io.StringIO()):
+        rc = main(["compact", "--inline", str(FIXTURE), "--target-tokens", "300", "--out", str(out), "--json"])
+    assert rc in (0, 1) and json.loads(out.read_text())["messages"]
+    assert seen == [False] and gc.isenabled()
