@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 
@@ -102,18 +101,7 @@ def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", action=LazySubParsers)
-    for name in COMMAND_MODULES:
-        if name in COMMANDS:
-            for command, help_ in COMMANDS[name]:
-                sub.add_lazy(command, name, help_)
-            continue
-        try:
-            mod = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:
-                continue  # command group not built yet
-            raise
-        mod.register(sub)
+    sub.add_modules(COMMAND_MODULES, COMMANDS)
     return parser if lazy else load_all(parser)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 
 from compactor.cli.lazy import LazySubParsers
 
@@ -43,16 +42,5 @@ BENCHES: dict[str, tuple[tuple[str, str], ...]] = {
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmarks (store, fidelity, constraints, perf, probes, load, sweep, chaos, model-path)")
     bench_sub = p.add_subparsers(dest="bench", metavar="BENCH", action=LazySubParsers)
-    for name in BENCH_MODULES:
-        if name in BENCHES:
-            for bench, help_ in BENCHES[name]:
-                bench_sub.add_lazy(bench, name, help_)
-            continue
-        try:
-            mod = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:
-                continue  # benchmark not built yet
-            raise
-        mod.register(bench_sub)
+    bench_sub.add_modules(BENCH_MODULES, BENCHES)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])

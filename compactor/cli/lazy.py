@@ -48,6 +48,23 @@ class LazySubParsers(argparse._SubParsersAction):
             return parser
         return super().add_parser(name, **kwargs)
 
+    def add_modules(self, modules: Sequence[str], table: dict[str, tuple[tuple[str, str], ...]]) -> None:
+        """Each module's commands, in order: listed from ``table`` (name, help line) and imported
+        when parsed; a module missing from ``table`` imported and registered now (one not
+        written yet skipped)."""
+        for module in modules:
+            if module in table:
+                for name, help_ in table[module]:
+                    self.add_lazy(name, module, help_)
+                continue
+            try:
+                mod = importlib.import_module(module)
+            except ModuleNotFoundError as exc:
+                if exc.name == module:
+                    continue  # not built yet
+                raise
+            mod.register(self)
+
     def load(self, name: str) -> argparse.ArgumentParser:
         """The parser of ``name``, its module imported and registered first if need be."""
         if self._name_parser_map.get(name) is None and name in self._lazy:
