@@ -24,16 +24,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from activities.defaults import DEFAULT_MODEL  # noqa: F401  (written there: the CLI reads it without pydantic)
 from compactor.records import CompactionRecord
 
 # Time limits of the model-call activities: the workflow schedules them with these, and the
 # activities keep their client timeout below the start-to-close.
 LLM_START_TO_CLOSE = timedelta(minutes=5)
 LLM_HEARTBEAT = timedelta(seconds=30)
-
-DEFAULT_MODEL = "claude-sonnet-5-5"
-"""Model of the LLM summarizers unless configured (claude-sonnet-4-5 reaches end-of-life on
-2026-11-30 per the anthropic SDK). The one place it is written; settings and the client use it."""
 
 # --- names recorded in history: never rename ---------------------------------------------------
 

@@ -10,13 +10,12 @@ Output is the same as ``--inline`` (report, ``--out`` JSON), plus the workflow i
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from activities.contracts import DEFAULT_MODEL
+from activities.defaults import DEFAULT_MODEL
 from compactor.cli.common import add_store_args
 
 
@@ -47,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    import asyncio  # here, not at the top: `compactor compact --help` imports this module
+
     from compactor.cli.common import import_into
     from compactor.cli.common import print_json
     from compactor.cli.outcome import default_target, print_outcome, render_report
@@ -168,6 +169,8 @@ class _stack:
         self._workers: list[Any] = []
 
     async def __aenter__(self) -> Any:
+        import asyncio
+
         from workers.devstack import start_temporal
         from workers.worker import _store_s3_client, build_workers, connect
 
@@ -185,6 +188,8 @@ class _stack:
         return client
 
     async def __aexit__(self, *exc: Any) -> None:
+        import asyncio
+
         for w in reversed(self._workers):
             await w.__aexit__(None, None, None)
         if self._server is not None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from compactor.cli.outcome import MIN_TARGET, TARGET_RATIO, default_target, print_outcome, render_report
-from compactor.engine.policy import PRESETS, make_policy
+from compactor.engine.presets import PRESETS
 
 
 
@@ -116,6 +116,16 @@ def _durable(args: argparse.Namespace) -> int:
 
 
 def _inline(args: argparse.Namespace) -> int:
+    from compactor.engine.gc_pause import collector_paused
+
+    # The collector paused for the whole run, not only inside the import and compact(): the
+    # default target's count, the request's render and its dump walk the same millions of
+    # objects, and a full pass there re-scanned them all (issue 17).
+    with collector_paused():
+        return _inline_run(args)
+
+
+def _inline_run(args: argparse.Namespace) -> int:
     from compactor.cli.common import import_into, truncation_note
     from compactor.engine.compact import compact
     from compactor.engine.measure import render_request, view_tokens
@@ -132,6 +142,8 @@ def _inline(args: argparse.Namespace) -> int:
     note = truncation_note(imported)
     if note:
         print(f"note: {note}", file=sys.stderr)
+    from compactor.engine.policy import make_policy
+
     policy = make_policy(args.policy, window=args.window, max_output=args.max_output)
     target = args.target_tokens
     if target is None:

@@ -12,8 +12,6 @@ import os
 import sys
 from typing import Any
 
-from pydantic import SecretStr
-
 from compactor.cli.common import add_json_arg, print_json, table
 
 #: ``COMPACTOR_*`` variables read outside the settings model (benchmarks and tests).
@@ -79,6 +77,8 @@ def warn_unknown_variables() -> list[tuple[str, str | None]]:
 
 
 def _shown(value: Any) -> Any:
+    from pydantic import SecretStr  # here: every command imports this module (warn_unknown_variables)
+
     if isinstance(value, SecretStr):
         return MASK if value.get_secret_value() else ""
     return value

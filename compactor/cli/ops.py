@@ -8,7 +8,6 @@ prints the address to export. Store commands use ``--store`` / ``COMPACTOR_STORE
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from datetime import timedelta
@@ -106,6 +105,7 @@ def run_and_exit(coro: Any, *, cli: bool = True) -> int:
     abort it (exit 134) after the command already succeeded; short-lived CLI processes that
     used a client therefore flush and ``os._exit`` with the command's own status.
     """
+    import asyncio  # in the functions that run: `compactor <cmd> --help` imports this module
     import os
 
     from compactor.errors import CompactorError
@@ -184,6 +184,8 @@ def cmd_dev(args: argparse.Namespace) -> int:
     warn_unknown_variables()  # a mistyped COMPACTOR_* variable is said, not silently ignored
     for what, port in (("Temporal frontend", args.port), ("Temporal UI", args.ui_port)):
         _refuse_busy_port(what, port)
+    import asyncio
+
     return asyncio.run(_dev(args))
 
 
@@ -204,6 +206,8 @@ def _refuse_busy_port(what: str, port: int) -> None:
 
 
 async def _dev(args: argparse.Namespace) -> int:
+    import asyncio
+
     from compactor.store import open_store
     from workers.devstack import start_temporal
     from workers.logs import configure_from_settings
@@ -247,6 +251,7 @@ async def _serve_until_signal(workers: list[Any], quiet: bool = False, on_stop: 
                               grace_s: float | None = None, model_grace_s: float = 0.0) -> None:
     """Run workers until SIGINT/SIGTERM, then shut them down gracefully (``on_stop`` first:
     readiness turns 503 while in-flight activities drain; the drain is logged)."""
+    import asyncio
     import contextlib
     import signal
 
@@ -301,6 +306,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 async def _worker(settings: Any, quiet: bool = False) -> None:
+    import asyncio
     import contextlib
 
     from compactor.store import open_store

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from compactor.cli.common import table
-from compactor.engine.policy import PRESETS, make_policy, policy_rows
+from compactor.engine.presets import PRESETS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,6 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _show(args: argparse.Namespace) -> int:
+    from compactor.engine.policy import make_policy, policy_rows
+
     pol = make_policy(args.preset, window=args.window, max_output=args.max_output, configured=args.configured)
     if args.json:
         print(json.dumps(pol.model_dump(mode="json"), indent=2))
@@ -39,6 +41,8 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
+    from compactor.engine.policy import make_policy
+
     rows = []
     pols = [make_policy(name) for name in PRESETS]
     if args.json:

@@ -16,6 +16,7 @@ keep it up to date on every append without reading the log.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Iterable, Sequence
 
 from compactor.events import CompactionBlock, Event, to_anthropic
@@ -73,7 +74,10 @@ def _answer_dangling(messages: list[dict[str, Any]], late: set[str] | frozenset[
     return out, added
 
 
-_CONTINUED_TOKENS = MESSAGE_OVERHEAD + count_text("(continued)")
+@lru_cache(maxsize=1)
+def _continued_tokens() -> int:
+    # on first use, not at import: counting loads the tokenizer (issue 17, cold start)
+    return MESSAGE_OVERHEAD + count_text("(continued)")
 
 
 def repair_tokens(view: Sequence[Event]) -> int:
@@ -140,7 +144,7 @@ class RepairCount:
             missing += m
             extra += x
         late = self._late
-        total = _CONTINUED_TOKENS if self._first == "assistant" else 0  # a "(continued)" user turn opens
+        total = _continued_tokens() if self._first == "assistant" else 0  # a "(continued)" user turn opens
         total += sum(count_text(LATE_RESULT_TEXT if u in late else NO_RESULT_TEXT) + 4 for u in missing)
         return total + extra
 
@@ -166,7 +170,7 @@ def _repair_tokens_rendered(view: Sequence[Event]) -> int:
     first = next((e for e in view if message_role(e)), None)  # the first event that is a message
     if first is not None and message_role(first) == "assistant" and messages \
             and messages[0].get("content") == [{"type": "text", "text": "(continued)"}]:
-        total += _CONTINUED_TOKENS
+        total += _continued_tokens()
     before = len(messages)
     out, added = _answer_dangling(messages, _late(view))
     total += added + (len(out) - before) * MESSAGE_OVERHEAD

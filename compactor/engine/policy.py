@@ -24,8 +24,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from compactor.errors import PolicyError
-
-PRESETS: list[str] = ["default", "claude-code", "codex", "opencode", "deepseek"]
+from compactor.engine.presets import PRESETS
 
 CompactionNeed = Literal["none", "soft", "hard"]
 

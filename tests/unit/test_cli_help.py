@@ -1,6 +1,8 @@
 """Every command's --help renders (argparse formats help lazily, so a bad help string only
 fails when a user asks for it)."""
 
+import argparse
+
 import pytest
 
 from compactor.cli import build_parser
@@ -8,12 +10,12 @@ from compactor.cli import build_parser
 
 def _commands():
     parser = build_parser()
-    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     out = []
     for name, p in sub.choices.items():
         out.append((name, p))
         for a in p._actions:
-            if a.__class__.__name__ == "_SubParsersAction":
+            if isinstance(a, argparse._SubParsersAction):
                 out += [(f"{name} {n}", q) for n, q in a.choices.items()]
     return out
 
