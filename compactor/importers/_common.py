@@ -23,6 +23,7 @@ from typing import IO, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from compactor.importers import _build as build
 from compactor.importers._lines import line_format
 from compactor.errors import InputTooLarge, ParseError
 from compactor.events import (
@@ -334,18 +335,8 @@ class _Finisher:
                 seen_ids[eid] += 1
                 eid = f"{eid}~{seen_ids[eid]}"
             seen_ids.setdefault(eid, 1)
-            e = Event(
-                seq=self.seq,
-                id=eid,
-                at=d.at,
-                kind=d.kind,  # type: ignore[arg-type]
-                role=d.role,  # type: ignore[arg-type]
-                blocks=d.blocks,
-                usage=d.usage,
-                injected=d.injected,
-                source=self.fmt,
-                meta=d.meta,
-            )
+            # the draft's blocks and meta are its own (``Builder.new`` copied them): kept
+            e = build.event(self.seq, eid, d.at, d.kind, d.role, d.blocks, d.usage, d.injected, self.fmt, d.meta)
             self.stats.add(e)
             events.append(e)
         return events
@@ -673,7 +664,7 @@ def result_block(tool_use_id: str, content: Any, is_error: bool, notes: dict[str
             if not isinstance(part, dict):
                 blocks.append(TextBlock(text=as_text(part)))
             elif part.get("type") == "text":
-                blocks.append(TextBlock(text=str(part.get("text", ""))))
+                blocks.append(build.text_block(str(part.get("text", ""))))
             elif part.get("type") == "image":
                 src = part.get("source") or {}
                 blocks.append(
@@ -688,8 +679,8 @@ def result_block(tool_use_id: str, content: Any, is_error: bool, notes: dict[str
     else:
         text = as_text(content)
         if text:
-            blocks.append(TextBlock(text=text))
-    return ToolResultBlock(tool_use_id=tool_use_id, content=blocks, is_error=bool(is_error))
+            blocks.append(build.text_block(text))
+    return build.tool_result_block(tool_use_id, blocks, bool(is_error))
 
 
 def usage_of(
@@ -701,12 +692,7 @@ def usage_of(
     vals = [_int(input_tokens), _int(output_tokens), _int(cache_read), _int(cache_creation)]
     if not any(vals):
         return None
-    return Usage(
-        input_tokens=vals[0],
-        output_tokens=vals[1],
-        cache_read_input_tokens=vals[2],
-        cache_creation_input_tokens=vals[3],
-    )
+    return build.usage(vals[0], vals[1], vals[2], vals[3])
 
 
 def _int(v: Any) -> int:
