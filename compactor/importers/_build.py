@@ -51,6 +51,7 @@ _BLOCK_TYPES = frozenset(
     {TextBlock, ThinkingBlock, ImageBlock, ToolUseBlock, ToolResultBlock, ArtifactRefBlock, CompactionBlock}
 )
 _RESULT_CONTENT_TYPES = frozenset({TextBlock, ImageBlock, ArtifactRefBlock})
+_STR = frozenset({str})
 _KINDS = frozenset({"message", "pinned", "compaction"})
 _ROLES = frozenset({"user", "assistant", "system"})
 #: ``Event.id``'s length bounds (validation counts characters).
@@ -94,7 +95,7 @@ def tool_result_block(tool_use_id: Any, content: list[Any], is_error: bool) -> T
         type(tool_use_id) is str
         and type(content) is list
         and type(is_error) is bool
-        and all(type(c) in _RESULT_CONTENT_TYPES for c in content)
+        and _RESULT_CONTENT_TYPES.issuperset(map(type, content))
     ):
         return trusted(
             ToolResultBlock,
@@ -152,12 +153,12 @@ def event(
         and role in _ROLES
         and not (kind == "pinned" and role == "assistant")  # Event._check's rule
         and type(blocks) is list
-        and all(type(b) in _BLOCK_TYPES for b in blocks)
+        and _BLOCK_TYPES.issuperset(map(type, blocks))
         and (usage is None or type(usage) is Usage)
         and type(injected) is bool
         and type(source) is str
         and type(meta) is dict
-        and all(type(k) is str for k in meta)
+        and _STR.issuperset(map(type, meta))
     ):
         return trusted(
             Event,

@@ -28,6 +28,7 @@ from compactor.importers._lines import line_format
 from compactor.errors import InputTooLarge, ParseError
 from compactor.events import (
     ArtifactRefBlock,
+    CompactionBlock,
     Event,
     ImageBlock,
     TextBlock,
@@ -379,6 +380,10 @@ def _fix_tool_pairing(
                     )
                 elif target != b.tool_use_id:
                     b = b.model_copy(update={"tool_use_id": target})
+                elif target is not b.tool_use_id:
+                    # an equal string read from another line: hold the call's one (a copy of
+                    # the id less per result, issue 17); equal, so nothing observable changes
+                    b.__dict__["tool_use_id"] = target
             out.append(b)
         d.blocks = out
     return orphans
@@ -404,18 +409,25 @@ class _Stats:
 
     def add(self, e: Event) -> None:
         n = self.n
+        results = 0
         for b in e.blocks:
             if isinstance(b, ToolUseBlock):
                 self.use_ids.add(b.id)
             elif isinstance(b, ToolResultBlock):
-                n["tool_results"] += 1
+                results += 1
                 self.result_ids.add(b.tool_use_id)
+        n["tool_results"] += results
         n["events"] += 1
-        n["messages"] += e.kind == "message"
-        n["user_messages"] += e.is_user_request
-        n["compactions"] += e.kind == "compaction"
+        kind = e.kind
+        n["messages"] += kind == "message"
+        # ``e.is_user_request``, without filling the event's cached ``text`` and
+        # ``tool_results`` (a list and a string more per imported event, issue 17)
+        n["user_messages"] += (
+            kind == "message" and e.role == "user" and not e.injected and not results and _has_text(e.blocks)
+        )
+        n["compactions"] += kind == "compaction"
         n["injected"] += e.injected
-        n["pinned"] += e.kind == "pinned"
+        n["pinned"] += kind == "pinned"
 
     def result(self) -> dict[str, int]:
         n = self.n
@@ -430,6 +442,18 @@ class _Stats:
             "injected": n["injected"],
             "pinned": n["pinned"],
         }
+
+
+def _has_text(blocks: list[Any]) -> bool:
+    """``bool(e.text.strip())`` for an event holding ``blocks``: the joined text has a
+    non-whitespace character exactly when one of its parts has."""
+    for b in blocks:
+        if isinstance(b, TextBlock):
+            if b.text.strip():
+                return True
+        elif isinstance(b, CompactionBlock) and b.content.strip():
+            return True
+    return False
 
 
 # --- reading ----------------------------------------------------------------------------------
@@ -722,6 +746,11 @@ def bound_tool_outputs(result: ImportResult, limit: int, spill: Spill | None) ->
 
 def bound_event(e: Event, limit: int, spill: Spill | None, truncs: list[Truncation]) -> Event:
     """``bound_tool_outputs`` of one event (the same event when nothing is over the limit)."""
+    for b in e.blocks:
+        if isinstance(b, ToolResultBlock):
+            break
+    else:
+        return e  # no tool output in it
     blocks = [_bound_result(b, limit, spill, truncs) if isinstance(b, ToolResultBlock) else b for b in e.blocks]
     changed = any(n is not o for n, o in zip(blocks, e.blocks))
     return e.with_(blocks=blocks) if changed else e
