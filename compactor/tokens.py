@@ -238,11 +238,12 @@ def count_blocks(blocks: Sequence[object]) -> int:
         t = type(b)
         if t is TextBlock:
             text = b.text  # type: ignore[attr-defined]
-            if text.strip():
-                total += count_text(text)
+            if text.strip():  # (so not empty: ``count_text`` of it is one of the memos')
+                total += _count_short(text) if len(text) <= SHORT_TEXT else _count_cached(text)
                 renders = True
         elif t is ToolUseBlock:
-            total += count_text(b.name + " " + _input_json(b.input)) + 8  # type: ignore[attr-defined]
+            text = b.name + " " + _input_json(b.input)  # type: ignore[attr-defined]
+            total += (_count_short(text) if len(text) <= SHORT_TEXT else _count_cached(text)) + 8
             renders = True
         elif t is ToolResultBlock:
             n = 4

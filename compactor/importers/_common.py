@@ -621,6 +621,14 @@ def load_json(
 
 def parse_time(value: Any) -> datetime | None:
     """ISO-8601 string (``Z`` allowed) or epoch seconds/milliseconds -> datetime."""
+    if type(value) is str and value:  # (the usual case first; the same steps as below)
+        s = value.strip()
+        if s.endswith("Z"):
+            s = s[:-1] + "+00:00"
+        try:
+            return datetime.fromisoformat(s)
+        except ValueError:
+            return None
     if value is None or value == "":
         return None
     if isinstance(value, bool):
@@ -768,10 +776,10 @@ def bound_tool_outputs(result: ImportResult, limit: int, spill: Spill | None) ->
 def bound_event(e: Event, limit: int, spill: Spill | None, truncs: list[Truncation]) -> Event:
     """``bound_tool_outputs`` of one event (the same event when nothing is over the limit)."""
     for b in e.blocks:
-        if isinstance(b, ToolResultBlock):
+        if isinstance(b, ToolResultBlock) and _any_over(b, limit):
             break
     else:
-        return e  # no tool output in it
+        return e  # no tool output over the limit in it: nothing to change
     blocks = [_bound_result(b, limit, spill, truncs) if isinstance(b, ToolResultBlock) else b for b in e.blocks]
     changed = any(n is not o for n, o in zip(blocks, e.blocks))
     return e.with_(blocks=blocks) if changed else e
@@ -785,6 +793,14 @@ def with_truncations(result: ImportResult, truncs: list[Truncation]) -> ImportRe
     stats["tool_outputs_to_artifacts"] = sum(1 for t in truncs if t.artifact)
     stats["tool_outputs_truncated"] = sum(1 for t in truncs if not t.artifact)
     return result.model_copy(update={"truncated": truncs, "stats": stats})
+
+
+def _any_over(b: ToolResultBlock, limit: int) -> bool:
+    """A text of ``b`` that ``_bound_result`` moves or cuts."""
+    for c in b.content:
+        if isinstance(c, TextBlock) and len(c.text) * 4 > limit and _over(c.text, limit):
+            return True
+    return False
 
 
 def _over(text: str, limit: int) -> bool:
