@@ -99,7 +99,7 @@ def tool_use_block(id: Any, name: Any, input: Any) -> ToolUseBlock:
 
 def tool_result_block(tool_use_id: Any, content: list[Any], is_error: bool) -> ToolResultBlock:
     """``ToolResultBlock(tool_use_id=tool_use_id, content=content, is_error=is_error)``;
-    ``content`` is a list the caller made (kept, where validation would copy it)."""
+    ``content`` is copied as validation copies it."""
     if (
         type(tool_use_id) is str
         and type(content) is list
@@ -108,7 +108,9 @@ def tool_result_block(tool_use_id: Any, content: list[Any], is_error: bool) -> T
     ):
         return trusted(
             ToolResultBlock,
-            {"type": "tool_result", "tool_use_id": tool_use_id, "content": content, "is_error": is_error},
+            # a copy of exactly its length, as validation makes (a list grown by appends holds
+            # spare room: 24 bytes more for one block)
+            {"type": "tool_result", "tool_use_id": tool_use_id, "content": content[:], "is_error": is_error},
             _TOOL_RESULT,
         )
     return ToolResultBlock(tool_use_id=tool_use_id, content=content, is_error=is_error)
@@ -148,7 +150,8 @@ def event(
     meta: dict[str, Any],
 ) -> Event:
     """``Event(seq=, id=, at=, kind=, role=, blocks=, usage=, injected=, source=, meta=)``;
-    ``blocks`` and ``meta`` are the caller's own (kept, where validation would copy them)."""
+    ``blocks`` is copied as validation copies it, ``meta`` is the caller's own (kept, where
+    validation would copy it)."""
     if (
         type(seq) is int
         and seq >= 0
@@ -177,7 +180,7 @@ def event(
                 "at": at,
                 "kind": kind,
                 "role": role,
-                "blocks": blocks,
+                "blocks": blocks[:],  # (exactly its length, as validation's copy)
                 "tokens": None,
                 "usage": usage,
                 "injected": injected,

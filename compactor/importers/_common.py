@@ -218,12 +218,12 @@ class Draft:
     @property
     def results_only(self) -> bool:
         """A user draft carrying only tool results (the place for further results)."""
-        return (
-            self.role == "user"
-            and self.kind == "message"
-            and bool(self.blocks)
-            and all(isinstance(b, ToolResultBlock) for b in self.blocks)
-        )
+        if self.role != "user" or self.kind != "message" or not self.blocks:
+            return False
+        for b in self.blocks:  # (a loop: asked on every line, a generator each time cost more)
+            if not isinstance(b, ToolResultBlock):
+                return False
+        return True
 
     @property
     def has_tool_use(self) -> bool:
@@ -337,7 +337,7 @@ class _Finisher:
                 seen_ids[eid] += 1
                 eid = f"{eid}~{seen_ids[eid]}"
             seen_ids.setdefault(eid, 1)
-            # the draft's blocks and meta are its own (``Builder.new`` copied them): kept
+            # the draft's meta is its own (``Builder.new`` copied it): kept
             e = build.event(self.seq, eid, d.at, d.kind, d.role, d.blocks, d.usage, d.injected, self.fmt, d.meta)
             self.stats.add(e)
             events.append(e)
