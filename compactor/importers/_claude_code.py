@@ -69,8 +69,8 @@ def parse(src: Source, name: str) -> ImportResult:
         if b.sink is not None and len(b.drafts) >= RELEASE_EVERY:
             _release_finished(b)
         typ = line.get("type")
-        if typ != "system" and typ not in ("user", "assistant"):
-            continue  # bookkeeping (NON_CONVERSATION) or unknown: no time or id needed
+        if typ != "system" and (typ in NON_CONVERSATION or typ not in ("user", "assistant")):
+            continue  # bookkeeping or unknown (the test below, moved up): no time or id needed
         at = parse_time(line.get("timestamp"))
         uid = str(line.get("uuid") or f"cc-{b.key}-L{no}")
         if typ == "system":
