@@ -359,8 +359,9 @@ def _fix_tool_pairing(
     uses = {} if uses is None else uses
     orphans = 0
     for d in drafts:
-        out: list[Any] = []
-        for b in d.blocks:
+        blocks = d.blocks
+        for i, b in enumerate(blocks):
+            old = b
             if isinstance(b, ToolUseBlock):
                 n = uses.get(b.id, 0) + 1
                 uses[b.id] = n
@@ -385,8 +386,11 @@ def _fix_tool_pairing(
                     # an equal string read from another line: hold the call's one (a copy of
                     # the id less per result, issue 17); equal, so nothing observable changes
                     b.__dict__["tool_use_id"] = target
-            out.append(b)
-        d.blocks = out
+            if b is not old:
+                if blocks is d.blocks:  # the draft's list changed on a copy, as before
+                    blocks = list(blocks)
+                blocks[i] = b
+        d.blocks = blocks
     return orphans
 
 
