@@ -625,7 +625,9 @@ def load_json(
 
 def parse_time(value: Any) -> datetime | None:
     """ISO-8601 string (``Z`` allowed) or epoch seconds/milliseconds -> datetime."""
-    if type(value) is str and value:  # (the usual case first; the same steps as below)
+    if isinstance(value, str):  # (the usual case, first)
+        if value == "":
+            return None
         s = value.strip()
         if s.endswith("Z"):
             s = s[:-1] + "+00:00"
@@ -633,23 +635,13 @@ def parse_time(value: Any) -> datetime | None:
             return datetime.fromisoformat(s)
         except ValueError:
             return None
-    if value is None or value == "":
-        return None
-    if isinstance(value, bool):
+    if value is None or isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
         secs = value / 1000.0 if value > 1e11 else float(value)
         try:
             return datetime.fromtimestamp(secs, tz=UTC)
         except (OverflowError, OSError, ValueError):
-            return None
-    if isinstance(value, str):
-        s = value.strip()
-        if s.endswith("Z"):
-            s = s[:-1] + "+00:00"
-        try:
-            return datetime.fromisoformat(s)
-        except ValueError:
             return None
     return None
 
