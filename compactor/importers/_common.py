@@ -61,7 +61,9 @@ class ImportResult(BaseModel):
     """Canonical events of one transcript plus what was skipped and summary counts."""
 
     format: str = Field(description="Format name, one of FORMATS.")
-    events: list[Event] = Field(description="seq 1..n assigned, tokens None, ids deterministic.")
+    events: list[Event] = Field(
+        description="seq 1..n assigned, tokens None (counted with ``import_file(count=True)``), ids deterministic."
+    )
     skipped: list[SkippedLine] = Field(default_factory=list)
     stats: dict[str, int] = Field(default_factory=dict)
     truncated: list[Truncation] = Field(
