@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import re
 import statistics
+import threading
 from functools import lru_cache
-from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from compactor.events import (
     ArtifactRefBlock,
@@ -90,9 +91,12 @@ COUNT_PIECE = 1 << 20
 
 
 def _count(text: str) -> int:
+    # ``encode_ordinary`` is ``encode(text, disallowed_special=())`` (tiktoken's own words, and
+    # its code: with no special token allowed, ``encode`` only adds a scan for them), without
+    # that scan (issue 17: one encode per imported text)
     if len(text) <= COUNT_PIECE:
-        return len(encoding().encode(text, disallowed_special=()))
-    return sum(len(encoding().encode(p, disallowed_special=())) for p in _pieces(text))
+        return len(encoding().encode_ordinary(text))
+    return sum(len(encoding().encode_ordinary(p)) for p in _pieces(text))
 
 
 def _pieces(text: str) -> Iterator[str]:
@@ -173,6 +177,39 @@ _JSON = json.JSONEncoder(ensure_ascii=False)
 is dumped each time its event is counted)."""
 
 
+def _json_encoder() -> tuple[Any, dict[int, Any]]:
+    """The C iterencoder ``_JSON.encode`` builds on each call for a dict, and its
+    circular-reference markers (empty between calls)."""
+    markers: dict[int, Any] = {}
+    return json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+        markers, _JSON.default, json.encoder.encode_basestring, _JSON.indent, _JSON.key_separator,
+        _JSON.item_separator, _JSON.sort_keys, _JSON.skipkeys, _JSON.allow_nan,
+    ), markers
+
+
+_C_JSON = getattr(json.encoder, "c_make_encoder", None) is not None and _JSON.indent is None
+_JSON_LOCAL = threading.local()  # one encoder per thread: the markers are per encoding
+
+
+def _input_json(value: Any) -> str:
+    """``_JSON.encode(value)`` of a tool call's input: the same text, without making an
+    encoder per call (issue 17: a tenth of counting an imported call)."""
+    if not _C_JSON or type(value) is not dict:
+        return _JSON.encode(value)
+    try:
+        encode, markers = _JSON_LOCAL.encoder
+    except AttributeError:
+        encode, markers = _JSON_LOCAL.encoder = _json_encoder()
+    try:
+        return "".join(encode(value, 0))
+    except Exception:
+        markers.clear()  # left mid-way: the next call starts clean; this one fails as it did
+        return _JSON.encode(value)
+    except BaseException:
+        markers.clear()
+        raise
+
+
 def _block_text(b: object) -> tuple[str, int]:
     """Text that stands for a block in the rendered request, and a fixed extra cost.
 
@@ -184,7 +221,7 @@ def _block_text(b: object) -> tuple[str, int]:
     if isinstance(b, ThinkingBlock):
         return "", 0
     if isinstance(b, ToolUseBlock):
-        return b.name + " " + _JSON.encode(b.input), 8
+        return b.name + " " + _input_json(b.input), 8
     if isinstance(b, ToolResultBlock):
         total = 4
         for c in b.content:
@@ -227,16 +264,61 @@ def count_event(e: Event) -> int:
 
 
 def count_blocks(blocks: Sequence[object]) -> int:
-    """``count_event`` of an event holding ``blocks`` (no copy of the event needed)."""
-    counted = [_block_text(b) for b in blocks]
-    if not any(t or x for t, x in counted):
-        return 0  # renders to nothing: the request does not carry it
-    return MESSAGE_OVERHEAD + sum(count_text(t) + x for t, x in counted)
+    """``count_event`` of an event holding ``blocks`` (no copy of the event needed).
+
+    0 when every block renders to nothing (the request does not carry the event), else
+    ``MESSAGE_OVERHEAD`` plus each block's count (``_block_text``): text, tool-call and
+    tool-result blocks, most of an event's, are counted here without building their
+    ``(text, extra)`` pairs first (issue 17); the same numbers."""
+    total = 0
+    renders = False
+    for b in blocks:
+        t = type(b)
+        if t is TextBlock:
+            text = b.text  # type: ignore[attr-defined]
+            if text.strip():  # (so not empty: ``count_text`` of it is one of the memos')
+                total += _count_short(text) if len(text) <= SHORT_TEXT else _count_cached(text)
+                renders = True
+        elif t is ToolUseBlock:
+            text = b.name + " " + _input_json(b.input)  # type: ignore[attr-defined]
+            total += (_count_short(text) if len(text) <= SHORT_TEXT else _count_cached(text)) + 8
+            renders = True
+        elif t is ToolResultBlock:
+            n = 4
+            for c in b.content:  # type: ignore[attr-defined]
+                if type(c) is TextBlock:
+                    if c.text.strip():
+                        n += count_text(c.text)
+                else:
+                    text, x = _block_text(c)
+                    n += count_text(text) + x
+            total += n
+            renders = True
+        else:
+            text, x = _block_text(b)
+            if text or x:
+                renders = True
+                total += count_text(text) + x
+    return MESSAGE_OVERHEAD + total if renders else 0
 
 
 def with_tokens(events: Iterable[Event]) -> list[Event]:
     """Events with ``tokens`` filled in where missing (counted once, then cached on the event)."""
     return [e if e.tokens is not None else _with_count(e, count_event(e)) for e in events]
+
+
+def count_into(e: Event) -> Event:
+    """``with_tokens([e])[0]`` for an event its maker still holds alone (an importer's event,
+    not yet handed out): the count is set on ``e`` itself instead of on a copy (one copy per
+    imported event, issue 17). The result is the copy ``with_tokens`` would give: the same
+    field values, cached properties and shared fields-set."""
+    if e.tokens is not None:
+        return e
+    if e.__pydantic_extra__ is not None or e.__pydantic_private__ is not None:
+        return e.with_(tokens=count_event(e))
+    e.__dict__["tokens"] = count_blocks(e.blocks)
+    object.__setattr__(e, "__pydantic_fields_set__", _names_with_tokens(e.__pydantic_fields_set__))
+    return e
 
 
 def _with_count(e: Event, n: int) -> Event:
@@ -251,16 +333,20 @@ def _with_count(e: Event, n: int) -> Event:
     object.__setattr__(out, "__dict__", fields)
     object.__setattr__(out, "__pydantic_extra__", None)
     object.__setattr__(out, "__pydantic_private__", None)
-    names = e.__pydantic_fields_set__
-    if "tokens" not in names:
-        got = _WITH_TOKENS.get(id(names))
-        if got is None or got[0] is not names:  # (the key is the shared set's identity)
-            if len(_WITH_TOKENS) > 256:
-                _WITH_TOKENS.clear()
-            got = _WITH_TOKENS[id(names)] = (names, _shared_fields_set(names | {"tokens"}))
-        names = got[1]
-    object.__setattr__(out, "__pydantic_fields_set__", names)
+    object.__setattr__(out, "__pydantic_fields_set__", _names_with_tokens(e.__pydantic_fields_set__))
     return out
+
+
+def _names_with_tokens(names: set[str]) -> set[str]:
+    """The shared fields-set of ``names`` with ``tokens`` added (``names`` when it has it)."""
+    if "tokens" in names:
+        return names
+    got = _WITH_TOKENS.get(id(names))
+    if got is None or got[0] is not names:  # (the key is the shared set's identity)
+        if len(_WITH_TOKENS) > 256:
+            _WITH_TOKENS.clear()
+        got = _WITH_TOKENS[id(names)] = (names, _shared_fields_set(names | {"tokens"}))
+    return got[1]
 
 
 _WITH_TOKENS: dict[int, tuple[set[str], set[str]]] = {}

@@ -175,10 +175,12 @@ def session_arg(session: str | None, path: str | Path) -> str:
 SPILL_HEAD, SPILL_TAIL = 2_000, 1_000
 
 
-def import_into(path: str | Path, fmt: str, log: SessionLog | None, sink: Any = None) -> ImportResult:
+def import_into(path: str | Path, fmt: str, log: SessionLog | None, sink: Any = None,
+                count: bool = False) -> ImportResult:
     """Import ``path`` with the configured limits; with a session log, tool outputs over the
     inline limit go to its artifact store, without one they are cut with a marker. ``sink``:
-    the events go there as they are read (``import_file``), not into the result."""
+    the events go there as they are read (``import_file``), not into the result. ``count``:
+    the events carry their token count (``import_file``)."""
     from compactor.importers import import_file
 
     _big_buffers_to_mmap()
@@ -187,7 +189,7 @@ def import_into(path: str | Path, fmt: str, log: SessionLog | None, sink: Any = 
         return log.put_artifact(data, preview_head=SPILL_HEAD, preview_tail=SPILL_TAIL)
 
     return import_file(path, format=fmt, limits=import_limits(), spill=spill if log is not None else None,
-                       sink=sink)
+                       sink=sink, count=count)
 
 
 _M_MMAP_THRESHOLD = -3

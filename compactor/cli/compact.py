@@ -138,7 +138,7 @@ def _inline_run(args: argparse.Namespace) -> int:
     # the session beside the imported one.
     events: list[Any] = []
     imported = import_into(path, args.format, None,  # no store: big outputs are cut, and said so
-                           sink=lambda batch: events.extend(with_tokens(batch)))
+                           sink=lambda batch: events.extend(with_tokens(batch)), count=True)
     note = truncation_note(imported)
     if note:
         print(f"note: {note}", file=sys.stderr)

@@ -109,7 +109,7 @@ def _import_streamed(path: Path, fmt: str, log: Any) -> tuple[Any, tuple[Any, in
             seen[1] += sum(e.tokens or 0 for e in events)
             sink(events)
 
-        result = import_into(path, fmt, log, sink=counted)
+        result = import_into(path, fmt, log, sink=counted, count=True)
         return result, seen[0], seen[1]
 
     return append_stream(log, produce)

@@ -103,6 +103,7 @@ def import_file(
     limits: ImportLimits | None = None,
     spill: Spill | None = None,
     sink: Callable[[list[Event]], None] | None = None,
+    count: bool = False,
 ) -> ImportResult:
     """Import the transcript at ``path``, streaming (format detected when ``format="auto"``).
 
@@ -116,9 +117,12 @@ def import_file(
             Code importer hands over each message once the transcript is past it, so the
             transcript is never held whole; the other formats hand over all events at the end.
             An exception raised by ``sink`` propagates unchanged and stops the import.
+        count: the events (handed to ``sink`` or returned) carry their token count, the
+            events ``tokens.with_tokens`` would give, counted as they are finished instead of
+            copied afterwards (issue 17: a copy per imported event).
     """
     p = _readable(Path(path))
-    return _import(Source(str(p), limits, path=p), format, spill, sink)
+    return _import(Source(str(p), limits, path=p), format, spill, sink, count)
 
 
 def _readable(p: Path) -> Path:
@@ -158,7 +162,11 @@ class _SinkFailed(Exception):
 
 
 def _import(
-    src: Source, format: str, spill: Spill | None, sink: Callable[[list[Event]], None] | None = None
+    src: Source,
+    format: str,
+    spill: Spill | None,
+    sink: Callable[[list[Event]], None] | None = None,
+    count: bool = False,
 ) -> ImportResult:
     name = src.name
     if _guarded(lambda: _blank(src), name):
@@ -175,10 +183,14 @@ def _import(
     CURRENT_LINE.set(None)
     limit = src.limits.max_inline_tool_output
     truncs: list[Truncation] = []
+    counted = _counter() if count else None
     if sink is not None:
         def bounded(events: list[Event]) -> None:
             try:
-                sink([bound_event(e, limit, spill, truncs) for e in events])
+                if counted is not None:  # the events are this import's own: counted in place
+                    sink([counted(bound_event(e, limit, spill, truncs)) for e in events])
+                else:
+                    sink([bound_event(e, limit, spill, truncs) for e in events])
             except Exception as exc:  # not a parse problem of the file: re-raised as it is
                 raise _SinkFailed(exc) from exc
 
@@ -208,7 +220,16 @@ def _import(
         ) from exc
     if sink is not None:
         return with_truncations(result, truncs)
-    return bound_tool_outputs(result, limit, spill)
+    result = bound_tool_outputs(result, limit, spill)
+    if counted is not None:
+        result = result.model_copy(update={"events": [counted(e) for e in result.events]})
+    return result
+
+
+def _counter() -> Callable[[Event], Event]:
+    from compactor.tokens import count_into  # (the tokenizer only for a counted import)
+
+    return count_into
 
 
 __all__ = [

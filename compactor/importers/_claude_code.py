@@ -14,10 +14,9 @@ from typing import Any
 from compactor.events import (
     CompactionBlock,
     TextBlock,
-    ThinkingBlock,
     ToolResultBlock,
-    ToolUseBlock,
 )
+from compactor.importers import _build as build
 from compactor.importers._common import (
     Source,
     Builder,
@@ -70,6 +69,8 @@ def parse(src: Source, name: str) -> ImportResult:
         if b.sink is not None and len(b.drafts) >= RELEASE_EVERY:
             _release_finished(b)
         typ = line.get("type")
+        if typ != "system" and (typ in NON_CONVERSATION or typ not in ("user", "assistant")):
+            continue  # bookkeeping or unknown (the test below, moved up): no time or id needed
         at = parse_time(line.get("timestamp"))
         uid = str(line.get("uuid") or f"cc-{b.key}-L{no}")
         if typ == "system":
@@ -155,7 +156,8 @@ def _assistant(
         target.meta.setdefault("lines", [target.meta.get("line")]).append(meta["line"])
         return
     if msg.get("model"):
-        meta["model"] = msg["model"]
+        model = msg["model"]  # the same name on every response: one string for all of them
+        meta["model"] = build.intern(model) if type(model) is str else model
     if mid:
         meta["message_id"] = mid
     d = b.new("assistant", uid, at=at, blocks=blocks, usage=usage, meta=meta)
@@ -196,7 +198,7 @@ def _user(
     results: list[ToolResultBlock] = []
     others: list[Any] = []
     if isinstance(content, str):
-        others.append(TextBlock(text=content))
+        others.append(build.text_block(content))
     elif isinstance(content, list):
         for part in content:
             if not isinstance(part, dict):
@@ -212,7 +214,7 @@ def _user(
                     )
                 )
             elif t == "text":
-                others.append(TextBlock(text=str(part.get("text", ""))))
+                others.append(build.text_block(str(part.get("text", ""))))
             elif t == "image":
                 src = part.get("source") or {}
                 others.append(image(src.get("media_type"), src.get("data"), meta))
@@ -238,25 +240,25 @@ def _user(
 
 def _assistant_blocks(content: Any, meta: dict[str, Any]) -> list[Any]:
     if isinstance(content, str):
-        return [TextBlock(text=content)] if content else []
+        return [build.text_block(content)] if content else []
     out: list[Any] = []
     for part in content or []:
         if not isinstance(part, dict):
             continue
         t = part.get("type")
         if t == "text":
-            out.append(TextBlock(text=str(part.get("text", ""))))
+            out.append(build.text_block(str(part.get("text", ""))))
         elif t == "thinking":
-            out.append(ThinkingBlock(thinking=str(part.get("thinking", "")), signature=part.get("signature")))
+            out.append(build.thinking_block(str(part.get("thinking", "")), part.get("signature")))
         elif t == "redacted_thinking":
-            out.append(ThinkingBlock(thinking="", signature=part.get("data")))
+            out.append(build.thinking_block("", part.get("data")))
         elif t == "tool_use":
             inp = part.get("input")
             out.append(
-                ToolUseBlock(
-                    id=str(part.get("id")),
-                    name=str(part.get("name", "")),
-                    input=inp if isinstance(inp, dict) else {"input": inp},
+                build.tool_use_block(
+                    str(part.get("id")),
+                    str(part.get("name", "")),
+                    inp if isinstance(inp, dict) else {"input": inp},
                 )
             )
         elif t == "image":

@@ -23,10 +23,12 @@ from typing import IO, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from compactor.importers import _build as build
 from compactor.importers._lines import line_format
 from compactor.errors import InputTooLarge, ParseError
 from compactor.events import (
     ArtifactRefBlock,
+    CompactionBlock,
     Event,
     ImageBlock,
     TextBlock,
@@ -59,7 +61,9 @@ class ImportResult(BaseModel):
     """Canonical events of one transcript plus what was skipped and summary counts."""
 
     format: str = Field(description="Format name, one of FORMATS.")
-    events: list[Event] = Field(description="seq 1..n assigned, tokens None, ids deterministic.")
+    events: list[Event] = Field(
+        description="seq 1..n assigned, tokens None (counted with ``import_file(count=True)``), ids deterministic."
+    )
     skipped: list[SkippedLine] = Field(default_factory=list)
     stats: dict[str, int] = Field(default_factory=dict)
     truncated: list[Truncation] = Field(
@@ -168,7 +172,8 @@ class Source:
                 line = _decode(raw) if no == 1 else raw.decode("utf-8", errors="replace")
                 del raw
                 line = line.rstrip("\n").rstrip("\r")
-                if keep_empty or line.strip():
+                # (``line.strip()`` without the copy: a non-whitespace character in it)
+                if keep_empty or (line and not line.isspace()):
                     yield no, line
 
     def text(self) -> str:
@@ -215,12 +220,12 @@ class Draft:
     @property
     def results_only(self) -> bool:
         """A user draft carrying only tool results (the place for further results)."""
-        return (
-            self.role == "user"
-            and self.kind == "message"
-            and bool(self.blocks)
-            and all(isinstance(b, ToolResultBlock) for b in self.blocks)
-        )
+        if self.role != "user" or self.kind != "message" or not self.blocks:
+            return False
+        for b in self.blocks:  # (a loop: asked on every line, a generator each time cost more)
+            if not isinstance(b, ToolResultBlock):
+                return False
+        return True
 
     @property
     def has_tool_use(self) -> bool:
@@ -334,18 +339,8 @@ class _Finisher:
                 seen_ids[eid] += 1
                 eid = f"{eid}~{seen_ids[eid]}"
             seen_ids.setdefault(eid, 1)
-            e = Event(
-                seq=self.seq,
-                id=eid,
-                at=d.at,
-                kind=d.kind,  # type: ignore[arg-type]
-                role=d.role,  # type: ignore[arg-type]
-                blocks=d.blocks,
-                usage=d.usage,
-                injected=d.injected,
-                source=self.fmt,
-                meta=d.meta,
-            )
+            # the draft's meta is its own (``Builder.new`` copied it): kept
+            e = build.event(self.seq, eid, d.at, d.kind, d.role, d.blocks, d.usage, d.injected, self.fmt, d.meta)
             self.stats.add(e)
             events.append(e)
         return events
@@ -366,8 +361,9 @@ def _fix_tool_pairing(
     uses = {} if uses is None else uses
     orphans = 0
     for d in drafts:
-        out: list[Any] = []
-        for b in d.blocks:
+        blocks = d.blocks
+        for i, b in enumerate(blocks):
+            old = b
             if isinstance(b, ToolUseBlock):
                 n = uses.get(b.id, 0) + 1
                 uses[b.id] = n
@@ -388,8 +384,15 @@ def _fix_tool_pairing(
                     )
                 elif target != b.tool_use_id:
                     b = b.model_copy(update={"tool_use_id": target})
-            out.append(b)
-        d.blocks = out
+                elif target is not b.tool_use_id:
+                    # an equal string read from another line: hold the call's one (a copy of
+                    # the id less per result, issue 17); equal, so nothing observable changes
+                    b.__dict__["tool_use_id"] = target
+            if b is not old:
+                if blocks is d.blocks:  # the draft's list changed on a copy, as before
+                    blocks = list(blocks)
+                blocks[i] = b
+        d.blocks = blocks
     return orphans
 
 
@@ -413,18 +416,25 @@ class _Stats:
 
     def add(self, e: Event) -> None:
         n = self.n
+        results = 0
         for b in e.blocks:
             if isinstance(b, ToolUseBlock):
                 self.use_ids.add(b.id)
             elif isinstance(b, ToolResultBlock):
-                n["tool_results"] += 1
+                results += 1
                 self.result_ids.add(b.tool_use_id)
+        n["tool_results"] += results
         n["events"] += 1
-        n["messages"] += e.kind == "message"
-        n["user_messages"] += e.is_user_request
-        n["compactions"] += e.kind == "compaction"
+        kind = e.kind
+        n["messages"] += kind == "message"
+        # ``e.is_user_request``, without filling the event's cached ``text`` and
+        # ``tool_results`` (a list and a string more per imported event, issue 17)
+        n["user_messages"] += (
+            kind == "message" and e.role == "user" and not e.injected and not results and _has_text(e.blocks)
+        )
+        n["compactions"] += kind == "compaction"
         n["injected"] += e.injected
-        n["pinned"] += e.kind == "pinned"
+        n["pinned"] += kind == "pinned"
 
     def result(self) -> dict[str, int]:
         n = self.n
@@ -439,6 +449,18 @@ class _Stats:
             "injected": n["injected"],
             "pinned": n["pinned"],
         }
+
+
+def _has_text(blocks: list[Any]) -> bool:
+    """``bool(e.text.strip())`` for an event holding ``blocks``: the joined text has a
+    non-whitespace character exactly when one of its parts has."""
+    for b in blocks:
+        if isinstance(b, TextBlock):
+            if b.text.strip():
+                return True
+        elif isinstance(b, CompactionBlock) and b.content.strip():
+            return True
+    return False
 
 
 # --- reading ----------------------------------------------------------------------------------
@@ -474,13 +496,31 @@ def _loads(text: str, max_depth: int = ImportLimits().max_json_depth, **kw: Any)
     is a RecursionError) and so do pydantic and the renderers further on.
     """
     try:
-        obj = json.loads(text, **kw)
+        obj = _json_object(text) if not kw else json.loads(text, **kw)
         # cheap bound first (C speed): fewer opening brackets than the limit cannot nest deeper
         if text.count("[") + text.count("{") > max_depth and _deeper_than(obj, max_depth):
             raise TooDeep(max_depth)
         return _fix_surrogates(obj) if _SURROGATE_ESCAPE.search(text) else obj
     except RecursionError:
         raise TooDeep(max_depth) from None
+
+
+_SCAN = json.decoder.JSONDecoder().scan_once  # the scanner ``json.loads`` ends in (C)
+
+
+def _json_object(text: str) -> Any:
+    """``json.loads(text)``; a line that is one JSON object (``{`` first, ``}`` last: no
+    whitespace or BOM around it) goes straight to json's scanner, as ``json.loads`` would
+    after its checks (issue 17: three Python calls and two regex matches fewer per line).
+    Anything else, and any failure, is ``json.loads``'s, with its error."""
+    if text[:1] == "{" and text[-1:] == "}":
+        try:
+            obj, end = _SCAN(text, 0)
+        except Exception:
+            return json.loads(text)
+        if end == len(text):
+            return obj
+    return json.loads(text)
 
 
 def _deeper_than(obj: Any, limit: int) -> bool:
@@ -587,23 +627,23 @@ def load_json(
 
 def parse_time(value: Any) -> datetime | None:
     """ISO-8601 string (``Z`` allowed) or epoch seconds/milliseconds -> datetime."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        secs = value / 1000.0 if value > 1e11 else float(value)
-        try:
-            return datetime.fromtimestamp(secs, tz=UTC)
-        except (OverflowError, OSError, ValueError):
+    if isinstance(value, str):  # (the usual case, first)
+        if value == "":
             return None
-    if isinstance(value, str):
         s = value.strip()
         if s.endswith("Z"):
             s = s[:-1] + "+00:00"
         try:
             return datetime.fromisoformat(s)
         except ValueError:
+            return None
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        secs = value / 1000.0 if value > 1e11 else float(value)
+        try:
+            return datetime.fromtimestamp(secs, tz=UTC)
+        except (OverflowError, OSError, ValueError):
             return None
     return None
 
@@ -673,7 +713,7 @@ def result_block(tool_use_id: str, content: Any, is_error: bool, notes: dict[str
             if not isinstance(part, dict):
                 blocks.append(TextBlock(text=as_text(part)))
             elif part.get("type") == "text":
-                blocks.append(TextBlock(text=str(part.get("text", ""))))
+                blocks.append(build.text_block(str(part.get("text", ""))))
             elif part.get("type") == "image":
                 src = part.get("source") or {}
                 blocks.append(
@@ -688,8 +728,8 @@ def result_block(tool_use_id: str, content: Any, is_error: bool, notes: dict[str
     else:
         text = as_text(content)
         if text:
-            blocks.append(TextBlock(text=text))
-    return ToolResultBlock(tool_use_id=tool_use_id, content=blocks, is_error=bool(is_error))
+            blocks.append(build.text_block(text))
+    return build.tool_result_block(tool_use_id, blocks, bool(is_error))
 
 
 def usage_of(
@@ -698,15 +738,12 @@ def usage_of(
     cache_read: Any = 0,
     cache_creation: Any = 0,
 ) -> Usage | None:
+    if input_tokens is None and output_tokens is None and cache_read is None and cache_creation is None:
+        return None  # (each would be 0)
     vals = [_int(input_tokens), _int(output_tokens), _int(cache_read), _int(cache_creation)]
     if not any(vals):
         return None
-    return Usage(
-        input_tokens=vals[0],
-        output_tokens=vals[1],
-        cache_read_input_tokens=vals[2],
-        cache_creation_input_tokens=vals[3],
-    )
+    return build.usage(vals[0], vals[1], vals[2], vals[3])
 
 
 def _int(v: Any) -> int:
@@ -736,6 +773,11 @@ def bound_tool_outputs(result: ImportResult, limit: int, spill: Spill | None) ->
 
 def bound_event(e: Event, limit: int, spill: Spill | None, truncs: list[Truncation]) -> Event:
     """``bound_tool_outputs`` of one event (the same event when nothing is over the limit)."""
+    for b in e.blocks:
+        if isinstance(b, ToolResultBlock) and _any_over(b, limit):
+            break
+    else:
+        return e  # no tool output over the limit in it: nothing to change
     blocks = [_bound_result(b, limit, spill, truncs) if isinstance(b, ToolResultBlock) else b for b in e.blocks]
     changed = any(n is not o for n, o in zip(blocks, e.blocks))
     return e.with_(blocks=blocks) if changed else e
@@ -749,6 +791,14 @@ def with_truncations(result: ImportResult, truncs: list[Truncation]) -> ImportRe
     stats["tool_outputs_to_artifacts"] = sum(1 for t in truncs if t.artifact)
     stats["tool_outputs_truncated"] = sum(1 for t in truncs if not t.artifact)
     return result.model_copy(update={"truncated": truncs, "stats": stats})
+
+
+def _any_over(b: ToolResultBlock, limit: int) -> bool:
+    """A text of ``b`` that ``_bound_result`` moves or cuts."""
+    for c in b.content:
+        if isinstance(c, TextBlock) and len(c.text) * 4 > limit and _over(c.text, limit):
+            return True
+    return False
 
 
 def _over(text: str, limit: int) -> bool:
