@@ -41,6 +41,8 @@ from temporalio.exceptions import ApplicationError
 from activities.commit_steps import CommitSteps
 from activities.contracts import (
     ActivityName,
+    ExternalizeFinishInput,
+    ExternalizeFinishOutput,
     FinishStructuredInput,
     FinishStructuredOutput,
     FreezeInput,
@@ -48,6 +50,7 @@ from activities.contracts import (
     PlanInput,
     PlanOutput,
     SnapshotRef,
+    finish_structured_input,
     params_hash,
     work_prefix,
 )
@@ -113,6 +116,7 @@ class StoreActivities(SummarySteps, CommitSteps):
             self.summarize_structured,
             self.validate_candidate,
             self.finish_structured,
+            self.externalize_finish,
             self.commit_swap,
             self.write_record,
             self.list_due_sessions,
@@ -476,3 +480,21 @@ def compose_finish_structured(lift: Callable[..., Any], summarize: Callable[...,
         )
 
     return finish_structured
+
+
+def compose_externalize_finish(externalize: Callable[..., Any], finish: Callable[..., Any]) -> Callable[..., Any]:
+    """An ``externalize_finish`` activity made of the registered ``externalize`` and
+    ``finish_structured`` activities, called in order (as ``compose_finish_structured``: what a
+    worker registers when either, or a part of finish, is replaced)."""
+
+    @activity.defn(name=ActivityName.EXTERNALIZE_FINISH)
+    async def externalize_finish(inp: ExternalizeFinishInput) -> ExternalizeFinishOutput:
+        t = time.perf_counter()
+        ext = await externalize(inp.externalize)
+        fin = None
+        if ext.layers and ext.tokens_after < inp.tokens_before and "summary" in ext.layers:
+            fin = await finish(finish_structured_input(inp, ext))
+        return ExternalizeFinishOutput(externalize=ext, finish=fin, ms=(time.perf_counter() - t) * 1000,
+                                       attempt=StoreActivities._meta()["attempt"])
+
+    return externalize_finish

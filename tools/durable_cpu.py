@@ -19,6 +19,12 @@ serving.
 
     .venv/bin/python tools/durable_cpu.py [--rounds 3] [--workers 2] [--plain] [--json]
     .venv/bin/python tools/durable_cpu.py --history    # one compaction's history: events by type
+    .venv/bin/python tools/durable_cpu.py --sample     # + where the asyncio thread's CPU goes
+
+``--sample``: each worker also samples its main (asyncio) thread every millisecond and charges
+the thread CPU spent since the last sample (``pthread_getcpuclockid``, not the 10 ms ticks of
+``/proc``) to the stack seen: ms per compaction by function, inclusive (every frame of the
+stack) and exclusive (the innermost Python frame), for the measured rounds only.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ import time
 from pathlib import Path
 
 GO_ENV = "DURABLE_CPU_GO"  # a file that exists once the measured rounds start
+SAMPLE_ENV = "DURABLE_CPU_SAMPLE"  # set: sample the main thread's stacks
 OUT_ENV = "DURABLE_CPU_OUT"  # where each worker writes its timers at exit
 
 
@@ -116,12 +123,47 @@ def serve_timed_worker() -> None:
         base.update(_threads())
 
     threading.Thread(target=mark, daemon=True).start()
+    incl: dict[str, float] = collections.defaultdict(float)
+    excl: dict[str, float] = collections.defaultdict(float)
+    if os.environ.get(SAMPLE_ENV):
+        main_id = threading.main_thread().ident
+        clock = time.pthread_getcpuclockid(main_id)
+
+        def where(code) -> str:  # noqa: ANN001
+            path = code.co_filename
+            for cut in ("site-packages/", "/compactor/", "/activities/", "/workflows/", "/workers/", "/lib/python3"):
+                if cut in path:
+                    path = path[path.index(cut) + len(cut):]
+                    break
+            return f"{path}:{code.co_qualname}"
+
+        def sample() -> None:
+            while not os.path.exists(go):
+                time.sleep(0.02)
+            last = time.clock_gettime(clock)
+            while True:
+                time.sleep(0.001)
+                now = time.clock_gettime(clock)
+                spent, last = (now - last) * 1000, now
+                frame = sys._current_frames().get(main_id)
+                if frame is None or spent <= 0:
+                    continue
+                excl[where(frame.f_code)] += spent
+                seen = set()
+                while frame is not None:
+                    w = where(frame.f_code)
+                    if w not in seen:
+                        seen.add(w)
+                        incl[w] += spent
+                    frame = frame.f_back
+
+        threading.Thread(target=sample, daemon=True).start()
     real_exit = os._exit
 
     def dump_and_exit(rc: int) -> None:
         now = _threads()
         with open(Path(out_dir) / f"{os.getpid()}.json", "w") as f:
-            json.dump({"ms": ms, "calls": calls,
+            json.dump({"ms": ms, "calls": calls, "incl": incl, "excl": excl,
                        "threads": {k: v - base.get(k, 0.0) for k, v in now.items()}}, f)
         real_exit(rc)
 
@@ -131,7 +173,7 @@ def serve_timed_worker() -> None:
     sys.exit(main(["worker"]))
 
 
-async def measure(rounds: int, n_workers: int, plain: bool = False) -> dict:
+async def measure(rounds: int, n_workers: int, plain: bool = False, sample: bool = False) -> dict:
     from compactor.bench.perf import _cpu_ms, _stop_workers, turns
     from compactor.client import CompactorClient
     from compactor.store import SessionLog, open_store
@@ -152,7 +194,7 @@ async def measure(rounds: int, n_workers: int, plain: bool = False) -> dict:
                                s3_client=_store_s3_client(store))
         env = dict(os.environ, TEMPORAL_ADDRESS=server.address, COMPACTOR_STORE=url,
                    COMPACTOR_TASK_QUEUE=tq, COMPACTOR_LLM_TASK_QUEUE=tq + "-llm",
-                   **{GO_ENV: str(go), OUT_ENV: str(out_dir)})
+                   **{GO_ENV: str(go), OUT_ENV: str(out_dir)}, **({SAMPLE_ENV: "1"} if sample else {}))
         cmd = [sys.executable, "-m", "compactor", "worker"] if plain else [sys.executable, __file__, "--serve"]
         procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL, start_new_session=True) for _ in range(n_workers)]
@@ -186,12 +228,21 @@ async def measure(rounds: int, n_workers: int, plain: bool = False) -> dict:
     ms: collections.Counter[str] = collections.Counter()
     calls: collections.Counter[str] = collections.Counter()
     threads: collections.Counter[str] = collections.Counter()
+    incl: collections.Counter[str] = collections.Counter()
+    excl: collections.Counter[str] = collections.Counter()
     for f in out_dir.glob("*.json"):
         d = json.loads(f.read_text())
         ms.update(d["ms"])
         calls.update(d["calls"])
         threads.update(d["threads"])
+        incl.update(d.get("incl", {}))
+        excl.update(d.get("excl", {}))
+    sampled = {
+        "main_thread_inclusive_ms_per_compaction": {k: round(v / done, 2) for k, v in incl.most_common(60)},
+        "main_thread_exclusive_ms_per_compaction": {k: round(v / done, 2) for k, v in excl.most_common(40)},
+    } if sample else {}
     return {
+        **sampled,
         "compactions": done, "per_s": round(done / wall, 2), "cpu_ms_per_compaction": cpu,
         "timers_ms_per_compaction": {k: round(v / done, 2) for k, v in ms.most_common()},
         "timer_calls_per_compaction": {k: round(calls[k] / done, 1) for k, _ in ms.most_common()},
@@ -250,6 +301,8 @@ def main() -> int:
                    help="plain `compactor worker` processes (no timers: CPU totals only)")
     p.add_argument("--history", action="store_true",
                    help="only print what one compaction leaves in Temporal history (events by type, bytes)")
+    p.add_argument("--sample", action="store_true",
+                   help="also sample the workers' asyncio threads: CPU by function (inclusive, exclusive)")
     p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.serve:
@@ -258,7 +311,7 @@ def main() -> int:
     if args.history:
         print(json.dumps(asyncio.run(history_census())))
         return 0
-    res = asyncio.run(measure(args.rounds, args.workers, args.plain))
+    res = asyncio.run(measure(args.rounds, args.workers, args.plain, args.sample))
     if args.json:
         print(json.dumps(res))
         return 0
@@ -267,6 +320,9 @@ def main() -> int:
     for k, v in res["timers_ms_per_compaction"].items():
         print(f"  {k:40s} {v:7.2f} ms  ({res['timer_calls_per_compaction'][k]} per compaction)")
     print("worker threads (ms per compaction):", res["worker_threads_ms_per_compaction"])
+    for kind in ("inclusive", "exclusive"):
+        for k, v in res.get(f"main_thread_{kind}_ms_per_compaction", {}).items():
+            print(f"  main thread, {kind}: {k:70s} {v:7.2f} ms")
     return 0
 
 
