@@ -58,6 +58,7 @@ from activities.merge import _dumps
 from activities.step_support import (
     HEARTBEAT_EVERY_S,
     T,
+    paused,
     policy_of,
     to_application_error,
     unsynced,
@@ -345,7 +346,7 @@ class StoreActivities(SummarySteps, CommitSteps):
                 }
             )
 
-        return await self._run(work)
+        return await self._run(lambda: paused(work))
 
     def _plan_in_freeze(self, inp: FreezeInput, snap: SnapshotRef, evs: list[Event], prev: Checkpoint | None,
                         meta: dict[str, Any]) -> PlanOutput | None:

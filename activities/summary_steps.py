@@ -26,7 +26,7 @@ from activities.contracts import (
     finish_structured_input,
 )
 from activities.merge import SOFT_VIOLATIONS
-from activities.step_support import policy_of
+from activities.step_support import paused, policy_of
 from compactor import errors
 from compactor.records import Checkpoint
 
@@ -44,7 +44,7 @@ class SummarySteps:
         written to ``layers_key``.
         """
         meta = self._meta()
-        return await self._run(lambda: self._externalize(inp, meta))
+        return await self._run(lambda: paused(self._externalize, inp, meta))
 
     def _externalize(self, inp: ExternalizeInput, meta: dict[str, Any]) -> ExternalizeOutput:
         """externalize's work."""
@@ -323,7 +323,7 @@ class SummarySteps:
         (an activation, its dispatch, the core's side) besides its own work.
         """
         meta = self._meta()
-        return await self._run(lambda: self._finish_structured(inp, meta))
+        return await self._run(lambda: paused(self._finish_structured, inp, meta))
 
     def _finish_structured(self, inp: FinishStructuredInput, meta: dict[str, Any]) -> FinishStructuredOutput:
         """finish_structured's work."""
@@ -357,7 +357,7 @@ class SummarySteps:
         runs and ``finish`` is None: the workflow goes on as after externalize alone.
         """
         meta = self._meta()
-        return await self._run(lambda: self._externalize_finish(inp, meta))
+        return await self._run(lambda: paused(self._externalize_finish, inp, meta))
 
     def _externalize_finish(self, inp: ExternalizeFinishInput, meta: dict[str, Any]) -> ExternalizeFinishOutput:
         t = time.perf_counter()
