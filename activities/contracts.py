@@ -573,6 +573,12 @@ class ExternalizeFinishOutput(_Out):
         default=None, description="None: no summary layer, or the view did not shrink (only externalize ran).")
 
 
+def finish_follows(inp: ExternalizeFinishInput, ext: ExternalizeOutput) -> bool:
+    """Whether finish_structured follows externalize: the layers summarize and shrink the view
+    (else the workflow goes on as after externalize alone: noop, or validation without a summary)."""
+    return bool(ext.layers) and ext.tokens_after < inp.tokens_before and "summary" in ext.layers
+
+
 def finish_structured_input(inp: ExternalizeFinishInput, ext: ExternalizeOutput) -> FinishStructuredInput:
     """The finish_structured input the workflow builds after externalize (structured summarizer):
     lift, structured summary and validation of the layer candidate, under the run's work prefix."""

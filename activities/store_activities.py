@@ -50,6 +50,7 @@ from activities.contracts import (
     PlanInput,
     PlanOutput,
     SnapshotRef,
+    finish_follows,
     finish_structured_input,
     params_hash,
     work_prefix,
@@ -493,7 +494,7 @@ def compose_externalize_finish(externalize: Callable[..., Any], finish: Callable
         t = time.perf_counter()
         ext = await externalize(inp.externalize)
         fin = None
-        if ext.layers and ext.tokens_after < inp.tokens_before and "summary" in ext.layers:
+        if finish_follows(inp, ext):
             fin = await finish(finish_structured_input(inp, ext))
         return ExternalizeFinishOutput(externalize=ext, finish=fin, ms=(time.perf_counter() - t) * 1000,
                                        attempt=StoreActivities._meta()["attempt"])

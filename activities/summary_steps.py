@@ -23,6 +23,7 @@ from activities.contracts import (
     SummarizeOutput,
     ValidateInput,
     ValidateOutput,
+    finish_follows,
     finish_structured_input,
 )
 from activities.merge import SOFT_VIOLATIONS
@@ -363,6 +364,6 @@ class SummarySteps:
         t = time.perf_counter()
         ext = self._externalize(inp.externalize, meta)
         finish = None
-        if ext.layers and ext.tokens_after < inp.tokens_before and "summary" in ext.layers:
+        if finish_follows(inp, ext):
             finish = self._finish_structured(finish_structured_input(inp, ext), meta)
         return ExternalizeFinishOutput(externalize=ext, finish=finish, ms=(time.perf_counter() - t) * 1000, **meta)
