@@ -48,6 +48,7 @@ class ActivityName(StrEnum):
     SUMMARIZE_NATIVE = "summarize_native"
     VALIDATE_CANDIDATE = "validate_candidate"
     FINISH_STRUCTURED = "finish_structured"
+    EXTERNALIZE_FINISH = "externalize_finish"
     COMMIT_SWAP = "commit_swap"
     WRITE_RECORD = "write_record"
     LIST_DUE_SESSIONS = "list_due_sessions"
@@ -545,6 +546,56 @@ class FinishStructuredOutput(_Out):
     summarize: SummarizeOutput
     check: ValidateOutput
     summarize_ms: float = Field(default=0.0, description="Time of the summary part (lift and check carry their own ms).")
+
+
+class ExternalizeFinishInput(BaseModel):
+    """externalize + finish_structured as one local activity (structured summarizer): the
+    externalize input, and what the workflow derives the finish inputs from besides
+    externalize's output (``finish_structured_input``)."""
+
+    model_config = _cfg()
+
+    externalize: ExternalizeInput
+    prefix: str = Field(description="The run's work prefix (contracts.work_prefix).")
+    tenant: str
+    session: str
+    tokens_before: int = Field(description="The plan's view size: layers that do not shrink below it end noop.")
+
+
+class ExternalizeFinishOutput(_Out):
+    model_config = _cfg()
+
+    externalize: ExternalizeOutput
+    finish: FinishStructuredOutput | None = Field(
+        default=None, description="None: no summary layer, or the view did not shrink (only externalize ran).")
+
+
+def finish_follows(inp: ExternalizeFinishInput, ext: ExternalizeOutput) -> bool:
+    """Whether finish_structured follows externalize: the layers summarize and shrink the view
+    (else the workflow goes on as after externalize alone: noop, or validation without a summary)."""
+    return bool(ext.layers) and ext.tokens_after < inp.tokens_before and "summary" in ext.layers
+
+
+def finish_structured_input(inp: ExternalizeFinishInput, ext: ExternalizeOutput) -> FinishStructuredInput:
+    """The finish_structured input the workflow builds after externalize (structured summarizer):
+    lift, structured summary and validation of the layer candidate, under the run's work prefix."""
+    e, prefix = inp.externalize, inp.prefix
+    snap = e.snapshot
+    state_key = prefix + "state.json"
+    summary_key = f"{prefix}summary-structured.json"
+    return FinishStructuredInput(
+        lift=LiftInput(snapshot=snap, covers_end=ext.covers_end, prev_checkpoint=snap.checkpoint,
+                       plan_key=e.plan_key, layers_key=ext.layers_key, state_key=state_key),
+        summarize=SummarizeInput(
+            tenant=inp.tenant, session=inp.session, snapshot_version=snap.version, covers_end=ext.covers_end,
+            prev_checkpoint=snap.checkpoint, prev_checkpoint_sha256=snap.checkpoint_sha256, state_key=state_key,
+            budget_tokens=ext.summary_budget, model="structured", mode="template", output_key=summary_key,
+            latest_full=ext.mid_turn),
+        check=ValidateInput(
+            snapshot=snap, policy=e.policy, plan_key=e.plan_key, layers_key=ext.layers_key, state_key=state_key,
+            summary_key=summary_key, checkpoint_id="", candidate_key=f"{prefix}candidate-structured.json",
+            summarizer="structured", covers_end=ext.covers_end),
+    )
 
 
 # SnapshotRef names PlanOutput (defined after it): complete the models that hold either.

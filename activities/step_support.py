@@ -1,9 +1,15 @@
 """What the store-bound activity steps share: error mapping to Temporal failures, the policy a
 step works with, the run it works for, the unsynced store for per-run work objects and a
-read-counting store wrapper (``store_activities``, ``summary_steps``, ``commit_steps``)."""
+read-counting store wrapper, and the collector's pause during a step's engine work
+(``store_activities``, ``summary_steps``, ``commit_steps``)."""
 
 from __future__ import annotations
 
+import gc
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from temporalio import activity
@@ -85,3 +91,47 @@ class CountingStore:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
+
+
+# --- the cyclic collector paused during the engine's work in a step ----------------------------
+MAX_GC_HOLD_S = 10.0
+_hold_lock = threading.Lock()
+_holds = 0
+_held_since = 0.0
+
+
+@contextmanager
+def engine_work() -> Iterator[None]:
+    """The collector paused while a step runs the engine (``externalize``: ``apply_layers``;
+    ``finish_structured``: lift, render, validation; ``freeze_snapshot``: plan, view count),
+    as ``engine.compact`` pauses it inline (``engine.gc_pause.collector_paused``, shared with
+    it): the engine allocates many objects that live until it returns and makes almost no
+    cycles, and every collection of a worker's heap (its segment cache) re-scans the cache's
+    events for nothing. Overlapping steps share one pause; so that a worker that is never
+    idle still collects, the step that ends a pause chain held for ``MAX_GC_HOLD_S`` or more
+    runs a full collection (and starts the count again)."""
+    from compactor.engine.gc_pause import collector_paused
+
+    global _holds, _held_since
+    with _hold_lock:
+        if _holds == 0:
+            _held_since = time.monotonic()
+        _holds += 1
+    try:
+        with collector_paused():
+            yield
+    finally:
+        with _hold_lock:
+            _holds -= 1
+            # (the last one out: collector_paused turns the collector back on)
+            overdue = _holds > 0 and time.monotonic() - _held_since >= MAX_GC_HOLD_S
+            if overdue:
+                _held_since = time.monotonic()
+        if overdue:
+            gc.collect()
+
+
+def paused(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` inside ``engine_work()``."""
+    with engine_work():
+        return fn(*args)

@@ -41,6 +41,8 @@ from temporalio.exceptions import ApplicationError
 from activities.commit_steps import CommitSteps
 from activities.contracts import (
     ActivityName,
+    ExternalizeFinishInput,
+    ExternalizeFinishOutput,
     FinishStructuredInput,
     FinishStructuredOutput,
     FreezeInput,
@@ -48,6 +50,8 @@ from activities.contracts import (
     PlanInput,
     PlanOutput,
     SnapshotRef,
+    finish_follows,
+    finish_structured_input,
     params_hash,
     work_prefix,
 )
@@ -55,6 +59,7 @@ from activities.merge import _dumps
 from activities.step_support import (
     HEARTBEAT_EVERY_S,
     T,
+    paused,
     policy_of,
     to_application_error,
     unsynced,
@@ -113,6 +118,7 @@ class StoreActivities(SummarySteps, CommitSteps):
             self.summarize_structured,
             self.validate_candidate,
             self.finish_structured,
+            self.externalize_finish,
             self.commit_swap,
             self.write_record,
             self.list_due_sessions,
@@ -341,7 +347,7 @@ class StoreActivities(SummarySteps, CommitSteps):
                 }
             )
 
-        return await self._run(work)
+        return await self._run(lambda: paused(work))
 
     def _plan_in_freeze(self, inp: FreezeInput, snap: SnapshotRef, evs: list[Event], prev: Checkpoint | None,
                         meta: dict[str, Any]) -> PlanOutput | None:
@@ -476,3 +482,21 @@ def compose_finish_structured(lift: Callable[..., Any], summarize: Callable[...,
         )
 
     return finish_structured
+
+
+def compose_externalize_finish(externalize: Callable[..., Any], finish: Callable[..., Any]) -> Callable[..., Any]:
+    """An ``externalize_finish`` activity made of the registered ``externalize`` and
+    ``finish_structured`` activities, called in order (as ``compose_finish_structured``: what a
+    worker registers when either, or a part of finish, is replaced)."""
+
+    @activity.defn(name=ActivityName.EXTERNALIZE_FINISH)
+    async def externalize_finish(inp: ExternalizeFinishInput) -> ExternalizeFinishOutput:
+        t = time.perf_counter()
+        ext = await externalize(inp.externalize)
+        fin = None
+        if finish_follows(inp, ext):
+            fin = await finish(finish_structured_input(inp, ext))
+        return ExternalizeFinishOutput(externalize=ext, finish=fin, ms=(time.perf_counter() - t) * 1000,
+                                       attempt=StoreActivities._meta()["attempt"])
+
+    return externalize_finish

@@ -1,6 +1,6 @@
 """The summary steps of ``StoreActivities``: externalize (layers a/b and the summary ladder),
-lift_state, summarize_structured, validate_candidate, and finish_structured (the last three in
-one step). A mixin: the store plumbing (``_run``, ``log``, work objects) is ``StoreActivities``'."""
+lift_state, summarize_structured, validate_candidate, finish_structured (the last three in
+one step) and externalize_finish (externalize and finish_structured in one step). A mixin: the store plumbing (``_run``, ``log``, work objects) is ``StoreActivities``'."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from temporalio import activity
 
 from activities.contracts import (
     ActivityName,
+    ExternalizeFinishInput,
+    ExternalizeFinishOutput,
     ExternalizeInput,
     ExternalizeOutput,
     FinishStructuredInput,
@@ -21,9 +23,11 @@ from activities.contracts import (
     SummarizeOutput,
     ValidateInput,
     ValidateOutput,
+    finish_follows,
+    finish_structured_input,
 )
 from activities.merge import SOFT_VIOLATIONS
-from activities.step_support import policy_of
+from activities.step_support import paused, policy_of
 from compactor import errors
 from compactor.records import Checkpoint
 
@@ -41,80 +45,80 @@ class SummarySteps:
         written to ``layers_key``.
         """
         meta = self._meta()
+        return await self._run(lambda: paused(self._externalize, inp, meta))
 
-        def work() -> ExternalizeOutput:
-            from compactor.engine.compact import Plan, apply_layers
-            from compactor.tokens import count_event
+    def _externalize(self, inp: ExternalizeInput, meta: dict[str, Any]) -> ExternalizeOutput:
+        """externalize's work."""
+        from compactor.engine.compact import Plan, apply_layers
+        from compactor.tokens import count_event
 
-            t = time.perf_counter()
-            snap = inp.snapshot
-            log = self.log(snap.tenant, snap.session)
-            prev = self._prev(log, snap)
-            evs = self.engine_events(log, snap)
-            policy = policy_of(inp.policy)
-            p = Plan.model_validate(self._get_json(inp.plan_key))
-            res = apply_layers(
-                evs, p, policy, prev=prev, now=inp.now, tenant=snap.tenant, session=snap.session
-            )
-            ckpt = res.checkpoint
-            assert ckpt is not None
-            # Content-addressed, create-only: a retry re-finds them. Written concurrently.
-            list(self._io_pool.map(log.put_artifact, res.artifacts.values()))
-            self._remember_artifacts(res.artifacts)
-            end = 0 if ckpt.covers.empty else ckpt.covers.end
-            covered_tokens = sum(count_event(e) for e in evs if e.kind != "pinned" and snap.prev_covers_end < e.seq <= end)
-            # Room an LLM summary may take: what the structured one had, up to the target.
-            from compactor.engine.model_summary import summary_budget
+        t = time.perf_counter()
+        snap = inp.snapshot
+        log = self.log(snap.tenant, snap.session)
+        prev = self._prev(log, snap)
+        evs = self.engine_events(log, snap)
+        policy = policy_of(inp.policy)
+        p = Plan.model_validate(self._get_json(inp.plan_key))
+        res = apply_layers(
+            evs, p, policy, prev=prev, now=inp.now, tenant=snap.tenant, session=snap.session
+        )
+        ckpt = res.checkpoint
+        assert ckpt is not None
+        # Content-addressed, create-only: a retry re-finds them. Written concurrently.
+        list(self._io_pool.map(log.put_artifact, res.artifacts.values()))
+        self._remember_artifacts(res.artifacts)
+        end = 0 if ckpt.covers.empty else ckpt.covers.end
+        covered_tokens = sum(count_event(e) for e in evs if e.kind != "pinned" and snap.prev_covers_end < e.seq <= end)
+        # Room an LLM summary may take: what the structured one had, up to the target.
+        from compactor.engine.model_summary import summary_budget
 
-            budget = summary_budget(policy, target_tokens=p.target_tokens, tokens_after=res.tokens_after,
-                                    summary_tokens=res.summary_tokens, covered_tokens=covered_tokens)
-            # The state is already JSON data (the engine's dump): not copied by model_dump.
-            ckpt_doc = ckpt.model_dump(mode="json", exclude={"state"})
-            ckpt_doc["state"] = ckpt.state
-            doc = {
-                "checkpoint": ckpt_doc,
-                "layers": res.layers,
-                "freed_by_layer": res.freed_by_layer,
-                "tokens_after": res.tokens_after,
-                "summary_tokens": res.summary_tokens,
-                "retained_tail_tokens": res.retained_tail_tokens,
-                "violations": [str(v) for v in res.violations],
-                "validated": {
-                    "hard": [str(v) for v in res.violations if v.code not in SOFT_VIOLATIONS],
-                    "soft": [str(v) for v in res.violations if v.code in SOFT_VIOLATIONS],
-                },
-                "artifacts": sorted(res.artifacts),
-                "candidates": res.candidates,
-                "covered_tokens": covered_tokens,
-                "summary_budget": budget,
-                "mid_turn": res.mid_turn,
-            }
-            # Parsed here once, as every reader would parse it (sorted keys: the candidate and
-            # the checkpoint written from it keep that order), so the next steps of this worker
-            # read it unparsed: lift, summary and validation, then commit_swap's candidate. The
-            # checkpoint and its state are dumped once; finish_structured publishes them as the
-            # state and the candidate with those bytes (same bytes as dumping them again).
-            self._put_parsed(inp.layers_key, doc, ("checkpoint", "state"))
-            return ExternalizeOutput(
-                layers_key=inp.layers_key,
-                artifacts_written=len(res.artifacts),
-                replacements=len(ckpt.replacements),
-                freed_by_layer=dict(res.freed_by_layer),
-                layers=list(res.layers),
-                checkpoint_id=ckpt.id,
-                covers_end=end,
-                covered_tokens=covered_tokens,
-                summary_budget=budget,
-                tokens_after=res.tokens_after,
-                retained_tail_tokens=res.retained_tail_tokens,
-                mid_turn=res.mid_turn,
-                left_out=dict(res.left_out),
-                repaired=res.repaired,
-                ms=(time.perf_counter() - t) * 1000,
-                **meta,
-            )
-
-        return await self._run(work)
+        budget = summary_budget(policy, target_tokens=p.target_tokens, tokens_after=res.tokens_after,
+                                summary_tokens=res.summary_tokens, covered_tokens=covered_tokens)
+        # The state is already JSON data (the engine's dump): not copied by model_dump.
+        ckpt_doc = ckpt.model_dump(mode="json", exclude={"state"})
+        ckpt_doc["state"] = ckpt.state
+        doc = {
+            "checkpoint": ckpt_doc,
+            "layers": res.layers,
+            "freed_by_layer": res.freed_by_layer,
+            "tokens_after": res.tokens_after,
+            "summary_tokens": res.summary_tokens,
+            "retained_tail_tokens": res.retained_tail_tokens,
+            "violations": [str(v) for v in res.violations],
+            "validated": {
+                "hard": [str(v) for v in res.violations if v.code not in SOFT_VIOLATIONS],
+                "soft": [str(v) for v in res.violations if v.code in SOFT_VIOLATIONS],
+            },
+            "artifacts": sorted(res.artifacts),
+            "candidates": res.candidates,
+            "covered_tokens": covered_tokens,
+            "summary_budget": budget,
+            "mid_turn": res.mid_turn,
+        }
+        # Parsed here once, as every reader would parse it (sorted keys: the candidate and
+        # the checkpoint written from it keep that order), so the next steps of this worker
+        # read it unparsed: lift, summary and validation, then commit_swap's candidate. The
+        # checkpoint and its state are dumped once; finish_structured publishes them as the
+        # state and the candidate with those bytes (same bytes as dumping them again).
+        self._put_parsed(inp.layers_key, doc, ("checkpoint", "state"))
+        return ExternalizeOutput(
+            layers_key=inp.layers_key,
+            artifacts_written=len(res.artifacts),
+            replacements=len(ckpt.replacements),
+            freed_by_layer=dict(res.freed_by_layer),
+            layers=list(res.layers),
+            checkpoint_id=ckpt.id,
+            covers_end=end,
+            covered_tokens=covered_tokens,
+            summary_budget=budget,
+            tokens_after=res.tokens_after,
+            retained_tail_tokens=res.retained_tail_tokens,
+            mid_turn=res.mid_turn,
+            left_out=dict(res.left_out),
+            repaired=res.repaired,
+            ms=(time.perf_counter() - t) * 1000,
+            **meta,
+        )
 
     # --- 4. lift_state ----------------------------------------------------------------------
     @activity.defn(name=ActivityName.LIFT_STATE)
@@ -320,24 +324,46 @@ class SummarySteps:
         (an activation, its dispatch, the core's side) besides its own work.
         """
         meta = self._meta()
+        return await self._run(lambda: paused(self._finish_structured, inp, meta))
 
-        def work() -> FinishStructuredOutput:
-            t = time.perf_counter()
-            layers = self._get_json(inp.lift.layers_key)
-            docs: dict[str, Any] = {}
-            lift = self._lift(inp.lift, meta, layers, docs)
-            t1 = time.perf_counter()
-            same_state = inp.summarize.state_key == inp.lift.state_key
-            same_layers = inp.summarize.state_key.rsplit("/", 1)[0] + "/layers.json" == inp.lift.layers_key
-            summ = self._summarize(inp.summarize, meta, docs["state"] if same_state else None,
-                                   layers if same_layers else None, docs)
-            t2 = time.perf_counter()
-            same_summary = inp.check.summary_key == inp.summarize.output_key
-            check = self._validate(inp.check, meta, layers if inp.check.layers_key == inp.lift.layers_key else None,
-                                   docs["summary"] if same_summary else None)
-            return FinishStructuredOutput(
-                lift=lift, summarize=summ, check=check, summarize_ms=(t2 - t1) * 1000,
-                ms=(time.perf_counter() - t) * 1000, **meta,
-            )
+    def _finish_structured(self, inp: FinishStructuredInput, meta: dict[str, Any]) -> FinishStructuredOutput:
+        """finish_structured's work."""
+        t = time.perf_counter()
+        layers = self._get_json(inp.lift.layers_key)
+        docs: dict[str, Any] = {}
+        lift = self._lift(inp.lift, meta, layers, docs)
+        t1 = time.perf_counter()
+        same_state = inp.summarize.state_key == inp.lift.state_key
+        same_layers = inp.summarize.state_key.rsplit("/", 1)[0] + "/layers.json" == inp.lift.layers_key
+        summ = self._summarize(inp.summarize, meta, docs["state"] if same_state else None,
+                               layers if same_layers else None, docs)
+        t2 = time.perf_counter()
+        same_summary = inp.check.summary_key == inp.summarize.output_key
+        check = self._validate(inp.check, meta, layers if inp.check.layers_key == inp.lift.layers_key else None,
+                               docs["summary"] if same_summary else None)
+        return FinishStructuredOutput(
+            lift=lift, summarize=summ, check=check, summarize_ms=(t2 - t1) * 1000,
+            ms=(time.perf_counter() - t) * 1000, **meta,
+        )
 
-        return await self._run(work)
+    # --- 3-6 in one step (structured summarizer) ------------------------------------------------
+    @activity.defn(name=ActivityName.EXTERNALIZE_FINISH)
+    async def externalize_finish(self, inp: ExternalizeFinishInput) -> ExternalizeFinishOutput:
+        """externalize, then finish_structured when the layers summarize and shrink the view.
+
+        The same two steps with the inputs the workflow would give them
+        (``contracts.finish_structured_input``), on one worker: one local activity instead of
+        two (an activation, its dispatch and the gap between the steps). When the layers do not
+        summarize, or do not shrink the view (the workflow then ends noop), only externalize
+        runs and ``finish`` is None: the workflow goes on as after externalize alone.
+        """
+        meta = self._meta()
+        return await self._run(lambda: paused(self._externalize_finish, inp, meta))
+
+    def _externalize_finish(self, inp: ExternalizeFinishInput, meta: dict[str, Any]) -> ExternalizeFinishOutput:
+        t = time.perf_counter()
+        ext = self._externalize(inp.externalize, meta)
+        finish = None
+        if finish_follows(inp, ext):
+            finish = self._finish_structured(finish_structured_input(inp, ext), meta)
+        return ExternalizeFinishOutput(externalize=ext, finish=finish, ms=(time.perf_counter() - t) * 1000, **meta)

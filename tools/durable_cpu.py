@@ -19,6 +19,11 @@ serving.
 
     .venv/bin/python tools/durable_cpu.py [--rounds 3] [--workers 2] [--plain] [--json]
     .venv/bin/python tools/durable_cpu.py --history    # one compaction's history: events by type
+    .venv/bin/python tools/durable_cpu.py --profile     # + where the asyncio thread's CPU goes
+
+``--profile``: each worker also profiles its main (asyncio) thread with cProfile on the thread's
+CPU clock from the first activation of the measured rounds: ms per compaction by function,
+cumulative and own (the profiler's overhead inflates the totals ~2x; the split is the point).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import time
 from pathlib import Path
 
 GO_ENV = "DURABLE_CPU_GO"  # a file that exists once the measured rounds start
+PROFILE_ENV = "DURABLE_CPU_PROFILE"  # set: profile the main thread
 OUT_ENV = "DURABLE_CPU_OUT"  # where each worker writes its timers at exit
 
 
@@ -84,12 +90,26 @@ def serve_timed_worker() -> None:
     bridge.encode_completion = timed_async("sdk payload passes (encode)", bridge.encode_completion)
     activate = wf._RunningWorkflow.activate
 
+    local = threading.local()
+    act_profs: list = []
+
     def timed_activate(self, act):  # noqa: ANN001, ANN202
+        prof = None
+        if os.environ.get(PROFILE_ENV) and os.path.exists(go):
+            prof = getattr(local, "prof", None)
+            if prof is None:  # one per executor thread: a profiler records the thread enabling it
+                import cProfile
+
+                prof = local.prof = cProfile.Profile(time.thread_time)
+                act_profs.append(prof)
+            prof.enable()
         t0 = time.thread_time()
         try:
             return activate(self, act)
         finally:
             add("workflow activations", t0)
+            if prof is not None:
+                prof.disable()
 
     wf._RunningWorkflow.activate = timed_activate
     run_in_pool = sa.StoreActivities._run
@@ -116,10 +136,30 @@ def serve_timed_worker() -> None:
         base.update(_threads())
 
     threading.Thread(target=mark, daemon=True).start()
+    prof = None
+    if os.environ.get(PROFILE_ENV):
+        import cProfile
+
+        prof = cProfile.Profile(time.thread_time)
+        handle = wf._WorkflowWorker._handle_activation
+
+        async def profiled_handle(self, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
+            # the profiler is bound to the thread that enables it: the asyncio thread, here
+            if not getattr(prof, "on", False) and os.path.exists(go):
+                prof.on = True
+                prof.enable()
+            return await handle(self, *a, **k)
+
+        wf._WorkflowWorker._handle_activation = profiled_handle
     real_exit = os._exit
 
     def dump_and_exit(rc: int) -> None:
         now = _threads()
+        if prof is not None and getattr(prof, "on", False):
+            prof.disable()
+            prof.dump_stats(str(Path(out_dir) / f"{os.getpid()}.pstats"))
+        for n, p in enumerate(act_profs):
+            p.dump_stats(str(Path(out_dir) / f"{os.getpid()}-{n}.activations"))
         with open(Path(out_dir) / f"{os.getpid()}.json", "w") as f:
             json.dump({"ms": ms, "calls": calls,
                        "threads": {k: v - base.get(k, 0.0) for k, v in now.items()}}, f)
@@ -131,7 +171,7 @@ def serve_timed_worker() -> None:
     sys.exit(main(["worker"]))
 
 
-async def measure(rounds: int, n_workers: int, plain: bool = False) -> dict:
+async def measure(rounds: int, n_workers: int, plain: bool = False, profile: bool = False) -> dict:
     from compactor.bench.perf import _cpu_ms, _stop_workers, turns
     from compactor.client import CompactorClient
     from compactor.store import SessionLog, open_store
@@ -152,7 +192,7 @@ async def measure(rounds: int, n_workers: int, plain: bool = False) -> dict:
                                s3_client=_store_s3_client(store))
         env = dict(os.environ, TEMPORAL_ADDRESS=server.address, COMPACTOR_STORE=url,
                    COMPACTOR_TASK_QUEUE=tq, COMPACTOR_LLM_TASK_QUEUE=tq + "-llm",
-                   **{GO_ENV: str(go), OUT_ENV: str(out_dir)})
+                   **{GO_ENV: str(go), OUT_ENV: str(out_dir)}, **({PROFILE_ENV: "1"} if profile else {}))
         cmd = [sys.executable, "-m", "compactor", "worker"] if plain else [sys.executable, __file__, "--serve"]
         procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL, start_new_session=True) for _ in range(n_workers)]
@@ -191,7 +231,34 @@ async def measure(rounds: int, n_workers: int, plain: bool = False) -> dict:
         ms.update(d["ms"])
         calls.update(d["calls"])
         threads.update(d["threads"])
+    profiled = {}
+    stats = sorted(out_dir.glob("*.pstats"))
+    if stats:
+        import pstats
+
+        st = pstats.Stats(*map(str, stats))
+
+        def where(fn: tuple) -> str:
+            path = fn[0]
+            for cut in ("site-packages/", "/python3.11/"):
+                if cut in path:
+                    path = path[path.index(cut) + len(cut):]
+            return f"{path}:{fn[1]}:{fn[2]}"
+
+        rows = st.stats.items()  # type: ignore[attr-defined]
+        act_files = sorted(out_dir.glob("*.activations"))
+        acts = pstats.Stats(*map(str, act_files)).stats.items() if act_files else []  # type: ignore[attr-defined]
+        profiled = {
+            "activations_cumulative_ms_per_compaction": {
+                where(k): round(v[3] * 1000 / done, 2) for k, v in sorted(acts, key=lambda kv: -kv[1][3])[:50]},
+            "main_thread_profiled_ms_per_compaction": round(sum(v[2] for _, v in rows) * 1000 / done, 2),
+            "main_thread_cumulative_ms_per_compaction": {
+                where(k): round(v[3] * 1000 / done, 2) for k, v in sorted(rows, key=lambda kv: -kv[1][3])[:70]},
+            "main_thread_own_ms_per_compaction": {
+                where(k): round(v[2] * 1000 / done, 2) for k, v in sorted(rows, key=lambda kv: -kv[1][2])[:40]},
+        }
     return {
+        **profiled,
         "compactions": done, "per_s": round(done / wall, 2), "cpu_ms_per_compaction": cpu,
         "timers_ms_per_compaction": {k: round(v / done, 2) for k, v in ms.most_common()},
         "timer_calls_per_compaction": {k: round(calls[k] / done, 1) for k, _ in ms.most_common()},
@@ -250,6 +317,8 @@ def main() -> int:
                    help="plain `compactor worker` processes (no timers: CPU totals only)")
     p.add_argument("--history", action="store_true",
                    help="only print what one compaction leaves in Temporal history (events by type, bytes)")
+    p.add_argument("--profile", action="store_true",
+                   help="also profile the workers' asyncio threads: CPU by function (cumulative, own)")
     p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.serve:
@@ -258,7 +327,7 @@ def main() -> int:
     if args.history:
         print(json.dumps(asyncio.run(history_census())))
         return 0
-    res = asyncio.run(measure(args.rounds, args.workers, args.plain))
+    res = asyncio.run(measure(args.rounds, args.workers, args.plain, args.profile))
     if args.json:
         print(json.dumps(res))
         return 0
@@ -267,6 +336,9 @@ def main() -> int:
     for k, v in res["timers_ms_per_compaction"].items():
         print(f"  {k:40s} {v:7.2f} ms  ({res['timer_calls_per_compaction'][k]} per compaction)")
     print("worker threads (ms per compaction):", res["worker_threads_ms_per_compaction"])
+    for kind in ("main_thread_cumulative", "main_thread_own", "activations_cumulative"):
+        for k, v in res.get(f"{kind}_ms_per_compaction", {}).items():
+            print(f"  {kind}: {k:70s} {v:7.2f} ms")
     return 0
 
 

@@ -280,6 +280,7 @@ def build_workers(
     names = {_activity_name(a) for a in extra_activities}
     acts = [a for a in acts if _activity_name(a) not in names] + list(extra_activities)
     acts = _finish_structured_of(acts, names)
+    acts = _externalize_finish_of(acts, names)
     # stateless: one list serves both workers (tenant guard, span attributes, redaction)
     interceptors = [*_tenant_guard(settings, tq), *_span_interceptors(), RedactingInterceptor()]
     main = Worker(
@@ -373,6 +374,25 @@ def _finish_structured_of(acts: list[Any], replaced: set[str]) -> list[Any]:
         return acts
     composed = compose_finish_structured(*(by_name[p] for p in parts))
     return [a for a in acts if _activity_name(a) != finish] + [composed]
+
+
+def _externalize_finish_of(acts: list[Any], replaced: set[str]) -> list[Any]:
+    """``externalize_finish`` made of the registered externalize and finish_structured when
+    either (or a step finish_structured runs) is replaced, as ``_finish_structured_of``."""
+    from activities.contracts import ActivityName
+    from activities.store_activities import compose_externalize_finish
+
+    parts = [str(ActivityName.EXTERNALIZE), str(ActivityName.FINISH_STRUCTURED)]
+    inner = [str(ActivityName.LIFT_STATE), str(ActivityName.SUMMARIZE_STRUCTURED),
+             str(ActivityName.VALIDATE_CANDIDATE)]
+    both = str(ActivityName.EXTERNALIZE_FINISH)
+    if both in replaced or not replaced.intersection(parts + inner):
+        return acts
+    by_name = {_activity_name(a): a for a in acts}
+    if not all(p in by_name for p in parts):
+        return acts
+    composed = compose_externalize_finish(*(by_name[p] for p in parts))
+    return [a for a in acts if _activity_name(a) != both] + [composed]
 
 
 def _tenant_guard(settings: Settings, task_queue: str) -> list[Any]:

@@ -39,6 +39,8 @@ with workflow.unsafe.imports_passed_through():
         CompactSessionOutput,
         CompactStatus,
         ErrorType,
+        ExternalizeFinishInput,
+        ExternalizeFinishOutput,
         ExternalizeInput,
         ExternalizeOutput,
         FinishStructuredInput,
@@ -118,6 +120,7 @@ STEP_TIMEOUT = {
     ActivityName.SUMMARIZE_STRUCTURED: timedelta(seconds=120),
     ActivityName.VALIDATE_CANDIDATE: timedelta(seconds=120),
     ActivityName.FINISH_STRUCTURED: timedelta(seconds=240),
+    ActivityName.EXTERNALIZE_FINISH: timedelta(seconds=420),
     ActivityName.COMMIT_SWAP: timedelta(seconds=120),
     ActivityName.WRITE_RECORD: timedelta(seconds=30),
 }
@@ -138,6 +141,7 @@ _LOCAL_OK = {
     ActivityName.SUMMARIZE_STRUCTURED,
     ActivityName.VALIDATE_CANDIDATE,
     ActivityName.FINISH_STRUCTURED,
+    ActivityName.EXTERNALIZE_FINISH,
 }
 # Measured (compactor bench perf): with commit_swap and write_record local too, a compaction
 # is one workflow task instead of three round trips through the server; both are idempotent,
@@ -200,6 +204,12 @@ STEPS_PATCH = "breaker-in-steps"
 # does (one marker per run); a plan that failed inside freeze is run as its own step, which
 # reports the failure as before.
 FREEZE_PLAN_PATCH = "freeze-plans"
+# With the structured summarizer, externalize and finish_structured run as one step
+# (externalize_finish: the same two steps in order on one worker, finish only when the layers
+# summarize and shrink the view); one local activity fewer per run (an activation, its
+# dispatch and the gap between them). The record keeps every part's duration under its own
+# name. Implies every patch above, as FREEZE_PLAN_PATCH does (one marker per run).
+EXTERNALIZE_FINISH_PATCH = "externalize-finishes"
 
 
 def _repairs(ext: ExternalizeOutput, val: ValidateOutput, summarizer: str) -> list[str]:
@@ -236,6 +246,7 @@ class CompactSessionWorkflow:
         self._breaker_refused = False
         self._v3 = False  # STEPS_PATCH: set once, at the start of the run
         self._v4 = False  # FREEZE_PLAN_PATCH (implies STEPS_PATCH)
+        self._v5 = False  # EXTERNALIZE_FINISH_PATCH (implies FREEZE_PLAN_PATCH)
         self._tokens_before: int | None = None  # v3: upserted with the final status, one command
 
     def _patched(self, patch_id: str) -> bool:
@@ -263,7 +274,8 @@ class CompactSessionWorkflow:
     @workflow.run
     async def run(self, inp: CompactSessionInput) -> CompactSessionOutput:
         self._inp = inp
-        self._v4 = workflow.patched(FREEZE_PLAN_PATCH)
+        self._v5 = workflow.patched(EXTERNALIZE_FINISH_PATCH)
+        self._v4 = self._v5 or workflow.patched(FREEZE_PLAN_PATCH)
         self._v3 = self._v4 or workflow.patched(STEPS_PATCH)
         if self._patched(INPUT_CHECK_PATCH):
             check_input(inp)
@@ -450,18 +462,23 @@ class CompactSessionWorkflow:
     ) -> CompactSessionOutput:
         self._record = record
         started = record.created_at
-        ext = await self._step(
-            ActivityName.EXTERNALIZE,
-            ExternalizeInput(
-                snapshot=snap,
-                policy=policy,
-                plan_key=plan.plan_key,
-                layers_key=prefix + "layers.json",
-                now=started,
-            ),
-            ExternalizeOutput,
-            f"layers: externalize/clear tool results, choose the cut (tail {plan.covers_end + 1}..)",
+        ext_in = ExternalizeInput(
+            snapshot=snap,
+            policy=policy,
+            plan_key=plan.plan_key,
+            layers_key=prefix + "layers.json",
+            now=started,
         )
+        finished: FinishStructuredOutput | None = None
+        if self._v5 and inp.summarizer == "structured":
+            ext, finished = await self._externalize_finish(inp, plan, ext_in, prefix)
+        else:
+            ext = await self._step(
+                ActivityName.EXTERNALIZE,
+                ext_in,
+                ExternalizeOutput,
+                f"layers: externalize/clear tool results, choose the cut (tail {plan.covers_end + 1}..)",
+            )
         record = self._record = record.model_copy(
             update={
                 "layers": list(ext.layers),
@@ -495,7 +512,9 @@ class CompactSessionWorkflow:
                 layers_key=ext.layers_key,
                 state_key=prefix + "state.json",
             )
-            if inp.summarizer == "structured" and self._patched(ONE_STEP_PATCH):
+            if finished is not None:
+                summary_key, one_step = finished.summarize.output_key, finished.check
+            elif inp.summarizer == "structured" and self._patched(ONE_STEP_PATCH):
                 summary_key, one_step = await self._finish_structured(inp, snap, policy, plan, ext, lift_in, prefix)
             else:
                 lift = await self._step(
@@ -685,10 +704,14 @@ class CompactSessionWorkflow:
             FinishStructuredOutput,
             f"lift, structured summary (budget {ext.summary_budget} tokens) and validation of 1..{ext.covers_end}",
         )
-        # Reported as the three steps it ran, so records and step metrics keep their names.
-        total = self._durations.pop(str(name))
+        self._report_finish(out, self._durations.pop(str(name)))
         self._attempts.pop(str(name), None)
         self._steps_done.remove(str(name))
+        return out.summarize.output_key, out.check
+
+    def _report_finish(self, out: FinishStructuredOutput, total: float) -> None:
+        """finish_structured reported as the three steps it ran, so records and step metrics
+        keep their names (``total``: the step's duration)."""
         parts = {
             str(ActivityName.LIFT_STATE): out.lift.ms,
             str(ActivityName.SUMMARIZE_STRUCTURED): out.summarize_ms,
@@ -698,7 +721,35 @@ class CompactSessionWorkflow:
             self._durations[step] = round(ms, 3)
             self._attempts[step] = max(out.attempt, 1)
             self._steps_done.append(step)
-        return out.summarize.output_key, out.check
+
+    async def _externalize_finish(
+        self, inp: CompactSessionInput, plan: PlanOutput, ext_in: ExternalizeInput, prefix: str,
+    ) -> tuple[ExternalizeOutput, FinishStructuredOutput | None]:
+        """externalize + finish_structured as one step (EXTERNALIZE_FINISH_PATCH), reported as
+        the steps it ran: externalize, then (when finish ran) lift, summary and validation."""
+        name = str(ActivityName.EXTERNALIZE_FINISH)
+        out = await self._step(
+            ActivityName.EXTERNALIZE_FINISH,
+            ExternalizeFinishInput(externalize=ext_in, prefix=prefix, tenant=inp.tenant, session=inp.session,
+                                   tokens_before=plan.tokens_before),
+            ExternalizeFinishOutput,
+            f"layers (tail {plan.covers_end + 1}..), then lift, structured summary and validation",
+        )
+        total = self._durations.pop(name)
+        attempt = self._attempts.pop(name, 1)
+        self._steps_done.remove(name)
+        ext, fin = out.externalize, out.finish
+        step = str(ActivityName.EXTERNALIZE)
+        self._durations[step] = round(ext.ms if fin is not None else total, 3)
+        self._attempts[step] = attempt
+        self._steps_done.append(step)
+        if fin is not None:
+            self._report_finish(fin, max(total - ext.ms, 0.0))
+            # where the separate steps would stand now (a failure names the step it came after)
+            self._set(step=str(ActivityName.FINISH_STRUCTURED))
+        else:
+            self._set(step=step)
+        return ext, fin
 
     def _planned_by_freeze(self, plan: PlanOutput) -> PlanOutput:
         """The plan freeze_snapshot made (FREEZE_PLAN_PATCH), reported as its own step: the record

@@ -333,9 +333,9 @@ def _markers(history) -> tuple[list[str], list[str]]:
 
 
 async def test_breaker_is_checked_by_freeze_and_counted_by_the_record(temporal_address, store, task_queue):
-    """A run makes five steps and one patch marker (workflows/compact_session.FREEZE_PLAN_PATCH,
-    which implies STEPS_PATCH; freeze_snapshot plans, the record keeps plan_compaction's
-    duration): the breaker is still checked before anything is read and counted after the record - three
+    """A run makes four steps and one patch marker (workflows/compact_session.EXTERNALIZE_FINISH_PATCH,
+    which implies FREEZE_PLAN_PATCH and STEPS_PATCH; freeze_snapshot plans, externalize_finish
+    runs externalize and finish_structured, the record keeps every part's duration): the breaker is still checked before anything is read and counted after the record - three
     failed automatic runs open it, the fourth is refused with the session untouched, a manual
     run goes through and closes it."""
     tenant, session = new_ids()
@@ -356,15 +356,16 @@ async def test_breaker_is_checked_by_freeze_and_counted_by_the_record(temporal_a
         assert store.get(head_key)[0] == b"{not a head"
         assert len(log.list_records()) == 4
         steps, patches = _markers(await client.get_workflow_handle(workflow_id_for(tenant, session)).fetch_history())
-        assert steps == ["freeze_snapshot", "write_record"] and patches == ["freeze-plans"]
+        assert steps == ["freeze_snapshot", "write_record"] and patches == ["externalize-finishes"]
 
         store.put(head_key, good)
         out = await cc.compact(session, target_tokens=4_000)  # manual: runs through an open breaker
         assert out.status == "committed"
         steps, patches = _markers(await client.get_workflow_handle(workflow_id_for(tenant, session)).fetch_history())
-        assert steps == ["freeze_snapshot", "externalize", "finish_structured", "commit_swap", "write_record"]
-        assert patches == ["freeze-plans"]
-        assert {"freeze_snapshot", "plan_compaction"} <= set(out.record.durations_ms)
+        assert steps == ["freeze_snapshot", "externalize_finish", "commit_swap", "write_record"]
+        assert patches == ["externalize-finishes"]
+        assert {"freeze_snapshot", "plan_compaction", "externalize", "lift_state", "summarize_structured",
+                "validate_candidate"} <= set(out.record.durations_ms)
         handle = client.get_workflow_handle(workflow_id_for(tenant, session))
         upserts = [sorted(e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields)
                    for e in (await handle.fetch_history()).events

@@ -390,6 +390,76 @@ async def test_finish_structured_writes_what_the_three_steps_write(tmp_path, sec
 
 
 @pytest.mark.parametrize("second", [False, True])
+async def test_externalize_finish_writes_what_the_two_steps_write(tmp_path, second):
+    """externalize + finish_structured in one call (EXTERNALIZE_FINISH_PATCH) leaves the same
+    objects (work objects and artifacts), byte for byte, and returns the same outputs as the two
+    steps given the inputs the workflow builds between them; also on top of a checkpoint."""
+    from activities.contracts import ExternalizeFinishInput, FinishStructuredInput
+
+    outs = {}
+    for mode in ("steps", "one"):
+        store = open_store(f"file://{tmp_path}/{mode}")
+        log = SessionLog(store, "t1", "s1")
+        log.append(coding_session())
+        acts = StoreActivities(store)
+        if second:
+            snap, pol, val = await _candidate(acts, "t1", "s1")
+            await acts.commit_swap(CommitInput(snapshot=snap, policy=pol, candidate_key=val.candidate_key))
+            log.append([e for e in coding_session(prefix="late", pending_last=False) if e.kind != "pinned"])
+        snap = await acts.freeze_snapshot(FreezeInput(tenant="t1", session="s1"))
+        pol = PolicyRef(target_tokens=TARGET)
+        pre = "t/t1/s/s1/work/cmp/"
+        plan = await acts.plan_compaction(PlanInput(snapshot=snap, policy=pol, plan_key=pre + "plan.json"))
+        ext_in = ExternalizeInput(snapshot=snap, policy=pol, plan_key=plan.plan_key, layers_key=pre + "layers.json")
+        if mode == "steps":  # what the workflow did before the patch (_finish_structured's inputs)
+            ext = await acts.externalize(ext_in)
+            assert "summary" in ext.layers and ext.tokens_after < plan.tokens_before
+            fin = await acts.finish_structured(FinishStructuredInput(
+                lift=LiftInput(snapshot=snap, covers_end=ext.covers_end, layers_key=ext.layers_key,
+                               plan_key=plan.plan_key, state_key=pre + "state.json", prev_checkpoint=snap.checkpoint),
+                summarize=SummarizeInput(
+                    tenant="t1", session="s1", snapshot_version=snap.version, covers_end=ext.covers_end,
+                    prev_checkpoint=snap.checkpoint, prev_checkpoint_sha256=snap.checkpoint_sha256,
+                    state_key=pre + "state.json", budget_tokens=ext.summary_budget, model="structured",
+                    mode="template", output_key=pre + "summary-structured.json", latest_full=ext.mid_turn),
+                check=ValidateInput(
+                    snapshot=snap, policy=pol, plan_key=plan.plan_key, layers_key=ext.layers_key,
+                    state_key=pre + "state.json", summary_key=pre + "summary-structured.json",
+                    candidate_key=pre + "candidate-structured.json", covers_end=ext.covers_end)))
+        else:
+            both = await acts.externalize_finish(ExternalizeFinishInput(
+                externalize=ext_in, prefix=pre, tenant="t1", session="s1", tokens_before=plan.tokens_before))
+            ext, fin = both.externalize, both.finish
+            assert fin is not None
+        assert fin.check.violations == []
+        objs = {k: v for k, v in (await _objects(store, "t/t1/s/s1/")).items()
+                if not k.startswith(("head", "ckpt/"))}  # (the head's time and log id differ)
+        assert {"work/cmp/state.json", "work/cmp/summary-structured.json", "work/cmp/candidate-structured.json"} <= set(objs)
+        outs[mode] = (objs, ext.model_dump(exclude={"ms"}),
+                      fin.model_dump(exclude={"ms": True, "summarize_ms": True, "lift": {"ms"}, "check": {"ms"}}))
+    assert outs["one"] == outs["steps"]
+
+
+async def test_externalize_finish_stops_after_layers_that_do_not_shrink_the_view(tmp_path):
+    """When the layers leave the view at the plan's size or more, only externalize runs (the
+    workflow then ends noop): no finish output, no state, summary or candidate written."""
+    from activities.contracts import ExternalizeFinishInput
+
+    store = open_store(f"file://{tmp_path}")
+    SessionLog(store, "t1", "s1").append(coding_session())
+    acts = StoreActivities(store)
+    snap = await acts.freeze_snapshot(FreezeInput(tenant="t1", session="s1"))
+    pol = PolicyRef(target_tokens=TARGET)
+    pre = "t/t1/s/s1/work/cmp/"
+    plan = await acts.plan_compaction(PlanInput(snapshot=snap, policy=pol, plan_key=pre + "plan.json"))
+    both = await acts.externalize_finish(ExternalizeFinishInput(
+        externalize=ExternalizeInput(snapshot=snap, policy=pol, plan_key=plan.plan_key, layers_key=pre + "layers.json"),
+        prefix=pre, tenant="t1", session="s1", tokens_before=0))  # no layer result is below 0 tokens
+    assert both.finish is None and both.externalize.layers
+    assert sorted(k.rsplit("/", 1)[1] for k in store.list(pre)) == ["layers.json", "plan.json"]
+
+
+@pytest.mark.parametrize("second", [False, True])
 async def test_work_objects_reused_in_memory_are_the_bytes_a_fresh_parse_gives(tmp_path, second):
     """The steps of one worker hand the layers document, the state and the candidate on unparsed
     (WorkDocs): what they write is what parsing each object again would write - the state and
