@@ -30,6 +30,7 @@ class CoveredText:
     def __init__(self, events: Sequence[Event]) -> None:
         self.events = events
         self._built = False
+        self._bulk_built = False
         self._found: dict[str, bool] = {}
         self._answered: set[str] | None = None
         self._source_refs: set[tuple[str, str]] | None = None
@@ -49,23 +50,33 @@ class CoveredText:
 
     def _build(self) -> None:
         calls: list[str] = []
-        bulk: list[str] = []
         for e in self.events:
             for b in e.blocks:
                 calls.extend(_block_texts(b))
-                if isinstance(b, ToolResultBlock):
-                    bulk.extend(_result_texts(b))
         self._calls = "\n".join(calls)
-        self._bulk = "\n".join(bulk)
         # an identifier that stands as a whole word somewhere occurs, no search needed (the
         # words of each text in turn: the same set as the joined texts' words, without a list
         # of every word of the session at once)
         words: set[str] = set()
-        for part in (calls, bulk):
-            for text in part:
-                words.update(text.split())
+        for text in calls:
+            words.update(text.split())
         self._words = words
         self._built = True
+
+    def _build_bulk(self) -> None:
+        """The tool results' bodies and their words: most of a session's text, read only for
+        an identifier the calls, requests and answers lack (rare: a summary names what the
+        agent asked for or said), so built only then (issue 17)."""
+        bulk: list[str] = []
+        for e in self.events:
+            for r in e.tool_results:
+                bulk.extend(_result_texts(r))
+        self._bulk = "\n".join(bulk)
+        words: set[str] = set()
+        for text in bulk:
+            words.update(text.split())
+        self._bulk_words = words
+        self._bulk_built = True
 
     def occurs(self, ident: str) -> bool | None:
         """Whether ``ident`` occurs in the events; None when this index cannot tell (a newline
@@ -76,8 +87,12 @@ class CoveredText:
             self._build()
         got = self._found.get(ident)
         if got is None:
-            got = self._found[ident] = (ident in self._words or ident in self._calls
-                                        or ident in self._bulk)
+            got = ident in self._words or ident in self._calls
+            if not got:
+                if not self._bulk_built:
+                    self._build_bulk()
+                got = ident in self._bulk_words or ident in self._bulk
+            self._found[ident] = got
         return got
 
     # --- per-cut facts: computed once, answered for each candidate's cut (issue 17, round 3) ---

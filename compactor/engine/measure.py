@@ -16,7 +16,7 @@ keep it up to date on every append without reading the log.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from compactor.events import CompactionBlock, Event, to_anthropic
 from compactor.tokens import MESSAGE_OVERHEAD, count_event, count_text
@@ -178,13 +178,15 @@ def view_tokens(view: Sequence[Event]) -> int:
     return sum(count_event(e) for e in view) + repair_tokens(view)
 
 
-def streamed_view_tokens(view: Iterable[Event]) -> int | None:
+def streamed_view_tokens(view: Iterable[Event], count: Callable[[Event], int] = count_event) -> int | None:
     """``view_tokens`` of a view made as it is read (``view.iter_view``), one event held at a
-    time; None for a view holding a provider compaction block (count the built view then)."""
+    time; None for a view holding a provider compaction block (count the built view then).
+    ``count``: ``count_event``, or what gives the same answer (the engine's, knowing the
+    counts of the events its layers replaced)."""
     total = 0
-    count = RepairCount()
+    repair = RepairCount()
     for e in view:
-        if not count.add(e):
+        if not repair.add(e):
             return None
-        total += count_event(e)
-    return total + count.total()
+        total += count(e)
+    return total + repair.total()

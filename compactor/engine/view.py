@@ -6,6 +6,7 @@ import json
 from typing import Callable, Iterable, Iterator, Sequence
 
 from compactor.events import (
+    _EVENT_CACHES,
     ArtifactRefBlock,
     CompactionBlock,
     Event,
@@ -13,6 +14,7 @@ from compactor.events import (
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
+    _shared_fields_set,
     render_artifact_ref,
 )
 from compactor.records import Checkpoint
@@ -208,7 +210,41 @@ def _replace(e: Event, ckpt: Checkpoint) -> Event:
     blocks = ckpt.replacements.get(e.seq)
     if blocks is None:
         return e
-    return e.with_(blocks=list(blocks), tokens=None)
+    return with_blocks(e, list(blocks))
+
+
+def with_blocks(e: Event, blocks: list) -> Event:
+    """``e.with_(blocks=blocks, tokens=None)`` without pydantic's generic copy: the same field
+    values, the same shared fields-set ``Event.model_copy`` gives, the cached properties
+    dropped (one copy per replaced event of every view counted or built: the clearing layer
+    replaces nearly every event of a big session, issue 17)."""
+    if e.__pydantic_extra__ is not None or e.__pydantic_private__ is not None:
+        return e.with_(blocks=blocks, tokens=None)
+    fields = e.__dict__.copy()
+    for name in _EVENT_CACHES:
+        fields.pop(name, None)
+    fields["blocks"] = blocks
+    fields["tokens"] = None
+    out = object.__new__(type(e))
+    object.__setattr__(out, "__dict__", fields)
+    object.__setattr__(out, "__pydantic_extra__", None)
+    object.__setattr__(out, "__pydantic_private__", None)
+    object.__setattr__(out, "__pydantic_fields_set__", _with_blocks_set(e.__pydantic_fields_set__))
+    return out
+
+
+_WITH_BLOCKS: dict[int, tuple[set[str], set[str]]] = {}
+"""A shared fields-set -> what ``model_copy(update={"blocks", "tokens"})`` makes of it."""
+
+
+def _with_blocks_set(names: set[str]) -> set[str]:
+    got = _WITH_BLOCKS.get(id(names))
+    if got is None or got[0] is not names:  # (the key is the shared set's identity)
+        if len(_WITH_BLOCKS) > 256:
+            _WITH_BLOCKS.clear()
+        fields = names | {"blocks", "tokens"}
+        got = _WITH_BLOCKS[id(names)] = (names, names if len(fields) == len(names) else _shared_fields_set(fields))
+    return got[1]
 
 
 def view_text(events: Iterable[Event]) -> str:
