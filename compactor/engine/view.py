@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from compactor.events import (
     _EVENT_CACHES,
@@ -110,7 +110,36 @@ def iter_view(events: Sequence[Event], ckpt: Checkpoint | None) -> Iterator[Even
     """``build_view`` one event at a time (the same events, in the same order): counting a
     view this way holds one made event at a time, not a copy of every replaced one (the
     cleared view of a whole big session, issue 17)."""
-    return stream_view(lambda: events, ckpt)[1]
+    if ckpt is not None and not ckpt.covers.empty:
+        return stream_view(lambda: events, ckpt)[1]
+    # no summary: the view is the events (replaced), and the calls' names are read only if a
+    # late result needs one (no first walk of every event for them)
+    tail: Iterable[Event] = events
+    if ckpt is not None and ckpt.replacements:
+        tail = (_replace(e, ckpt) for e in events)
+    return _place(tail, ckpt, _CallNames(lambda: {u.id: u.name for e in events for u in _tool_uses(e, ckpt)}))
+
+
+class _CallNames:
+    """id -> name of every call in a view's tail, made when first asked (``_as_text`` asks
+    only for a late result: most views have none, and the walk is over every event)."""
+
+    __slots__ = ("_make", "_names")
+
+    def __init__(self, make: Callable[[], dict[str, str]]) -> None:
+        self._make = make
+        self._names: dict[str, str] | None = None
+
+    def _get(self) -> dict[str, str]:
+        if self._names is None:
+            self._names = self._make()
+        return self._names
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self._get()
+
+    def __getitem__(self, uid: str) -> str:
+        return self._get()[uid]
 
 
 def _tool_uses(e: Event, ckpt: Checkpoint | None) -> list[ToolUseBlock]:
@@ -152,10 +181,11 @@ def place_results(tail: Sequence[Event], ckpt: Checkpoint | None) -> list[Event]
     same-role events are one message, as in ``to_anthropic``. The log is untouched; the ids
     are listed in the event's ``meta[LATE_RESULTS]``.
     """
-    return list(_place(tail, ckpt, {u.id: u.name for e in tail for u in e.tool_uses}))
+    return list(_place(tail, ckpt, _CallNames(lambda: {u.id: u.name for e in tail for u in e.tool_uses})))
 
 
-def _place(tail: Iterable[Event], ckpt: Checkpoint | None, in_tail: dict[str, str]) -> Iterator[Event]:
+def _place(tail: Iterable[Event], ckpt: Checkpoint | None, in_tail: Mapping[str, str] | _CallNames
+           ) -> Iterator[Event]:
     """``place_results`` one event at a time; ``in_tail``: id -> name of every call in the tail."""
     covered: dict[str, str] = {}
     if ckpt is not None and not ckpt.covers.empty:
@@ -183,7 +213,7 @@ def _place(tail: Iterable[Event], ckpt: Checkpoint | None, in_tail: dict[str, st
 
 
 def _as_text(
-    e: Event, late: set[str], in_tail: dict[str, str], covered: dict[str, str], ckpt: Checkpoint | None,
+    e: Event, late: set[str], in_tail: Mapping[str, str] | _CallNames, covered: dict[str, str], ckpt: Checkpoint | None,
 ) -> Event:
     blocks: list = []
     for b in e.blocks:
