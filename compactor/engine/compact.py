@@ -52,7 +52,7 @@ from compactor.engine.policy import CompactionNeed, Policy, should_compact
 from compactor.records import Checkpoint, CompactionRecord, SeqRange
 from compactor.summarize.repair import drop_identifier_items, drop_identifier_lines
 from compactor.tokens import count_event, count_text, with_tokens
-from compactor.engine.view import SUMMARY_PREFIX, build_view, iter_view
+from compactor.engine.view import SUMMARY_PREFIX, build_view, iter_view_roles
 
 MIN_SUMMARY_TOKENS = 200
 """Below this a summary cannot carry the goal, constraints and latest request: shrink the tail."""
@@ -179,7 +179,9 @@ def plan(
             safe[keep] = safe_cut_points(evs, _prev_end(prev), keep_latest_request=keep)
         return safe[keep]
 
-    before = view_tokens(build_view(evs, prev))
+    before = streamed_view_tokens(iter_view_roles(evs, prev), roles=True)  # (the view is not kept)
+    if before is None:  # a provider compaction block: the request is rendered to count it
+        before = view_tokens(build_view(evs, prev))
     target = target_tokens if target_tokens is not None else policy.post_compact_tokens
     pinned = [e for e in evs if e.kind == "pinned"]
     pinned_tokens = view_tokens(pinned) if pinned else 0
@@ -362,6 +364,7 @@ def apply_layers(
         if cut > released[0]:
             for s in [s for s in repl if s <= cut]:
                 del repl[s]
+                counted.pop(s, None)
             released[0] = cut
 
     def checkpoint(end: int, **fields: object) -> Checkpoint:
@@ -407,7 +410,7 @@ def apply_layers(
             # The view is counted as it is made, one event at a time, and built only when
             # needed (validation, or chosen): build_view is pure, so the built one is the
             # same (memory: the cleared view of a big session is a copy of every cleared event).
-            n = streamed_view_tokens(iter_view(evs, ckpt), _known_counts(counted))
+            n = streamed_view_tokens(iter_view_roles(evs, ckpt), _known_counts(counted), roles=True)
             if n is None:  # a provider compaction block: the request is rendered to count it
                 n = view_tokens(build_view(evs, ckpt))
 

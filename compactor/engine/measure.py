@@ -91,6 +91,9 @@ def repair_tokens(view: Sequence[Event]) -> int:
     return count.total()
 
 
+_ASK = object()  # RepairCount.add: work the role out
+
+
 class RepairCount:
     """``repair_tokens`` fed one view event at a time, holding only the last two messages'
     calls and results and the calls left unanswered (issue 17, memory: a view counted as it
@@ -103,15 +106,17 @@ class RepairCount:
         self._missing: list[str] = []  # calls no result answers, in order
         self._extra = 0  # user messages of placeholders added
 
-    def add(self, e: Event) -> bool:
+    def add(self, e: Event, role: str | None | object = _ASK) -> bool:
         """Count ``e`` in; False when the view holds a provider compaction block (the caller
-        renders the request instead: ``_repair_tokens_rendered``)."""
+        renders the request instead: ``_repair_tokens_rendered``). ``role``: its
+        ``message_role``, when the caller has it."""
         for b in e.blocks:
             if isinstance(b, CompactionBlock) and b.raw is not None:
                 return False
         if e.meta:
             self._late.update(e.meta.get(LATE_RESULTS, ()))
-        role = message_role(e)
+        if role is _ASK:
+            role = message_role(e)
         if role is None:
             return True
         groups = self._groups
@@ -178,15 +183,23 @@ def view_tokens(view: Sequence[Event]) -> int:
     return sum(count_event(e) for e in view) + repair_tokens(view)
 
 
-def streamed_view_tokens(view: Iterable[Event], count: Callable[[Event], int] = count_event) -> int | None:
+def streamed_view_tokens(view: Iterable[Any], count: Callable[[Event], int] = count_event, *,
+                         roles: bool = False) -> int | None:
     """``view_tokens`` of a view made as it is read (``view.iter_view``), one event held at a
     time; None for a view holding a provider compaction block (count the built view then).
     ``count``: ``count_event``, or what gives the same answer (the engine's, knowing the
-    counts of the events its layers replaced)."""
+    counts of the events its layers replaced). ``roles``: ``view`` yields (event, its
+    ``message_role``) pairs (``view.iter_view_roles``)."""
     total = 0
     repair = RepairCount()
-    for e in view:
-        if not repair.add(e):
-            return None
-        total += count(e)
+    if roles:
+        for e, role in view:
+            if not repair.add(e, role):
+                return None
+            total += count(e)
+    else:
+        for e in view:
+            if not repair.add(e):
+                return None
+            total += count(e)
     return total + repair.total()

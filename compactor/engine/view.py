@@ -120,6 +120,24 @@ def iter_view(events: Sequence[Event], ckpt: Checkpoint | None) -> Iterator[Even
     return _place(tail, ckpt, _CallNames(lambda: {u.id: u.name for e in events for u in _tool_uses(e, ckpt)}))
 
 
+def iter_view_roles(events: Sequence[Event], ckpt: Checkpoint | None) -> Iterator[tuple[Event, str | None]]:
+    """``iter_view``, each event with its ``message_role``: what placing the results reads
+    already, so a count of the view (``measure.streamed_view_tokens(..., roles=True)``) need
+    not work it out again for every event (issue 17)."""
+    end = 0 if ckpt is None or ckpt.covers.empty else ckpt.covers.end
+    if end:
+        for e in events:
+            if e.kind == "pinned" and e.seq <= end:
+                yield e, message_role(e)
+        head = summary_event(ckpt)  # type: ignore[arg-type]
+        yield head, message_role(head)
+    tail: Iterable[Event] = (e for e in events if e.seq > end) if end else events
+    if ckpt is not None and ckpt.replacements:
+        tail = (_replace(e, ckpt) for e in tail)
+    yield from _placed(tail, ckpt, _CallNames(
+        lambda: {u.id: u.name for e in events if e.seq > end for u in _tool_uses(e, ckpt)}))
+
+
 class _CallNames:
     """id -> name of every call in a view's tail, made when first asked (``_as_text`` asks
     only for a late result: most views have none, and the walk is over every event)."""
@@ -187,6 +205,14 @@ def place_results(tail: Sequence[Event], ckpt: Checkpoint | None) -> list[Event]
 def _place(tail: Iterable[Event], ckpt: Checkpoint | None, in_tail: Mapping[str, str] | _CallNames
            ) -> Iterator[Event]:
     """``place_results`` one event at a time; ``in_tail``: id -> name of every call in the tail."""
+    for e, _ in _placed(tail, ckpt, in_tail):
+        yield e
+
+
+def _placed(tail: Iterable[Event], ckpt: Checkpoint | None, in_tail: Mapping[str, str] | _CallNames
+            ) -> Iterator[tuple[Event, str | None]]:
+    """``_place``, each event with its ``message_role`` (a late result's event shown as text
+    keeps its role: a user message with text)."""
     covered: dict[str, str] = {}
     if ckpt is not None and not ckpt.covers.empty:
         for u in (ckpt.state or {}).get("unknown_actions", []) or []:
@@ -209,7 +235,7 @@ def _place(tail: Iterable[Event], ckpt: Checkpoint | None, in_tail: Mapping[str,
                 e = _as_text(e, late, in_tail, covered, ckpt)
         if r is not None:
             role = r
-        yield e
+        yield e, r
 
 
 def _as_text(
