@@ -17,9 +17,9 @@ from bisect import bisect_right
 from typing import Any, Sequence
 
 from compactor.engine.boundary import body
-from compactor.engine.identifiers import _block_texts, _result_texts
+from compactor.engine.identifiers import _JSON, _block_texts, _collect_strings, _result_texts
 from compactor.engine.invariants import _refs
-from compactor.events import Event, ToolResultBlock, ToolUseBlock
+from compactor.events import Event, TextBlock, ToolResultBlock, ToolUseBlock
 from compactor.tokens import count_event
 
 
@@ -45,21 +45,44 @@ class CoveredText:
     def source_refs(self) -> set[tuple[str, str]]:
         """(sha256, uri) of every artifact ref the events carry (read-only: shared)."""
         if self._source_refs is None:
-            self._source_refs = {(r.sha256, r.uri) for e in self.events for r in _refs(e.blocks)}
+            refs: set[tuple[str, str]] = set()
+            for e in self.events:
+                for b in e.blocks:
+                    t = type(b)
+                    if t is TextBlock or t is ToolUseBlock:
+                        continue  # (no ref in them: most blocks)
+                    if t is ToolResultBlock and all(type(c) is TextBlock for c in b.content):
+                        continue
+                    refs.update((r.sha256, r.uri) for r in _refs((b,)))
+            self._source_refs = refs
         return self._source_refs
 
     def _build(self) -> None:
+        # _block_texts of every block, inlined for the common blocks (a generator per block
+        # was a third of the build at 100k events, issue 17): the same texts, in order
         calls: list[str] = []
+        add = calls.append
         for e in self.events:
             for b in e.blocks:
-                calls.extend(_block_texts(b))
+                t = type(b)
+                if t is TextBlock:
+                    add(b.text)
+                elif t is ToolResultBlock:
+                    add(b.tool_use_id)
+                elif t is ToolUseBlock:
+                    add(b.name)
+                    _collect_strings(b.input, calls)
+                    add(_JSON.encode(b.input))
+                    add(b.id)
+                else:
+                    calls.extend(_block_texts(b))
         self._calls = "\n".join(calls)
         # an identifier that stands as a whole word somewhere occurs, no search needed (the
-        # words of each text in turn: the same set as the joined texts' words, without a list
-        # of every word of the session at once)
+        # words of a few hundred texts at a time, joined by newlines: the same set as each
+        # text's words, without a list of every word of the session at once)
         words: set[str] = set()
-        for text in calls:
-            words.update(text.split())
+        for i in range(0, len(calls), 512):
+            words.update("\n".join(calls[i:i + 512]).split())
         self._words = words
         self._built = True
 
@@ -73,8 +96,8 @@ class CoveredText:
                 bulk.extend(_result_texts(r))
         self._bulk = "\n".join(bulk)
         words: set[str] = set()
-        for text in bulk:
-            words.update(text.split())
+        for i in range(0, len(bulk), 512):
+            words.update("\n".join(bulk[i:i + 512]).split())
         self._bulk_words = words
         self._bulk_built = True
 
@@ -150,6 +173,8 @@ class CoveredText:
             calls = []
             for pos, e in enumerate(evs):
                 uses = e.tool_uses
+                if not uses:
+                    continue
                 lrs = [last_result.get(u.id) for u in uses]
                 if any(x is not None for x in lrs):
                     calls.append((max(x for x in lrs if x is not None), pos, e, uses, lrs))
