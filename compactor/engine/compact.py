@@ -132,7 +132,13 @@ def prepare(events: Sequence[Event], prev: Checkpoint | None) -> list[Event]:
     """Events the engine works on: pinned + those after ``prev``, in seq order, tokens cached."""
     end = _prev_end(prev)
     evs = [e for e in events if e.kind == "pinned" or e.seq > end]
-    return with_tokens(sorted(evs, key=lambda e: e.seq))
+    last = -1
+    for e in evs:  # in seq order already, as a log reads (a compaction prepares its events 3 times)
+        if e.seq < last:
+            evs.sort(key=lambda e: e.seq)  # stable, as sorted() was
+            break
+        last = e.seq
+    return with_tokens(evs)
 
 
 def _frame_tokens(end: int) -> int:
