@@ -14,6 +14,7 @@ span two texts of the joined haystack) is left to the full search.
 from __future__ import annotations
 
 from bisect import bisect_right
+from operator import itemgetter
 from typing import Any, Sequence
 
 from compactor.engine.boundary import body
@@ -178,7 +179,7 @@ class CoveredText:
                 lrs = [last_result.get(u.id) for u in uses]
                 if any(x is not None for x in lrs):
                     calls.append((max(x for x in lrs if x is not None), pos, e, uses, lrs))
-            calls.sort(key=lambda c: -c[0])
+            calls.sort(key=itemgetter(0), reverse=True)  # (stable, as the key -c[0] was)
             self._memo[("calls", prev_end)] = calls
         hits = []
         for latest, pos, e, uses, lrs in calls:
