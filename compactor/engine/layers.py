@@ -33,7 +33,7 @@ from compactor.events import (
     ToolResultBlock,
 )
 from compactor.engine.policy import Policy
-from compactor.engine.view import with_blocks
+from compactor.engine.view import light_copy, with_blocks
 from compactor.tokens import MESSAGE_OVERHEAD, count_blocks, count_event, count_text, encoding
 
 if TYPE_CHECKING:
@@ -229,7 +229,7 @@ def _cleared(r: ToolResultBlock) -> tuple[ToolResultBlock, dict[str, bytes], int
                 content.append(ref)
     if not content:
         content = [TextBlock(text=CLEARED_TEXT)]
-    return _with_content(r, content), arts, tokens
+    return light_copy(r, {"content": content}), arts, tokens
 
 
 _RESULT_TOKENS = 4
@@ -285,23 +285,6 @@ def _cleared_ref(data: bytes, media_type: str) -> ArtifactRefBlock:
     object.__setattr__(ref, "__pydantic_private__", None)
     object.__setattr__(ref, "__pydantic_fields_set__", _shared_fields_set(_CLEARED_FIELDS))
     return ref
-
-
-def _with_content(r: ToolResultBlock, content: list) -> ToolResultBlock:
-    """``r.model_copy(update={"content": content})`` without pydantic's generic copy (the same
-    field values and shared fields-set)."""
-    if r.__pydantic_extra__ is not None or r.__pydantic_private__ is not None:
-        return r.model_copy(update={"content": content})
-    fields = r.__dict__.copy()
-    fields["content"] = content
-    out = object.__new__(ToolResultBlock)
-    object.__setattr__(out, "__dict__", fields)
-    object.__setattr__(out, "__pydantic_extra__", None)
-    object.__setattr__(out, "__pydantic_private__", None)
-    names = r.__pydantic_fields_set__
-    object.__setattr__(out, "__pydantic_fields_set__",
-                       names if "content" in names else _shared_fields_set(names | {"content"}))
-    return out
 
 
 def _record(out: LayerOutcome, e: Event, blocks: list[Block], after: int | None = None) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from compactor.events import (
     _EVENT_CACHES,
@@ -270,36 +270,44 @@ def _replace(e: Event, ckpt: Checkpoint) -> Event:
 
 
 def with_blocks(e: Event, blocks: list) -> Event:
-    """``e.with_(blocks=blocks, tokens=None)`` without pydantic's generic copy: the same field
-    values, the same shared fields-set ``Event.model_copy`` gives, the cached properties
-    dropped (one copy per replaced event of every view counted or built: the clearing layer
-    replaces nearly every event of a big session, issue 17)."""
-    if e.__pydantic_extra__ is not None or e.__pydantic_private__ is not None:
-        return e.with_(blocks=blocks, tokens=None)
-    fields = e.__dict__.copy()
-    for name in _EVENT_CACHES:
+    """``e.with_(blocks=blocks, tokens=None)`` without pydantic's generic copy (``light_copy``;
+    the cached properties read from the blocks dropped): one copy per replaced event of every
+    view counted or built - the clearing layer replaces nearly every event of a big session,
+    issue 17."""
+    return light_copy(e, {"blocks": blocks, "tokens": None}, drop=_EVENT_CACHES)
+
+
+def light_copy(m: Any, update: dict[str, Any], drop: tuple[str, ...] = ()) -> Any:
+    """``m.model_copy(update=update)`` of a frozen model sharing its fields-set
+    (``events.SharedFieldsSet``), without pydantic's generic copy: the same field values, the
+    same shared fields-set, and ``drop`` (cached properties) left out of the copy."""
+    if m.__pydantic_extra__ is not None or m.__pydantic_private__ is not None:
+        return m.model_copy(update=update)
+    fields = m.__dict__.copy()
+    for name in drop:
         fields.pop(name, None)
-    fields["blocks"] = blocks
-    fields["tokens"] = None
-    out = object.__new__(type(e))
+    fields.update(update)
+    out = object.__new__(type(m))
     object.__setattr__(out, "__dict__", fields)
     object.__setattr__(out, "__pydantic_extra__", None)
     object.__setattr__(out, "__pydantic_private__", None)
-    object.__setattr__(out, "__pydantic_fields_set__", _with_blocks_set(e.__pydantic_fields_set__))
+    object.__setattr__(out, "__pydantic_fields_set__", _updated_set(m.__pydantic_fields_set__, frozenset(update)))
     return out
 
 
-_WITH_BLOCKS: dict[int, tuple[set[str], set[str]]] = {}
-"""A shared fields-set -> what ``model_copy(update={"blocks", "tokens"})`` makes of it."""
+_UPDATED_SETS: dict[tuple[int, frozenset[str]], tuple[set[str], set[str]]] = {}
+"""(a shared fields-set's identity, the names updated) -> what ``SharedFieldsSet.model_copy``
+makes of it."""
 
 
-def _with_blocks_set(names: set[str]) -> set[str]:
-    got = _WITH_BLOCKS.get(id(names))
-    if got is None or got[0] is not names:  # (the key is the shared set's identity)
-        if len(_WITH_BLOCKS) > 256:
-            _WITH_BLOCKS.clear()
-        fields = names | {"blocks", "tokens"}
-        got = _WITH_BLOCKS[id(names)] = (names, names if len(fields) == len(names) else _shared_fields_set(fields))
+def _updated_set(names: set[str], keys: frozenset[str]) -> set[str]:
+    if keys <= names:
+        return names  # nothing new: the original's, as model_copy shares it
+    got = _UPDATED_SETS.get((id(names), keys))
+    if got is None or got[0] is not names:  # (the key holds the shared set's identity)
+        if len(_UPDATED_SETS) > 256:
+            _UPDATED_SETS.clear()
+        got = _UPDATED_SETS[(id(names), keys)] = (names, _shared_fields_set(names | keys))
     return got[1]
 
 
