@@ -22,7 +22,6 @@ constrain the cut nor count towards the tail.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from typing import Callable, Sequence
 
 from compactor.events import Event
@@ -94,27 +93,55 @@ def safe_cut_points(
     evs = body(events, prev_end)
     if not evs:
         return []
+    # One walk for what pending_tool_uses, latest_request and the spans need (each walked the
+    # whole session on its own: 3-4 walks per call, issue 17). ``evs`` is in seq order.
     use_seq: dict[str, int] = {}
+    last_result: dict[str, int] = {}  # the seq of each call's last result (any call id)
+    last_assistant = 0
     for e in evs:
-        for u in e.tool_uses:
-            use_seq.setdefault(u.id, e.seq)
+        uses = e.tool_uses
+        if uses:
+            for u in uses:
+                use_seq.setdefault(u.id, e.seq)
+        results = e.tool_results
+        if results:
+            for r in results:
+                last_result[r.tool_use_id] = e.seq
+        if e.role == "assistant":
+            last_assistant = e.seq
     # [start, end) ranges where a cut would separate a tool_use from one of its results.
-    last_result: dict[str, int] = {}
-    for e in evs:
-        for r in e.tool_results:
-            if r.tool_use_id in use_seq:
-                last_result[r.tool_use_id] = max(last_result.get(r.tool_use_id, 0), e.seq)
-    spans = [(use_seq[i], end) for i, end in last_result.items() if end > use_seq[i]]
+    spans = [(use_seq[i], end) for i, end in last_result.items() if i in use_seq and end > use_seq[i]]
     limit = evs[-1].seq  # cover at most everything
-    pending = pending_tool_uses(events, prev_end)
-    if pending:
-        limit = min(limit, min(pending.values()) - 1)
-    req = latest_request(events, prev_end) if keep_latest_request else None
-    if req is not None:
-        limit = min(limit, req.seq - 1)
+    # pending: calls no result answers, at or after the last assistant event (the events from
+    # there on are the last ones: read back from the end)
+    first_pending = None
+    for i in range(len(evs) - 1, -1, -1):
+        e = evs[i]
+        if e.seq < last_assistant:
+            break
+        for u in e.tool_uses:
+            if u.id not in last_result:
+                first_pending = e.seq if first_pending is None else min(first_pending, e.seq)
+    if first_pending is not None:
+        limit = min(limit, first_pending - 1)
+    if keep_latest_request:
+        for i in range(len(evs) - 1, -1, -1):  # the latest request: usually near the end
+            if evs[i].is_user_request:
+                limit = min(limit, evs[i].seq - 1)
+                break
+    out: list[int] = []
     blocked = _blocked(spans)
-    starts = [s for s, _ in blocked]
-    return [e.seq for e in evs if e.seq <= limit and not _inside(e.seq, blocked, starts)]
+    b, nb = 0, len(blocked)
+    for e in evs:  # ascending: a pointer into the sorted, disjoint spans instead of a search each
+        k = e.seq
+        if k > limit:
+            break
+        while b < nb and blocked[b][1] <= k:
+            b += 1
+        if b < nb and blocked[b][0] <= k:
+            continue  # inside [start, end)
+        out.append(k)
+    return out
 
 
 def _blocked(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -126,13 +153,6 @@ def _blocked(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             out.append((s, t))
     return out
-
-
-def _inside(k: int, blocked: list[tuple[int, int]], starts: list[int]) -> bool:
-    """``k`` falls in one of the merged (sorted, disjoint) spans: a binary search, not a scan
-    (a scan made ``safe_cut_points`` quadratic: 111 M comparisons at 10k events)."""
-    i = bisect_right(starts, k) - 1
-    return i >= 0 and k < blocked[i][1]
 
 
 def tail_start(

@@ -25,6 +25,7 @@ import json
 import time
 from bisect import bisect_right
 from itertools import accumulate
+from operator import is_
 from datetime import datetime
 from typing import Any, Callable, Sequence
 
@@ -51,7 +52,7 @@ from compactor.engine.policy import CompactionNeed, Policy, should_compact
 from compactor.records import Checkpoint, CompactionRecord, SeqRange
 from compactor.summarize.repair import drop_identifier_items, drop_identifier_lines
 from compactor.tokens import count_event, count_text, with_tokens
-from compactor.engine.view import SUMMARY_PREFIX, build_view, iter_view
+from compactor.engine.view import SUMMARY_PREFIX, build_view, iter_view_roles
 
 MIN_SUMMARY_TOKENS = 200
 """Below this a summary cannot carry the goal, constraints and latest request: shrink the tail."""
@@ -131,7 +132,13 @@ def prepare(events: Sequence[Event], prev: Checkpoint | None) -> list[Event]:
     """Events the engine works on: pinned + those after ``prev``, in seq order, tokens cached."""
     end = _prev_end(prev)
     evs = [e for e in events if e.kind == "pinned" or e.seq > end]
-    return with_tokens(sorted(evs, key=lambda e: e.seq))
+    last = -1
+    for e in evs:  # in seq order already, as a log reads (a compaction prepares its events 3 times)
+        if e.seq < last:
+            evs.sort(key=lambda e: e.seq)  # stable, as sorted() was
+            break
+        last = e.seq
+    return with_tokens(evs)
 
 
 def _frame_tokens(end: int) -> int:
@@ -178,7 +185,9 @@ def plan(
             safe[keep] = safe_cut_points(evs, _prev_end(prev), keep_latest_request=keep)
         return safe[keep]
 
-    before = view_tokens(build_view(evs, prev))
+    before = streamed_view_tokens(iter_view_roles(evs, prev), roles=True)  # (the view is not kept)
+    if before is None:  # a provider compaction block: the request is rendered to count it
+        before = view_tokens(build_view(evs, prev))
     target = target_tokens if target_tokens is not None else policy.post_compact_tokens
     pinned = [e for e in evs if e.kind == "pinned"]
     pinned_tokens = view_tokens(pinned) if pinned else 0
@@ -349,6 +358,7 @@ def apply_layers(
     layers: list[str] = []
     freed: dict[str, int] = {}
     durations: dict[str, float] = {}
+    counted: dict[int, tuple[list[Block], int]] = {}  # seq -> (a layer's replacement, its tokens)
     released = [end0]  # repl holds no replacement at or before this seq (see release_covered)
     layer_fns = {LAYER_EXTERNALIZE: externalize_tool_results, LAYER_CLEAR: clear_old_tool_results}
 
@@ -360,6 +370,7 @@ def apply_layers(
         if cut > released[0]:
             for s in [s for s in repl if s <= cut]:
                 del repl[s]
+                counted.pop(s, None)
             released[0] = cut
 
     def checkpoint(end: int, **fields: object) -> Checkpoint:
@@ -368,8 +379,9 @@ def apply_layers(
             repl.update({s: list(b) for s, b in (prev.replacements.items() if prev is not None else [])
                          if s > end0})
             for name in layers:
-                repl.update(layer_fns[name](apply_replacements([e for e in evs if e.kind != "pinned"], repl),
-                                            policy).replacements)
+                again = layer_fns[name](apply_replacements([e for e in evs if e.kind != "pinned"], repl), policy)
+                repl.update(again.replacements)
+                counted.update((s, (b, again.counts[s])) for s, b in again.replacements.items())
             released[0] = end0
         base: dict[str, object] = {}
         if prev is not None:
@@ -404,7 +416,7 @@ def apply_layers(
             # The view is counted as it is made, one event at a time, and built only when
             # needed (validation, or chosen): build_view is pure, so the built one is the
             # same (memory: the cleared view of a big session is a copy of every cleared event).
-            n = streamed_view_tokens(iter_view(evs, ckpt))
+            n = streamed_view_tokens(iter_view_roles(evs, ckpt), _known_counts(counted), roles=True)
             if n is None:  # a provider compaction block: the request is rendered to count it
                 n = view_tokens(build_view(evs, ckpt))
 
@@ -439,6 +451,7 @@ def apply_layers(
         if not out.items:
             continue
         repl.update(out.replacements)
+        counted.update((s, (b, out.counts[s])) for s, b in out.replacements.items())
         artifacts.update(out.artifacts)
         cand = candidate(checkpoint(end0), lazy=True, remake=lambda: checkpoint(end0))
         layers.append(name)
@@ -560,6 +573,24 @@ def apply_layers(
     covered_text = None  # type: ignore[assignment]  # a check run later still works: index=None is the full search
     repl.clear()
     return _result(best, artifacts, layers, freed, durations, evs, candidates.n)
+
+
+def _known_counts(counted: dict[int, tuple[list[Block], int]]) -> Callable[[Event], int]:
+    """``count_event``, answered from the layers' own counts for an event a view shows with a
+    replacement they made (the same blocks: the clearing layer counted each cleared event
+    once already, and a replaced event's copy carries no count)."""
+    def count(e: Event) -> int:
+        n = e.tokens
+        if n is not None:
+            return n
+        got = counted.get(e.seq)
+        if got is not None:
+            blocks, n = got
+            shown = e.blocks
+            if len(shown) == len(blocks) and all(map(is_, shown, blocks)):
+                return n
+        return count_event(e)
+    return count
 
 
 def repair_candidate(

@@ -14,12 +14,13 @@ span two texts of the joined haystack) is left to the full search.
 from __future__ import annotations
 
 from bisect import bisect_right
+from operator import itemgetter
 from typing import Any, Sequence
 
 from compactor.engine.boundary import body
-from compactor.engine.identifiers import _block_texts, _result_texts
+from compactor.engine.identifiers import _JSON, _block_texts, _collect_strings, _result_texts
 from compactor.engine.invariants import _refs
-from compactor.events import Event, ToolResultBlock, ToolUseBlock
+from compactor.events import Event, TextBlock, ToolResultBlock, ToolUseBlock
 from compactor.tokens import count_event
 
 
@@ -30,6 +31,7 @@ class CoveredText:
     def __init__(self, events: Sequence[Event]) -> None:
         self.events = events
         self._built = False
+        self._bulk_built = False
         self._found: dict[str, bool] = {}
         self._answered: set[str] | None = None
         self._source_refs: set[tuple[str, str]] | None = None
@@ -44,28 +46,61 @@ class CoveredText:
     def source_refs(self) -> set[tuple[str, str]]:
         """(sha256, uri) of every artifact ref the events carry (read-only: shared)."""
         if self._source_refs is None:
-            self._source_refs = {(r.sha256, r.uri) for e in self.events for r in _refs(e.blocks)}
+            refs: set[tuple[str, str]] = set()
+            for e in self.events:
+                for b in e.blocks:
+                    t = type(b)
+                    if t is TextBlock or t is ToolUseBlock:
+                        continue  # (no ref in them: most blocks)
+                    if t is ToolResultBlock and all(type(c) is TextBlock for c in b.content):
+                        continue
+                    refs.update((r.sha256, r.uri) for r in _refs((b,)))
+            self._source_refs = refs
         return self._source_refs
 
     def _build(self) -> None:
+        # _block_texts of every block, inlined for the common blocks (a generator per block
+        # was a third of the build at 100k events, issue 17): the same texts, in order
         calls: list[str] = []
-        bulk: list[str] = []
+        add = calls.append
         for e in self.events:
             for b in e.blocks:
-                calls.extend(_block_texts(b))
-                if isinstance(b, ToolResultBlock):
-                    bulk.extend(_result_texts(b))
+                t = type(b)
+                if t is TextBlock:
+                    add(b.text)
+                elif t is ToolResultBlock:
+                    add(b.tool_use_id)
+                elif t is ToolUseBlock:
+                    add(b.name)
+                    _collect_strings(b.input, calls)
+                    add(_JSON.encode(b.input))
+                    add(b.id)
+                else:
+                    calls.extend(_block_texts(b))
         self._calls = "\n".join(calls)
-        self._bulk = "\n".join(bulk)
         # an identifier that stands as a whole word somewhere occurs, no search needed (the
-        # words of each text in turn: the same set as the joined texts' words, without a list
-        # of every word of the session at once)
+        # words of a few hundred texts at a time, joined by newlines: the same set as each
+        # text's words, without a list of every word of the session at once)
         words: set[str] = set()
-        for part in (calls, bulk):
-            for text in part:
-                words.update(text.split())
+        for i in range(0, len(calls), 512):
+            words.update("\n".join(calls[i:i + 512]).split())
         self._words = words
         self._built = True
+
+    def _build_bulk(self) -> None:
+        """The tool results' bodies and their words: most of a session's text, read only for
+        an identifier the calls, requests and answers lack (rare: a summary names what the
+        agent asked for or said), so built only then (issue 17)."""
+        bulk: list[str] = []
+        for e in self.events:
+            for r in e.tool_results:
+                bulk.extend(_result_texts(r))
+        self._bulk = "\n".join(bulk)
+        words: set[str] = set()
+        for i in range(0, len(bulk), 512):
+            words.update("\n".join(bulk[i:i + 512]).split())
+        self._bulk_words = words
+        self._bulk_built = True
 
     def occurs(self, ident: str) -> bool | None:
         """Whether ``ident`` occurs in the events; None when this index cannot tell (a newline
@@ -76,8 +111,12 @@ class CoveredText:
             self._build()
         got = self._found.get(ident)
         if got is None:
-            got = self._found[ident] = (ident in self._words or ident in self._calls
-                                        or ident in self._bulk)
+            got = ident in self._words or ident in self._calls
+            if not got:
+                if not self._bulk_built:
+                    self._build_bulk()
+                got = ident in self._bulk_words or ident in self._bulk
+            self._found[ident] = got
         return got
 
     # --- per-cut facts: computed once, answered for each candidate's cut (issue 17, round 3) ---
@@ -135,10 +174,12 @@ class CoveredText:
             calls = []
             for pos, e in enumerate(evs):
                 uses = e.tool_uses
+                if not uses:
+                    continue
                 lrs = [last_result.get(u.id) for u in uses]
                 if any(x is not None for x in lrs):
                     calls.append((max(x for x in lrs if x is not None), pos, e, uses, lrs))
-            calls.sort(key=lambda c: -c[0])
+            calls.sort(key=itemgetter(0), reverse=True)  # (stable, as the key -c[0] was)
             self._memo[("calls", prev_end)] = calls
         hits = []
         for latest, pos, e, uses, lrs in calls:

@@ -161,6 +161,10 @@ def _collect_strings(obj: Any, out: list[str]) -> None:
             _collect_strings(v, out)
 
 
+_JSON = json.JSONEncoder(ensure_ascii=False)
+"""``json.dumps(x, ensure_ascii=False)`` without building an encoder per call."""
+
+
 def _block_texts(b: Any) -> Iterable[str]:
     """Strings of one block an identifier may be quoted from (tool results: their id only;
     their bodies come from ``_result_texts``)."""
@@ -173,7 +177,7 @@ def _block_texts(b: Any) -> Iterable[str]:
     elif isinstance(b, ToolUseBlock):
         yield b.name
         yield from _strings(b.input)
-        yield json.dumps(b.input, ensure_ascii=False)
+        yield _JSON.encode(b.input)
         yield b.id
     elif isinstance(b, ToolResultBlock):
         yield b.tool_use_id

@@ -121,7 +121,7 @@ def validate(
                      and e.seq > end else e for e in events]
         out += check_batches(shown, end, prev_end)
     out += check_first_user(view)
-    out += check_pinned(events, view)
+    out += check_pinned(events, view, index)
     out += check_latest_request(events, view, index)
     out += check_range(events, checkpoint, view, prev_checkpoint, index)
     if checkpoint is not None:
@@ -337,10 +337,13 @@ def _by_seq(view: Sequence[Event]) -> dict[int, list[Event]]:
     return out
 
 
-def check_pinned(events: Sequence[Event], view: Sequence[Event]) -> list[Violation]:
+def check_pinned(events: Sequence[Event], view: Sequence[Event], index: Any = None) -> list[Violation]:
+    """``index``: a ``covered_text.CoveredText`` of ``events`` (its pinned events' positions:
+    no walk of every event per candidate)."""
     shown = _by_seq(view)
     out = []
-    for e in events:
+    facts = index.range_facts() if index is not None else None
+    for e in (events if facts is None else [events[i] for i in facts[3]]):
         if e.kind != "pinned":
             continue
         if not any(v.id == e.id and v.blocks == e.blocks for v in shown.get(e.seq, [])):

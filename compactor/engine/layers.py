@@ -18,12 +18,14 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import re
 from typing import TYPE_CHECKING, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from compactor.events import (
     ArtifactRefBlock,
+    _shared_fields_set,
     Block,
     Event,
     ImageBlock,
@@ -31,7 +33,8 @@ from compactor.events import (
     ToolResultBlock,
 )
 from compactor.engine.policy import Policy
-from compactor.tokens import count_blocks, count_event, count_text
+from compactor.engine.view import light_copy, with_blocks
+from compactor.tokens import MESSAGE_OVERHEAD, count_blocks, count_event, count_text, encoding
 
 if TYPE_CHECKING:
     from compactor.lifting.state import LiftedState
@@ -57,6 +60,9 @@ class LayerOutcome(BaseModel):
     artifacts: dict[str, bytes] = Field(default_factory=dict, description="sha256 -> bytes to store.")
     freed_tokens: int = Field(default=0, description="Sum of per-event token savings.")
     items: int = Field(default=0, description="Tool results externalized or cleared.")
+    counts: dict[int, int] = Field(
+        default_factory=dict, description="seq -> tokens of the event shown with its replacement "
+        "(``count_blocks``): counted here once, not again by each view that shows it.")
 
 
 def make_artifact(
@@ -86,10 +92,12 @@ def make_artifact(
 
 def apply_replacements(events: Sequence[Event], replacements: dict[int, list[Block]]) -> list[Event]:
     """Events as the view shows them: replaced blocks swapped in (tokens recounted)."""
+    if not replacements:
+        return list(events)
     out: list[Event] = []
     for e in events:
         blocks = replacements.get(e.seq)
-        out.append(e if blocks is None else e.with_(blocks=list(blocks), tokens=None))
+        out.append(e if blocks is None else with_blocks(e, list(blocks)))
     return out
 
 
@@ -155,7 +163,7 @@ def clear_old_tool_results(
     out = LayerOutcome(layer=LAYER_CLEAR)
     located: list[tuple[int, int]] = []  # (event index, block index) of live tool results
     for i, e in enumerate(events):
-        if e.kind == "pinned":
+        if e.kind == "pinned" or not e.tool_results:  # (cached on the event: most have none)
             continue
         for j, b in enumerate(e.blocks):
             if isinstance(b, ToolResultBlock) and not _is_cleared(b):
@@ -163,22 +171,25 @@ def clear_old_tool_results(
     if len(located) <= policy.clear_tool_results_after or len(located) <= keep:
         return out
     victims = located[: len(located) - keep]
-    by_event: dict[int, set[int]] = {}
+    by_event: dict[int, list[int]] = {}
     for i, j in victims:
-        by_event.setdefault(i, set()).add(j)
+        by_event.setdefault(i, []).append(j)
+    artifacts = out.artifacts
     for i, idxs in by_event.items():
         e = events[i]
-        blocks: list[Block] = []
-        for j, b in enumerate(e.blocks):
-            if j in idxs:
-                assert isinstance(b, ToolResultBlock)
-                new, arts = _cleared(b)
-                out.artifacts.update(arts)
-                blocks.append(new)
-                out.items += 1
-            else:
-                blocks.append(b)
-        _record(out, e, blocks)
+        blocks: list[Block] = list(e.blocks)
+        known: int | None = 0  # tokens of the cleared results, when _cleared knows them all
+        for j in idxs:
+            new, arts, n = _cleared(blocks[j])  # type: ignore[arg-type]
+            artifacts.update(arts)
+            blocks[j] = new
+            known = None if n is None or known is None else known + n
+        out.items += len(idxs)
+        after = None
+        if known is not None:  # count_blocks(blocks): additive per block, a result always renders
+            rest = count_blocks([b for j, b in enumerate(blocks) if j not in idxs]) if len(blocks) > len(idxs) else 0
+            after = MESSAGE_OVERHEAD + known + (rest - MESSAGE_OVERHEAD if rest else 0)
+        _record(out, e, blocks, after)
     return out
 
 
@@ -186,16 +197,22 @@ def _is_cleared(r: ToolResultBlock) -> bool:
     return any(isinstance(c, ArtifactRefBlock) and c.preview_head == CLEARED_TEXT for c in r.content)
 
 
-def _cleared(r: ToolResultBlock) -> tuple[ToolResultBlock, dict[str, bytes]]:
+def _cleared(r: ToolResultBlock) -> tuple[ToolResultBlock, dict[str, bytes], int | None]:
+    """The cleared copy of ``r``, the artifacts it names, and its tokens in the request (the
+    result's share of ``count_blocks``) when it holds only a ref made here, else None."""
     arts: dict[str, bytes] = {}
     content: list = []
     text = r.text
+    tokens: int | None = None
     if text:
         data = text.encode("utf-8")
-        ref = make_artifact(data, head_chars=0, tail_chars=0, preview_head=CLEARED_TEXT)
+        ref = _cleared_ref(data, "text/plain")
         arts[ref.sha256] = data
         content.append(ref)
+        tokens = _RESULT_TOKENS + cleared_ref_tokens(ref)
     for c in r.content:
+        if not isinstance(c, TextBlock):
+            tokens = None  # (counted by count_blocks)
         if isinstance(c, ArtifactRefBlock):
             # already externalized: point at the same artifact, drop the previews
             content.append(c.model_copy(update={"preview_head": CLEARED_TEXT, "preview_tail": ""}))
@@ -207,19 +224,75 @@ def _cleared(r: ToolResultBlock) -> tuple[ToolResultBlock, dict[str, bytes]]:
                     data = base64.b64decode(c.data.encode(), validate=False)
                 except (binascii.Error, ValueError):
                     data = c.data.encode()  # not valid base64: keep the text as given
-                ref = make_artifact(data, head_chars=0, tail_chars=0, media_type=c.media_type,
-                                    preview_head=CLEARED_TEXT)
+                ref = _cleared_ref(data, c.media_type)
                 arts[ref.sha256] = data
                 content.append(ref)
     if not content:
         content = [TextBlock(text=CLEARED_TEXT)]
-    return r.model_copy(update={"content": content}), arts
+    return light_copy(r, {"content": content}), arts, tokens
 
 
-def _record(out: LayerOutcome, e: Event, blocks: list[Block]) -> None:
+_RESULT_TOKENS = 4
+"""What ``tokens.count_blocks`` adds for a tool_result block besides its content."""
+
+# A cleared result's ref renders (``events.render_artifact_ref``) as
+#   "[output stored as artifact://sha256" "/<sha256>" " (<bytes> bytes, sha256" " <sha256[:12]>"
+#   "); preview:]\n<CLEARED_TEXT>\n...\n"
+# and cl100k's pre-split cuts at each of those joints (a run of letters or digits never takes
+# the punctuation or space after it), so its count is the sum of the parts' counts. The two
+# hex parts are cut further into the pre-split's own pieces - a letter run (with the "/" or
+# space before it), a lone "/" or space, up to three digits - each counted once and
+# remembered: one ref costs a few dictionary lookups instead of a tokenizer call on 216
+# characters (the ref of nearly every result of a big session, issue 17). Checked against
+# count_text on random and all-letter/all-digit digests (tests/unit/test_layers.py).
+_REF_HEAD = "[output stored as artifact://sha256"
+_REF_TAIL = "); preview:]\n" + CLEARED_TEXT + "\n...\n"
+_HEX_PIECES = re.compile(r"[/ ]?[a-f]+|[/ ]|[0-9]{1,3}")
+_PIECE_TOKENS: dict[str, int] = {}
+
+
+def _piece_tokens(piece: str) -> int:
+    n = _PIECE_TOKENS.get(piece)
+    if n is None:
+        if len(_PIECE_TOKENS) > 1 << 16:
+            _PIECE_TOKENS.clear()
+        n = _PIECE_TOKENS[piece] = len(encoding().encode_ordinary(piece))
+    return n
+
+
+def cleared_ref_tokens(ref: ArtifactRefBlock) -> int:
+    """``count_text(render_artifact_ref(ref))`` for a ref made by ``_cleared_ref`` (see above)."""
+    digest = ref.sha256
+    return (count_text(_REF_HEAD) + sum(map(_piece_tokens, _HEX_PIECES.findall("/" + digest)))
+            + count_text(f" ({ref.bytes} bytes, sha256")
+            + sum(map(_piece_tokens, _HEX_PIECES.findall(" " + digest[:12]))) + count_text(_REF_TAIL))
+
+
+_CLEARED_FIELDS = frozenset({"uri", "sha256", "bytes", "preview_head", "preview_tail", "media_type"})
+
+
+def _cleared_ref(data: bytes, media_type: str) -> ArtifactRefBlock:
+    """``make_artifact(data, head_chars=0, tail_chars=0, media_type=media_type,
+    preview_head=CLEARED_TEXT)``, built without validating fields made here (one per cleared
+    result: nearly every result of a big session, issue 17): the same values and fields-set."""
+    digest = hashlib.sha256(data).hexdigest()
+    ref = object.__new__(ArtifactRefBlock)
+    object.__setattr__(ref, "__dict__", {
+        "type": "artifact_ref", "uri": ARTIFACT_URI.format(digest), "sha256": digest, "bytes": len(data),
+        "preview_head": CLEARED_TEXT, "preview_tail": "", "media_type": media_type,
+    })
+    object.__setattr__(ref, "__pydantic_extra__", None)
+    object.__setattr__(ref, "__pydantic_private__", None)
+    object.__setattr__(ref, "__pydantic_fields_set__", _shared_fields_set(_CLEARED_FIELDS))
+    return ref
+
+
+def _record(out: LayerOutcome, e: Event, blocks: list[Block], after: int | None = None) -> None:
     before = count_event(e)  # the count cached on the event (prepare counts every event)
-    after = count_blocks(blocks)
+    if after is None:
+        after = count_blocks(blocks)
     out.replacements[e.seq] = blocks
+    out.counts[e.seq] = after
     out.freed_tokens += before - after
 
 

@@ -17,7 +17,7 @@ keep it up to date on every append without reading the log.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from compactor.events import CompactionBlock, Event, to_anthropic
 from compactor.tokens import MESSAGE_OVERHEAD, count_event, count_text
@@ -95,6 +95,9 @@ def repair_tokens(view: Sequence[Event]) -> int:
     return count.total()
 
 
+_ASK = object()  # RepairCount.add: work the role out
+
+
 class RepairCount:
     """``repair_tokens`` fed one view event at a time, holding only the last two messages'
     calls and results and the calls left unanswered (issue 17, memory: a view counted as it
@@ -107,15 +110,17 @@ class RepairCount:
         self._missing: list[str] = []  # calls no result answers, in order
         self._extra = 0  # user messages of placeholders added
 
-    def add(self, e: Event) -> bool:
+    def add(self, e: Event, role: str | None | object = _ASK) -> bool:
         """Count ``e`` in; False when the view holds a provider compaction block (the caller
-        renders the request instead: ``_repair_tokens_rendered``)."""
+        renders the request instead: ``_repair_tokens_rendered``). ``role``: its
+        ``message_role``, when the caller has it."""
         for b in e.blocks:
             if isinstance(b, CompactionBlock) and b.raw is not None:
                 return False
         if e.meta:
             self._late.update(e.meta.get(LATE_RESULTS, ()))
-        role = message_role(e)
+        if role is _ASK:
+            role = message_role(e)
         if role is None:
             return True
         groups = self._groups
@@ -182,13 +187,23 @@ def view_tokens(view: Sequence[Event]) -> int:
     return sum(count_event(e) for e in view) + repair_tokens(view)
 
 
-def streamed_view_tokens(view: Iterable[Event]) -> int | None:
+def streamed_view_tokens(view: Iterable[Any], count: Callable[[Event], int] = count_event, *,
+                         roles: bool = False) -> int | None:
     """``view_tokens`` of a view made as it is read (``view.iter_view``), one event held at a
-    time; None for a view holding a provider compaction block (count the built view then)."""
+    time; None for a view holding a provider compaction block (count the built view then).
+    ``count``: ``count_event``, or what gives the same answer (the engine's, knowing the
+    counts of the events its layers replaced). ``roles``: ``view`` yields (event, its
+    ``message_role``) pairs (``view.iter_view_roles``)."""
     total = 0
-    count = RepairCount()
-    for e in view:
-        if not count.add(e):
-            return None
-        total += count_event(e)
-    return total + count.total()
+    repair = RepairCount()
+    if roles:
+        for e, role in view:
+            if not repair.add(e, role):
+                return None
+            total += count(e)
+    else:
+        for e in view:
+            if not repair.add(e):
+                return None
+            total += count(e)
+    return total + repair.total()

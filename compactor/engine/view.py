@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from compactor.events import (
+    _EVENT_CACHES,
     ArtifactRefBlock,
     CompactionBlock,
     Event,
@@ -13,6 +14,7 @@ from compactor.events import (
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
+    _shared_fields_set,
     render_artifact_ref,
 )
 from compactor.records import Checkpoint
@@ -108,7 +110,54 @@ def iter_view(events: Sequence[Event], ckpt: Checkpoint | None) -> Iterator[Even
     """``build_view`` one event at a time (the same events, in the same order): counting a
     view this way holds one made event at a time, not a copy of every replaced one (the
     cleared view of a whole big session, issue 17)."""
-    return stream_view(lambda: events, ckpt)[1]
+    if ckpt is not None and not ckpt.covers.empty:
+        return stream_view(lambda: events, ckpt)[1]
+    # no summary: the view is the events (replaced), and the calls' names are read only if a
+    # late result needs one (no first walk of every event for them)
+    tail: Iterable[Event] = events
+    if ckpt is not None and ckpt.replacements:
+        tail = (_replace(e, ckpt) for e in events)
+    return _place(tail, ckpt, _CallNames(lambda: {u.id: u.name for e in events for u in _tool_uses(e, ckpt)}))
+
+
+def iter_view_roles(events: Sequence[Event], ckpt: Checkpoint | None) -> Iterator[tuple[Event, str | None]]:
+    """``iter_view``, each event with its ``message_role``: what placing the results reads
+    already, so a count of the view (``measure.streamed_view_tokens(..., roles=True)``) need
+    not work it out again for every event (issue 17)."""
+    end = 0 if ckpt is None or ckpt.covers.empty else ckpt.covers.end
+    if end:
+        for e in events:
+            if e.kind == "pinned" and e.seq <= end:
+                yield e, message_role(e)
+        head = summary_event(ckpt)  # type: ignore[arg-type]
+        yield head, message_role(head)
+    tail: Iterable[Event] = (e for e in events if e.seq > end) if end else events
+    if ckpt is not None and ckpt.replacements:
+        tail = (_replace(e, ckpt) for e in tail)
+    yield from _placed(tail, ckpt, _CallNames(
+        lambda: {u.id: u.name for e in events if e.seq > end for u in _tool_uses(e, ckpt)}))
+
+
+class _CallNames:
+    """id -> name of every call in a view's tail, made when first asked (``_as_text`` asks
+    only for a late result: most views have none, and the walk is over every event)."""
+
+    __slots__ = ("_make", "_names")
+
+    def __init__(self, make: Callable[[], dict[str, str]]) -> None:
+        self._make = make
+        self._names: dict[str, str] | None = None
+
+    def _get(self) -> dict[str, str]:
+        if self._names is None:
+            self._names = self._make()
+        return self._names
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self._get()
+
+    def __getitem__(self, uid: str) -> str:
+        return self._get()[uid]
 
 
 def _tool_uses(e: Event, ckpt: Checkpoint | None) -> list[ToolUseBlock]:
@@ -150,11 +199,20 @@ def place_results(tail: Sequence[Event], ckpt: Checkpoint | None) -> list[Event]
     same-role events are one message, as in ``to_anthropic``. The log is untouched; the ids
     are listed in the event's ``meta[LATE_RESULTS]``.
     """
-    return list(_place(tail, ckpt, {u.id: u.name for e in tail for u in e.tool_uses}))
+    return list(_place(tail, ckpt, _CallNames(lambda: {u.id: u.name for e in tail for u in e.tool_uses})))
 
 
-def _place(tail: Iterable[Event], ckpt: Checkpoint | None, in_tail: dict[str, str]) -> Iterator[Event]:
+def _place(tail: Iterable[Event], ckpt: Checkpoint | None, in_tail: Mapping[str, str] | _CallNames
+           ) -> Iterator[Event]:
     """``place_results`` one event at a time; ``in_tail``: id -> name of every call in the tail."""
+    for e, _ in _placed(tail, ckpt, in_tail):
+        yield e
+
+
+def _placed(tail: Iterable[Event], ckpt: Checkpoint | None, in_tail: Mapping[str, str] | _CallNames
+            ) -> Iterator[tuple[Event, str | None]]:
+    """``_place``, each event with its ``message_role`` (a late result's event shown as text
+    keeps its role: a user message with text)."""
     covered: dict[str, str] = {}
     if ckpt is not None and not ckpt.covers.empty:
         for u in (ckpt.state or {}).get("unknown_actions", []) or []:
@@ -177,11 +235,11 @@ def _place(tail: Iterable[Event], ckpt: Checkpoint | None, in_tail: dict[str, st
                 e = _as_text(e, late, in_tail, covered, ckpt)
         if r is not None:
             role = r
-        yield e
+        yield e, r
 
 
 def _as_text(
-    e: Event, late: set[str], in_tail: dict[str, str], covered: dict[str, str], ckpt: Checkpoint | None,
+    e: Event, late: set[str], in_tail: Mapping[str, str] | _CallNames, covered: dict[str, str], ckpt: Checkpoint | None,
 ) -> Event:
     blocks: list = []
     for b in e.blocks:
@@ -208,7 +266,49 @@ def _replace(e: Event, ckpt: Checkpoint) -> Event:
     blocks = ckpt.replacements.get(e.seq)
     if blocks is None:
         return e
-    return e.with_(blocks=list(blocks), tokens=None)
+    return with_blocks(e, list(blocks))
+
+
+def with_blocks(e: Event, blocks: list) -> Event:
+    """``e.with_(blocks=blocks, tokens=None)`` without pydantic's generic copy (``light_copy``;
+    the cached properties read from the blocks dropped): one copy per replaced event of every
+    view counted or built - the clearing layer replaces nearly every event of a big session,
+    issue 17."""
+    return light_copy(e, {"blocks": blocks, "tokens": None}, drop=_EVENT_CACHES)
+
+
+def light_copy(m: Any, update: dict[str, Any], drop: tuple[str, ...] = ()) -> Any:
+    """``m.model_copy(update=update)`` of a frozen model sharing its fields-set
+    (``events.SharedFieldsSet``), without pydantic's generic copy: the same field values, the
+    same shared fields-set, and ``drop`` (cached properties) left out of the copy."""
+    if m.__pydantic_extra__ is not None or m.__pydantic_private__ is not None:
+        return m.model_copy(update=update)
+    fields = m.__dict__.copy()
+    for name in drop:
+        fields.pop(name, None)
+    fields.update(update)
+    out = object.__new__(type(m))
+    object.__setattr__(out, "__dict__", fields)
+    object.__setattr__(out, "__pydantic_extra__", None)
+    object.__setattr__(out, "__pydantic_private__", None)
+    object.__setattr__(out, "__pydantic_fields_set__", _updated_set(m.__pydantic_fields_set__, frozenset(update)))
+    return out
+
+
+_UPDATED_SETS: dict[tuple[int, frozenset[str]], tuple[set[str], set[str]]] = {}
+"""(a shared fields-set's identity, the names updated) -> what ``SharedFieldsSet.model_copy``
+makes of it."""
+
+
+def _updated_set(names: set[str], keys: frozenset[str]) -> set[str]:
+    if keys <= names:
+        return names  # nothing new: the original's, as model_copy shares it
+    got = _UPDATED_SETS.get((id(names), keys))
+    if got is None or got[0] is not names:  # (the key holds the shared set's identity)
+        if len(_UPDATED_SETS) > 256:
+            _UPDATED_SETS.clear()
+        got = _UPDATED_SETS[(id(names), keys)] = (names, _shared_fields_set(names | keys))
+    return got[1]
 
 
 def view_text(events: Iterable[Event]) -> str:

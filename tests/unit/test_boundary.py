@@ -130,3 +130,51 @@ def test_opencode_cuts_on_a_user_message():
 def test_cut_respects_a_previous_checkpoint():
     c = long_session(rounds=10)
     assert min(safe_cut_points(c.events, prev_end=12)) > 12
+
+
+def _naive_safe_cut_points(events, prev_end=0, keep_latest_request=True):
+    """The definition, walked the slow way (the module's docstring)."""
+    from compactor.engine.boundary import body, latest_request
+
+    evs = body(events, prev_end)
+    use_seq = {}
+    for e in evs:
+        for u in e.tool_uses:
+            use_seq.setdefault(u.id, e.seq)
+    last = {}
+    for e in evs:
+        for r in e.tool_results:
+            if r.tool_use_id in use_seq:
+                last[r.tool_use_id] = max(last.get(r.tool_use_id, 0), e.seq)
+    pending = pending_tool_uses(events, prev_end)
+    limit = evs[-1].seq if evs else 0
+    if pending:
+        limit = min(limit, min(pending.values()) - 1)
+    req = latest_request(events, prev_end) if keep_latest_request else None
+    if req is not None:
+        limit = min(limit, req.seq - 1)
+    return [e.seq for e in evs if e.seq <= limit
+            and not any(use_seq[i] <= e.seq < t for i, t in last.items())]
+
+
+def test_safe_cut_points_match_the_definition_on_random_sessions():
+    """One walk (``safe_cut_points``) gives the cut points of the definition walked the slow
+    way, with late results (a call answered after the conversation moved on), batches,
+    abandoned and pending calls, pinned events, with and without a previous cut."""
+    import random
+
+    from tests.unit.engine_fixtures import random_session
+
+    rng = random.Random(5)
+    for trial in range(80):
+        c = random_session(rng)
+        if rng.random() < 0.5:  # a call answered only later
+            tid = c.use("Bash", {"command": "slow"})
+            c.user("meanwhile, continue")
+            c.say("ok")
+            c.result(tid, "finally")
+        events = with_tokens(c.events)
+        for keep in (True, False):
+            for prev_end in (0, 3):
+                assert safe_cut_points(events, prev_end, keep_latest_request=keep) == \
+                    _naive_safe_cut_points(events, prev_end, keep), (trial, keep, prev_end)

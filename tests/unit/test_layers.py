@@ -118,3 +118,56 @@ def test_summarize_range_lifts_and_fits_the_budget():
     assert "Never push to main." in out.text
     assert out.state["goal"]["seq"] == 2
     assert out.covered_tokens > out.tokens
+
+
+def test_a_cleared_refs_count_is_the_tokenizers_count_of_its_rendered_text():
+    """The clearing layer counts its refs in parts (``layers.cleared_ref_tokens``): the same
+    number the tokenizer gives the whole rendered ref, for any digest and size - all-letter
+    and all-digit digests, digit runs at either end, sizes of every width."""
+    import random
+
+    from compactor.engine.layers import _cleared_ref, cleared_ref_tokens
+    from compactor.tokens import count_text
+
+    rnd = random.Random(17)
+    for i in range(3_000):
+        alphabet = ("0123456789", "abcdef", "0a", "0123456789abcdef")[i % 4]
+        digest = "".join(rnd.choice(alphabet) for _ in range(64))
+        size = rnd.choice([0, 7, 42, 512, 9_999, 123_456, 7_654_321, rnd.randint(0, 10**10)])
+        ref = _cleared_ref(b"x", "text/plain").model_copy(
+            update={"sha256": digest, "uri": f"artifact://sha256/{digest}", "bytes": size})
+        assert cleared_ref_tokens(ref) == count_text(render_artifact_ref(ref)), (digest, size)
+
+
+def test_the_clearing_layer_counts_each_cleared_event_as_count_blocks_does():
+    from compactor.tokens import count_blocks
+
+    c = Conv()
+    c.user("go")
+    for i in range(12):
+        c.call("Bash", {"command": f"echo {i}"}, f"out {i}\n" * (i + 1))
+    out = clear_old_tool_results(c.events, DEEPSEEK, keep=2)
+    assert out.items == 10
+    assert out.counts == {s: count_blocks(b) for s, b in out.replacements.items()}
+    for blocks in out.replacements.values():
+        (ref,) = blocks[0].content
+        fresh = make_artifact(ref.preview_head.encode(), head_chars=0, tail_chars=0, preview_head=CLEARED_TEXT)
+        assert type(ref) is type(fresh) and ref.__pydantic_fields_set__ == fresh.__pydantic_fields_set__
+
+
+def test_a_replaced_event_is_what_with_gives():
+    """``view.with_blocks``, the engine's light copy, gives ``Event.with_``'s event: fields,
+    fields-set, and the cached properties read from the new blocks."""
+    from compactor.engine.view import with_blocks
+
+    c = Conv()
+    c.user("go")
+    c.call("Bash", {"command": "ls"}, "a.py")
+    out = clear_old_tool_results(c.events, DEEPSEEK, keep=0)
+    for e in c.events:
+        e.tool_results, e.text, e.tool_uses  # cached on the original
+        blocks = out.replacements.get(e.seq, e.blocks)
+        got, want = with_blocks(e, list(blocks)), e.with_(blocks=list(blocks), tokens=None)
+        assert got == want and got.__dict__ == want.__dict__
+        assert got.__pydantic_fields_set__ == want.__pydantic_fields_set__
+        assert got.tool_results == want.tool_results and got.model_dump() == want.model_dump()
