@@ -156,7 +156,7 @@ def _inline_run(args: argparse.Namespace) -> int:
         result = summarize_inline(events, result, policy, llm, model=args.model, summarizer=summarizer)
     if why:
         print(f"note: summarizer {summarizer} ({why})", file=sys.stderr)
-    del events  # the result holds what is written (memory: the whole session, issue 17)
+    events = []  # let go: the result holds what is written (memory: the whole session, issue 17)
     if args.out:
         system, messages = render_request(result.view)
         doc: dict[str, Any] = {
