@@ -9,6 +9,7 @@ import hashlib
 import json
 import threading
 import time
+from typing import Any
 
 import pytest
 from temporalio.exceptions import ApplicationError
@@ -342,6 +343,20 @@ async def _objects(store, prefix: str) -> dict[str, bytes]:
     return {k[len(prefix):]: store.get(k)[0] for k in store.list(prefix)}
 
 
+async def _session(url: str, second: bool) -> tuple[Any, StoreActivities]:
+    """A store holding session t1/s1 (``coding_session``) and its activities; with ``second``,
+    one compaction committed and a later turn appended, so the next one builds on a checkpoint."""
+    store = open_store(url)
+    log = SessionLog(store, "t1", "s1")
+    log.append(coding_session())
+    acts = StoreActivities(store)
+    if second:
+        snap, pol, val = await _candidate(acts, "t1", "s1")
+        await acts.commit_swap(CommitInput(snapshot=snap, policy=pol, candidate_key=val.candidate_key))
+        log.append([e for e in coding_session(prefix="late", pending_last=False) if e.kind != "pinned"])
+    return store, acts
+
+
 @pytest.mark.parametrize("second", [False, True])
 async def test_finish_structured_writes_what_the_three_steps_write(tmp_path, second):
     """The one-step path (lift + structured summary + validation in one call) leaves the same
@@ -351,14 +366,7 @@ async def test_finish_structured_writes_what_the_three_steps_write(tmp_path, sec
 
     outs = {}
     for mode in ("steps", "one"):
-        store = open_store(f"file://{tmp_path}/{mode}")
-        log = SessionLog(store, "t1", "s1")
-        log.append(coding_session())
-        acts = StoreActivities(store)
-        if second:
-            snap, pol, val = await _candidate(acts, "t1", "s1")
-            await acts.commit_swap(CommitInput(snapshot=snap, policy=pol, candidate_key=val.candidate_key))
-            log.append([e for e in coding_session(prefix="late", pending_last=False) if e.kind != "pinned"])
+        store, acts = await _session(f"file://{tmp_path}/{mode}", second)
         snap = await acts.freeze_snapshot(FreezeInput(tenant="t1", session="s1"))
         pol = PolicyRef(target_tokens=TARGET)
         pre = "t/t1/s/s1/work/cmp/"
@@ -398,14 +406,7 @@ async def test_externalize_finish_writes_what_the_two_steps_write(tmp_path, seco
 
     outs = {}
     for mode in ("steps", "one"):
-        store = open_store(f"file://{tmp_path}/{mode}")
-        log = SessionLog(store, "t1", "s1")
-        log.append(coding_session())
-        acts = StoreActivities(store)
-        if second:
-            snap, pol, val = await _candidate(acts, "t1", "s1")
-            await acts.commit_swap(CommitInput(snapshot=snap, policy=pol, candidate_key=val.candidate_key))
-            log.append([e for e in coding_session(prefix="late", pending_last=False) if e.kind != "pinned"])
+        store, acts = await _session(f"file://{tmp_path}/{mode}", second)
         snap = await acts.freeze_snapshot(FreezeInput(tenant="t1", session="s1"))
         pol = PolicyRef(target_tokens=TARGET)
         pre = "t/t1/s/s1/work/cmp/"
@@ -468,14 +469,7 @@ async def test_work_objects_reused_in_memory_are_the_bytes_a_fresh_parse_gives(t
     from compactor.lifting.lift import LiftedState, dump_state
     from compactor.records import Checkpoint
 
-    store = open_store(f"file://{tmp_path}")
-    log = SessionLog(store, "t1", "s1")
-    log.append(coding_session())
-    acts = StoreActivities(store)
-    if second:
-        snap, pol, val = await _candidate(acts, "t1", "s1")
-        await acts.commit_swap(CommitInput(snapshot=snap, policy=pol, candidate_key=val.candidate_key))
-        log.append([e for e in coding_session(prefix="late", pending_last=False) if e.kind != "pinned"])
+    store, acts = await _session(f"file://{tmp_path}", second)
     snap, pol, val = await _candidate(acts, "t1", "s1")
     com = await acts.commit_swap(CommitInput(snapshot=snap, policy=pol, candidate_key=val.candidate_key))
     pre = "t/t1/s/s1/work/test/"
