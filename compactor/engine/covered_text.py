@@ -78,13 +78,8 @@ class CoveredText:
                 else:
                     calls.extend(_block_texts(b))
         self._calls = "\n".join(calls)
-        # an identifier that stands as a whole word somewhere occurs, no search needed (the
-        # words of a few hundred texts at a time, joined by newlines: the same set as each
-        # text's words, without a list of every word of the session at once)
-        words: set[str] = set()
-        for i in range(0, len(calls), 512):
-            words.update("\n".join(calls[i:i + 512]).split())
-        self._words = words
+        # an identifier that stands as a whole word somewhere occurs, no search needed
+        self._words = _word_set(calls)
         self._built = True
 
     def _build_bulk(self) -> None:
@@ -96,10 +91,7 @@ class CoveredText:
             for r in e.tool_results:
                 bulk.extend(_result_texts(r))
         self._bulk = "\n".join(bulk)
-        words: set[str] = set()
-        for i in range(0, len(bulk), 512):
-            words.update("\n".join(bulk[i:i + 512]).split())
-        self._bulk_words = words
+        self._bulk_words = _word_set(bulk)
         self._bulk_built = True
 
     def occurs(self, ident: str) -> bool | None:
@@ -224,3 +216,12 @@ class CoveredText:
             self._memo["range"] = (({e.seq: e for e in self.events}, seqs, max(seqs, default=0), pinned)
                                    if ordered else None)
         return self._memo["range"]
+
+
+def _word_set(texts: list[str]) -> set[str]:
+    """Every whitespace-separated word of ``texts``: a few hundred texts joined by newlines at
+    a time, the same set as each text's words, without a list of every word at once."""
+    words: set[str] = set()
+    for i in range(0, len(texts), 512):
+        words.update("\n".join(texts[i:i + 512]).split())
+    return words
