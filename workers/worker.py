@@ -142,7 +142,7 @@ async def connect(
     deadline = loop.time() + connect_timeout
     fresh = runtime is None and _no_default_runtime()
     if fresh:
-        runtime = _new_runtime(settings.log_level)
+        runtime = _new_runtime()
     failure: Exception | None = None
     try:
         while True:
@@ -188,16 +188,10 @@ def _no_default_runtime() -> bool:
     return getattr(_runtime_ref, "_default_runtime", True) is None and not getattr(_runtime_ref, "_prevent_default", False)
 
 
-def _new_runtime(level: str = "INFO") -> Any:
-    """What ``Runtime.default()`` would create, except the core's log lines: the default runtime
-    prints them, with colour escapes, on stdout, into a command's ``--json`` output (a failed
-    workflow task under load, ``bench model-path``). Forwarded, they are Python log records
-    of ``temporalio.core`` and go where the process's logs go (stderr)."""
+def _new_runtime() -> Any:
     from temporalio.runtime import Runtime, TelemetryConfig
 
-    from workers.logs import core_logging_config
-
-    return Runtime(telemetry=TelemetryConfig(logging=core_logging_config(level)))
+    return Runtime(telemetry=TelemetryConfig())  # what Runtime.default() would create
 
 
 _CONNECT_CAUSES = (
