@@ -189,9 +189,18 @@ def _no_default_runtime() -> bool:
 
 
 def _new_runtime() -> Any:
+    """What ``Runtime.default()`` would create, without the Rust core's console logger.
+
+    That logger prints the core's warnings (a failed workflow task under load, for one) on
+    stdout, with colour escapes, into a command's ``--json`` output. Forwarding them to Python
+    logging instead (what ``compactor worker``'s runtime does, ``workers.telemetry``) has the
+    core's threads call into Python, which can abort a short command at interpreter exit
+    (temporalio/sdk-python#300). The SDK's Python side logs a failed workflow or activity task
+    itself (``temporalio.worker``, stderr), so a command's runtime keeps no core logger.
+    """
     from temporalio.runtime import Runtime, TelemetryConfig
 
-    return Runtime(telemetry=TelemetryConfig())  # what Runtime.default() would create
+    return Runtime(telemetry=TelemetryConfig(logging=None))
 
 
 _CONNECT_CAUSES = (
