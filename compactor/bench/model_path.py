@@ -45,7 +45,7 @@ from typing import Any, Iterator, Sequence
 
 from compactor.bench.fidelity import _expand, target_for
 from compactor.bench.model_answers import Case, build_cases
-from compactor.bench.probes import DEFAULT_CORPUS, DEFAULT_MIN_TARGET, stem_of
+from compactor.bench.probes import DEFAULT_CORPUS, DEFAULT_MIN_TARGET, project_default, stem_of
 from compactor.events import Event
 
 DEFAULT_ANSWERS = "tests/fixtures/model-path"
@@ -510,6 +510,8 @@ def run(args: argparse.Namespace) -> int:
     if bad or not paths:
         raise InvalidInput(f"unknown --paths/--kinds value(s): {', '.join(bad) or '(none given)'}; "
                            f"paths: inline, durable; kinds: {', '.join(KINDS)}")
+    args.answers = project_default(args.answers, DEFAULT_ANSWERS)
+    args.corpus = project_default(args.corpus, DEFAULT_CORPUS)
     if not Path(args.answers).is_dir():
         raise InvalidInput(f"{args.answers}: no such directory of answers (<transcript>-<pct>.md)")
 

@@ -59,6 +59,15 @@ DEFAULT_RATIO = 0.05
 DEFAULT_MIN_TARGET = 3_000
 DEFAULT_PROBES_DIR = "tests/probes"
 DEFAULT_CORPUS = "../shared/corpus"
+PROJECT = Path(__file__).resolve().parents[2]
+
+
+def project_default(value: str, default: str) -> str:
+    """A path option left at its default, found from the project's root when the working
+    directory is elsewhere (the defaults are written relative to the project's root)."""
+    if value == default and not Path(value).exists():
+        return os.path.normpath(PROJECT / value)
+    return value
 DEFAULT_MODEL = "claude-sonnet-5-5"
 """Reader and judge unless --model (or COMPACTOR_ANTHROPIC_MODEL) says otherwise."""
 NOT_IN_CONTEXT = "not in context"
@@ -662,8 +671,9 @@ def run(args: argparse.Namespace) -> int:
 
     ratios, methods = _ratios(args.ratio), _methods(args.views)
     client = make_client(args.base_url)  # first: no key, no work
-    probes = load_probe_dir(Path(args.probes))
-    jobs, skipped = find_jobs(args.files or [os.environ.get("COMPACTOR_CORPUS") or DEFAULT_CORPUS], probes)
+    probes = load_probe_dir(Path(project_default(args.probes, DEFAULT_PROBES_DIR)))
+    corpus = os.environ.get("COMPACTOR_CORPUS") or project_default(DEFAULT_CORPUS, DEFAULT_CORPUS)
+    jobs, skipped = find_jobs(args.files or [corpus], probes)
     if not jobs:
         raise InvalidInput(f"no transcript matches a probe file in {args.probes} "
                            "(pass the corpus dir or the transcript files)")

@@ -48,3 +48,20 @@ def test_every_adversarial_answer_is_handled_on_both_paths(corpus_dir, temporal_
     for row in result["rows"]:
         assert row["inline"]["outcome"] == row["durable"]["outcome"], row
         assert row["same_request"], row  # one prompt, both paths
+
+
+def test_the_bench_finds_its_answers_and_the_corpus_from_any_directory(corpus_dir, tmp_path, monkeypatch, capsys):
+    """The defaults (``tests/fixtures/model-path``, ``../shared/corpus``) are the project's, not
+    the working directory's: run from elsewhere, the bench still replays the bundled answers."""
+    import json
+
+    from compactor.cli import main
+
+    if Path(corpus_dir).resolve() != (ANSWERS.parents[2].parent / "shared" / "corpus").resolve():
+        pytest.skip("the corpus is not the one beside the project (COMPACTOR_CORPUS elsewhere)")
+    monkeypatch.chdir(tmp_path)
+    assert main(["bench", "model-path", "--paths", "inline", "--only", "Soul", "--kinds", "faithful", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert Path(result["answers"]) == ANSWERS
+    assert [r["kind"] for r in result["rows"]] == ["faithful", "faithful"]  # Soul at 10% and 5%
+    assert all(r["inline"]["truthful"] for r in result["rows"])
