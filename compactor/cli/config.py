@@ -67,7 +67,7 @@ def warn_unknown_variables() -> list[tuple[str, str | None]]:
 
     unknown = unknown_variables(environ, Settings)
     if unknown:
-        from activities.llm import _AnthropicEnv
+        from activities.llm_settings import _AnthropicEnv
 
         unknown = unknown_variables(environ, Settings, _AnthropicEnv)
     for var, close in unknown:
@@ -85,7 +85,7 @@ def _shown(value: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from activities.llm import AnthropicSettings, _AnthropicEnv
+    from activities.llm_settings import AnthropicSettings, _AnthropicEnv
     from compactor.cli.common import settings as load
     from workers.settings import Settings
 

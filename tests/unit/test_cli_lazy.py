@@ -114,6 +114,7 @@ def _report():
         "bench": sorted(m for m in sys.modules if m.startswith("compactor.bench")),
         "engine": sorted(m for m in sys.modules if m.startswith("compactor.engine.") and m != "compactor.engine.presets"),
         "pydantic": "pydantic" in sys.modules,
+        "anthropic": "anthropic" in sys.modules,
     }), file=sys.__stderr__)
 atexit.register(_report)
 from compactor.cli import main
@@ -163,6 +164,15 @@ def test_commands_that_never_count_never_load_the_tokenizer(tmp_path):
         assert seen["bench"] == [], argv
     seen = _probe("policy", "show", "default")
     assert seen["rc"] == 0 and not seen["tiktoken"]
+
+
+def test_config_shows_the_summarizer_settings_without_the_anthropic_sdk():
+    """``compactor config`` lists the ``COMPACTOR_ANTHROPIC_*`` settings from their own module:
+    the SDK (thousands of modules, seconds of CPU) is a worker's import, not the listing's."""
+    seen = _probe("config", "--json")
+    assert seen["rc"] == 0 and not seen["anthropic"]
+    shown = json.loads(seen["out"])
+    assert shown["settings"]["anthropic_timeout_s"] == 120.0 and shown["sources"]["anthropic_timeout_s"] == "default"
 
 
 def test_inline_compaction_renders_and_writes_with_the_collector_paused(tmp_path, monkeypatch):
