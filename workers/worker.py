@@ -281,6 +281,7 @@ def build_workers(
     acts = [a for a in acts if _activity_name(a) not in names] + list(extra_activities)
     acts = _finish_structured_of(acts, names)
     acts = _externalize_finish_of(acts, names)
+    acts = _commit_record_of(acts, names)
     # stateless: one list serves both workers (tenant guard, span attributes, redaction)
     interceptors = [*_tenant_guard(settings, tq), *_span_interceptors(), RedactingInterceptor()]
     main = Worker(
@@ -392,6 +393,23 @@ def _externalize_finish_of(acts: list[Any], replaced: set[str]) -> list[Any]:
     if not all(p in by_name for p in parts):
         return acts
     composed = compose_externalize_finish(*(by_name[p] for p in parts))
+    return [a for a in acts if _activity_name(a) != both] + [composed]
+
+
+def _commit_record_of(acts: list[Any], replaced: set[str]) -> list[Any]:
+    """``commit_record`` made of the registered commit_swap and write_record when either is
+    replaced, as ``_finish_structured_of``."""
+    from activities.contracts import ActivityName
+    from activities.store_activities import compose_commit_record
+
+    parts = [str(ActivityName.COMMIT_SWAP), str(ActivityName.WRITE_RECORD)]
+    both = str(ActivityName.COMMIT_RECORD)
+    if both in replaced or not replaced.intersection(parts):
+        return acts
+    by_name = {_activity_name(a): a for a in acts}
+    if not all(p in by_name for p in parts):
+        return acts
+    composed = compose_commit_record(*(by_name[p] for p in parts))
     return [a for a in acts if _activity_name(a) != both] + [composed]
 
 
