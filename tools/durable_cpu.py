@@ -309,7 +309,7 @@ async def history_census() -> dict:
             "bytes": sum(ev.ByteSize() for ev in history.events), "by_type": dict(kinds)}
 
 
-async def latency(runs: int, tokens: int) -> dict:
+async def latency(runs: int, tokens: int, inline_first: bool = False, growth: int = 0) -> dict:
     """Where the wall time of one durable compaction of ``bench perf``'s big session goes.
 
     The bench's 100k-token session (fresh session id per run, target 15% of it), compacted by an
@@ -352,7 +352,7 @@ async def latency(runs: int, tokens: int) -> dict:
         try:
             return activate(self, act)
         finally:
-            note("activation", t0)
+            note("activation:" + "+".join(sorted({j.WhichOneof("variant") or "?" for j in act.jobs})), t0)
 
     run_in_pool = sa.StoreActivities._run
 
@@ -413,7 +413,33 @@ async def latency(runs: int, tokens: int) -> dict:
             await _compact_fresh(cc, store, "lat", "warm", turns(20), 3_000)
             big = with_tokens(turns(max(1, tokens // 440), prefix="big"))
             target = max(8_000, int(tokens * 0.15))
-            for n in range(runs):
+            glog = SessionLog(store, "lat", "grow")
+            for i in range(growth):  # bench perf's growing session, same order: inline, then durable
+                glog.append(with_tokens(turns(40, prefix="g", start=i * 100)))
+                head = glog.head()
+                prev = glog.current_checkpoint(head)
+                end = 0 if prev is None or prev.covers.empty else prev.covers.end
+                evs = [e for e in glog.read_events(head=head) if e.seq > end or e.kind == "pinned"]
+                ti = time.perf_counter()
+                compact(evs, make_policy("default"), 4_000, prev, tenant="lat", session="grow")
+                inline = (time.perf_counter() - ti) * 1000
+                spans.clear()
+                t0 = time.perf_counter()
+                out = await cc.compact("grow", target_tokens=4_000)
+                t1 = time.perf_counter()
+                row = _split(spans, t0, t1, inline)
+                row.update({f"record {k}": v for k, v in out.record.durations_ms.items()})
+                row["previous checkpoint (KB)"] = len(store.get(f"t/lat/s/grow/ckpt/{prev.id}.json")[0]) / 1024 if prev else 0
+                row["events after the previous checkpoint"] = len(evs)
+                row["segments in the head"] = len(head.segments)
+                per_run.append(row)
+            for n in range(0 if growth else runs):
+                if inline_first:  # the same events under another session id, compacted inline first
+                    SessionLog(store, "lat", f"pre{n}").append(big)
+                    evs = SessionLog(store, "lat", f"pre{n}").read_events()
+                    ti = time.perf_counter()
+                    compact(evs, make_policy("default"), target, tenant="lat", session=f"pre{n}")
+                    first_ms = (time.perf_counter() - ti) * 1000
                 spans.clear()
                 t0 = time.perf_counter()
                 ms = await _compact_fresh(cc, store, "lat", f"big{n}", big, target)
@@ -425,6 +451,8 @@ async def latency(runs: int, tokens: int) -> dict:
                 compact(evs, make_policy("default"), target, tenant="lat", session=f"big{n}")
                 inline = (time.perf_counter() - ti) * 1000
                 per_run.append(_split(got, start, t1, inline))
+                if inline_first:
+                    per_run[-1]["inline before the durable run"] = first_ms
         finally:
             for w in reversed(workers):
                 await w.__aexit__(None, None, None)
@@ -432,7 +460,7 @@ async def latency(runs: int, tokens: int) -> dict:
         os.fsync, LocalStore.put = real_fsync, real_put
         await asyncio.to_thread(server.stop)
     keys = sorted({k for r in per_run for k in r}, key=lambda k: -statistics.median(r.get(k, 0.0) for r in per_run))
-    return {"runs": runs, "tokens": tokens, "load_average": os.getloadavg()[0],
+    return {"runs": len(per_run), "tokens": tokens, "load_average": os.getloadavg()[0],
             "median_ms": {k: round(statistics.median(r.get(k, 0.0) for r in per_run), 2) for k in keys},
             "per_run_ms": [{k: round(v, 2) for k, v in r.items()} for r in per_run]}
 
@@ -442,7 +470,7 @@ def _split(spans: list[tuple[str, float, float]], start: float, end: float, inli
     out: dict[str, float] = collections.defaultdict(float)
     out["durable (client start -> result)"] = (end - start) * 1000
     out["inline (engine.compact)"] = inline
-    busy: list[tuple[float, float]] = []
+    busy: list[tuple[float, float, str]] = []
     for what, a, b in spans:
         if b < start or a > end:
             continue
@@ -451,10 +479,10 @@ def _split(spans: list[tuple[str, float, float]], start: float, end: float, inli
         if kind == "activation":
             out["activations (workflow code + SDK, the asyncio thread)"] += ms
             out["activations (count)"] += 1
-            busy.append((a, b))
+            busy.append((a, b, f"activation({name})"))
         elif kind == "step":
             out["steps (coroutine start -> return)"] += ms
-            busy.append((a, b))
+            busy.append((a, b, name))
         elif kind == "body":
             out[f"body {name}"] += ms
             out["bodies (all steps)"] += ms
@@ -468,13 +496,15 @@ def _split(spans: list[tuple[str, float, float]], start: float, end: float, inli
             if body:
                 out["hops: body -> step return"] += (b - max(y for _, y in body)) * 1000
     busy.sort()
-    covered, last, gaps = 0.0, start, []
-    for a, b in busy:
+    covered, last, gaps, prev = 0.0, start, [], "start"
+    for a, b, what in busy:
         a, b = max(a, last), min(b, end)
         if b > a:
             gaps.append(a - last)
+            if len(gaps) > 1:
+                out[f"    gap {prev} -> {what}"] += (a - last) * 1000
             covered += b - a
-            last = b
+            last, prev = b, what
     out["outside activations and steps (server round trips, SDK core, client)"] = (end - start - covered) * 1000
     if gaps:
         out["  of it: client start -> first activation"] = gaps[0] * 1000
@@ -498,6 +528,10 @@ def main() -> int:
                    help="only the wall time of RUNS durable compactions of bench perf's 100k-token "
                         "session, by part (activations, steps, fsyncs, puts, the rest)")
     p.add_argument("--tokens", type=int, default=100_000, help="session size for --latency")
+    p.add_argument("--growth", type=int, metavar="K", default=0,
+                   help="--latency: bench perf's growing session instead, K compactions, one row each")
+    p.add_argument("--inline-first", action="store_true",
+                   help="--latency: also time inline before each durable run (same events, another session)")
     p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.serve:
@@ -507,7 +541,7 @@ def main() -> int:
         print(json.dumps(asyncio.run(history_census())))
         return 0
     if args.latency:
-        lat = asyncio.run(latency(args.latency, args.tokens))
+        lat = asyncio.run(latency(args.latency, args.tokens, args.inline_first, args.growth))
         if args.json:
             print(json.dumps(lat))
         else:
