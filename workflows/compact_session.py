@@ -598,17 +598,8 @@ class CompactSessionWorkflow:
             CommitOutput,
             f"swap head v{snap.version} -> checkpoint {val.checkpoint_id} (covers 1..{ext.covers_end})",
         )
-        record = record.model_copy(
-            update={
-                "status": "committed",
-                "checkpoint": commit.checkpoint_id,
-                "checkpoint_sha256": commit.checkpoint_sha256,
-                "committed_version": commit.committed_version,
-                "conflicts_merged": commit.conflicts_merged,
-                "reconciled": list(commit.reconciled),
-                "tokens_after": commit.tokens_after or val.view_tokens,
-            }
-        )
+        # (record.tokens_after is val.view_tokens; _finish sets the durations and attempts)
+        record = committed_record(record, commit)
         self._set(checkpoint=commit.checkpoint_id)
         return await self._finish(record, commit.checkpoint_id, started)
 

@@ -33,14 +33,20 @@ async def _readline(proc: subprocess.Popen, want: str, timeout: float = 60.0) ->
     raise AssertionError(f"worker never printed {want!r}")
 
 
-async def test_worker_killed_in_commit_swap_second_worker_finishes(
-    temporal_address, s3_endpoint, s3_bucket, task_queue
-):
+def _session(s3_endpoint: str, s3_bucket: str) -> tuple[S3Store, str, str, SessionLog, list]:
+    """A coding session in the S3 store: (store, tenant, session, its log, its events)."""
     store = S3Store(s3_bucket, "compactor", endpoint_url=s3_endpoint)
     tenant, session = new_ids()
     log = SessionLog(store, tenant, session)
     events = coding_session()
     log.append(events)
+    return store, tenant, session, log, events
+
+
+async def test_worker_killed_in_commit_swap_second_worker_finishes(
+    temporal_address, s3_endpoint, s3_bucket, task_queue
+):
+    store, tenant, session, log, events = _session(s3_endpoint, s3_bucket)
     before = log.head()
     env = dict(os.environ, AWS_ENDPOINT_URL=s3_endpoint, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(
@@ -94,11 +100,7 @@ async def test_worker_killed_after_commit_swap_the_run_reports_its_commit(
     # it made (not noop, not SnapshotChanged) and never commit a second checkpoint.
     from workflows.compact_session import SA_STATUS
 
-    store = S3Store(s3_bucket, "compactor", endpoint_url=s3_endpoint)
-    tenant, session = new_ids()
-    log = SessionLog(store, tenant, session)
-    events = coding_session()
-    log.append(events)
+    store, tenant, session, log, events = _session(s3_endpoint, s3_bucket)
     env = dict(os.environ, AWS_ENDPOINT_URL=s3_endpoint, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(
         [sys.executable, "-m", "compactor.testing.chaos_worker", temporal_address,
@@ -161,11 +163,7 @@ async def test_commit_record_retried_after_its_commit_reports_that_commit(
     # own commit on the head (commit_swap's own-commit path), commits nothing twice, records it.
     from compactor.cli.history import timeline
 
-    store = S3Store(s3_bucket, "compactor", endpoint_url=s3_endpoint)
-    tenant, session = new_ids()
-    log = SessionLog(store, tenant, session)
-    events = coding_session()
-    log.append(events)
+    store, tenant, session, log, events = _session(s3_endpoint, s3_bucket)
     acts = _RecordLostOnce(store)
     async with running_worker(temporal_address, store, task_queue, extra_activities=[acts.commit_record]) as client:
         cc = CompactorClient(client, store, tenant=tenant, task_queue=task_queue)

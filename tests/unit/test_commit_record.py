@@ -62,17 +62,23 @@ def _timeless(doc: Any) -> Any:
     return doc
 
 
+async def _ready(root: Any) -> tuple[Any, SessionLog, StoreActivities, CommitInput, CompactionRecord]:
+    """A session at root with a validated candidate: (store, log, activities, the commit's input,
+    the running record of run-a)."""
+    store = open_store(f"file://{root}")
+    log = SessionLog(store, "t1", "s1")
+    log.append(coding_session())
+    acts = StoreActivities(store)
+    snap, pol, val = await _candidate(acts, "t1", "s1")
+    return store, log, acts, CommitInput(snapshot=snap, policy=pol, candidate_key=val.candidate_key), \
+        _record("run-a", snap.version)
+
+
 async def test_commit_record_leaves_what_commit_swap_then_write_record_leave(tmp_path):
     results = {}
     for how in ("two steps", "one step"):
-        store = open_store(f"file://{tmp_path / how}")
-        log = SessionLog(store, "t1", "s1")
-        log.append(coding_session())
-        acts = StoreActivities(store)
+        store, log, acts, commit_in, rec = await _ready(tmp_path / how)
         run = _env("run-a")
-        snap, pol, val = await _candidate(acts, "t1", "s1")
-        commit_in = CommitInput(snapshot=snap, policy=pol, candidate_key=val.candidate_key)
-        rec = _record("run-a", snap.version)
         if how == "two steps":
             commit = await run.run(acts.commit_swap, commit_in)
             written = await run.run(acts.write_record, RecordInput(record=committed_record(rec, commit),
@@ -95,14 +101,9 @@ async def test_a_retry_whose_commit_went_through_reports_that_commit_and_records
     """The worker 'dies' after the commit, before the record (the record's write fails); the
     agent appends meanwhile; the step's retry finds the run's own commit on the head (no second
     checkpoint, no second swap) and writes the record of that commit."""
-    store = open_store(f"file://{tmp_path}")
-    log = SessionLog(store, "t1", "s1")
-    log.append(coding_session())
-    acts = StoreActivities(store)
+    store, log, acts, commit_in, rec = await _ready(tmp_path)
     run = _env("run-a")
-    snap, pol, val = await _candidate(acts, "t1", "s1")
-    inp = CommitRecordInput(commit=CommitInput(snapshot=snap, policy=pol, candidate_key=val.candidate_key),
-                            record=_record("run-a", snap.version))
+    inp = CommitRecordInput(commit=commit_in, record=rec)
 
     def crash(*_: Any) -> None:
         raise OSError("worker lost after the commit")
@@ -137,10 +138,7 @@ async def test_a_retry_whose_commit_went_through_reports_that_commit_and_records
 async def test_a_worker_given_a_replacement_commit_swap_composes_commit_record_from_it(tmp_path):
     from workers.worker import _activity_name, _commit_record_of
 
-    store = open_store(f"file://{tmp_path}")
-    log = SessionLog(store, "t1", "s1")
-    log.append(coding_session())
-    acts = StoreActivities(store)
+    store, log, acts, commit_in, rec = await _ready(tmp_path)
     calls: list[str] = []
     from temporalio import activity
 
@@ -153,12 +151,9 @@ async def test_a_worker_given_a_replacement_commit_swap_composes_commit_record_f
     composed = _commit_record_of(registered, {"commit_swap"})
     [step] = [a for a in composed if _activity_name(a) == "commit_record"]
     assert step is not acts.commit_record
-    snap, pol, val = await _candidate(acts, "t1", "s1")
-    out = await _env("run-a").run(step, CommitRecordInput(
-        commit=CommitInput(snapshot=snap, policy=pol, candidate_key=val.candidate_key),
-        record=_record("run-a", snap.version)))
-    assert calls == [val.candidate_key]
-    [rec] = log.list_records()
-    assert rec.checkpoint == out.commit.checkpoint_id == log.head().checkpoint
+    out = await _env("run-a").run(step, CommitRecordInput(commit=commit_in, record=rec))
+    assert calls == [commit_in.candidate_key]
+    [stored] = log.list_records()
+    assert stored.checkpoint == out.commit.checkpoint_id == log.head().checkpoint
     # nothing replaced: the class's own step stays
     assert _commit_record_of(acts.activities(), set()) == acts.activities()
