@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import json
 import os
 import subprocess
@@ -268,6 +269,32 @@ async def measure(rounds: int, n_workers: int, plain: bool = False, profile: boo
     }
 
 
+@contextlib.asynccontextmanager
+async def _embedded_stack(queue: str, url: str):  # noqa: ANN202
+    """A dev server and an in-process worker serving ``queue`` on the store at ``url``: yields
+    (store, client)."""
+    from compactor.store import open_store
+    from workers.devstack import start_temporal
+    from workers.settings import Settings
+    from workers.worker import _store_s3_client, build_workers, connect
+
+    store = open_store(url)
+    server = await asyncio.to_thread(start_temporal)
+    try:
+        settings = Settings(store=url, task_queue=queue, llm_task_queue=queue + "-llm")
+        client = await connect(settings, server.address, s3_client=_store_s3_client(store))
+        workers = build_workers(client, settings, store, with_llm=False)
+        for w in workers:
+            await w.__aenter__()
+        try:
+            yield store, client
+        finally:
+            for w in reversed(workers):
+                await w.__aexit__(None, None, None)
+    finally:
+        await asyncio.to_thread(server.stop)
+
+
 async def history_census() -> dict:
     """What one compaction leaves in Temporal history: events by type (markers by name), bytes.
 
@@ -275,30 +302,13 @@ async def history_census() -> dict:
     """
     from compactor.bench.perf import turns
     from compactor.client import CompactorClient
-    from compactor.store import SessionLog, open_store
+    from compactor.store import SessionLog
     from compactor.tokens import with_tokens
-    from workers.devstack import start_temporal
-    from workers.settings import Settings
-    from workers.worker import _store_s3_client, build_workers, connect
 
-    url = f"file://{tempfile.mkdtemp(prefix='durable-hist-')}"
-    store = open_store(url)
-    server = await asyncio.to_thread(start_temporal)
-    try:
-        settings = Settings(store=url, task_queue="hist", llm_task_queue="hist-llm")
-        client = await connect(settings, server.address, s3_client=_store_s3_client(store))
-        workers = build_workers(client, settings, store, with_llm=False)
-        for w in workers:
-            await w.__aenter__()
-        try:
-            SessionLog(store, "t", "s").append(with_tokens(turns(12, prefix="s", start=9_000)))
-            out = await CompactorClient(client, store, tenant="t", task_queue="hist").compact("s", target_tokens=2_500)
-            history = await client.get_workflow_handle("compact/t/s").fetch_history()
-        finally:
-            for w in reversed(workers):
-                await w.__aexit__(None, None, None)
-    finally:
-        await asyncio.to_thread(server.stop)
+    async with _embedded_stack("hist", f"file://{tempfile.mkdtemp(prefix='durable-hist-')}") as (store, client):
+        SessionLog(store, "t", "s").append(with_tokens(turns(12, prefix="s", start=9_000)))
+        out = await CompactorClient(client, store, tenant="t", task_queue="hist").compact("s", target_tokens=2_500)
+        history = await client.get_workflow_handle("compact/t/s").fetch_history()
     kinds: collections.Counter[str] = collections.Counter()
     for ev in history.events:
         kind = (ev.WhichOneof("attributes") or "?").removesuffix("_event_attributes")
@@ -328,16 +338,13 @@ async def latency(runs: int, tokens: int, inline_first: bool = False, growth: in
     from temporalio import activity
 
     import activities.store_activities as sa
-    from compactor.bench.perf import _compact_fresh, turns
+    from compactor.bench.perf import _compact_fresh, grow, turns
     from compactor.client import CompactorClient
     from compactor.engine.compact import compact
     from compactor.engine.policy import make_policy
-    from compactor.store import SessionLog, open_store
+    from compactor.store import SessionLog
     from compactor.store.local import LocalStore
     from compactor.tokens import with_tokens
-    from workers.devstack import start_temporal
-    from workers.settings import Settings
-    from workers.worker import _store_s3_client, build_workers, connect
 
     spans: list[tuple[str, float, float]] = []
     cur = threading.local()
@@ -397,29 +404,16 @@ async def latency(runs: int, tokens: int, inline_first: bool = False, growth: in
     sa.StoreActivities._run = timed_run
     os.fsync, LocalStore.put = timed_fsync, timed_put
 
-    tmp = Path(tempfile.mkdtemp(prefix="durable-lat-"))
-    url = f"file://{tmp}/store"
-    store = open_store(url)
-    server = await asyncio.to_thread(start_temporal)
     per_run: list[dict[str, float]] = []
     try:
-        settings = Settings(store=url, task_queue="lat", llm_task_queue="lat-llm")
-        client = await connect(settings, server.address, s3_client=_store_s3_client(store))
-        workers = build_workers(client, settings, store, with_llm=False)
-        for w in workers:
-            await w.__aenter__()
-        try:
+        async with _embedded_stack("lat", f"file://{tempfile.mkdtemp(prefix='durable-lat-')}/store") as (store, client):
             cc = CompactorClient(client, store, tenant="lat", task_queue="lat")
             await _compact_fresh(cc, store, "lat", "warm", turns(20), 3_000)
             big = with_tokens(turns(max(1, tokens // 440), prefix="big"))
             target = max(8_000, int(tokens * 0.15))
             glog = SessionLog(store, "lat", "grow")
             for i in range(growth):  # bench perf's growing session, same order: inline, then durable
-                glog.append(with_tokens(turns(40, prefix="g", start=i * 100)))
-                head = glog.head()
-                prev = glog.current_checkpoint(head)
-                end = 0 if prev is None or prev.covers.empty else prev.covers.end
-                evs = [e for e in glog.read_events(head=head) if e.seq > end or e.kind == "pinned"]
+                head, prev, evs = grow(glog, i)
                 ti = time.perf_counter()
                 compact(evs, make_policy("default"), 4_000, prev, tenant="lat", session="grow")
                 inline = (time.perf_counter() - ti) * 1000
@@ -453,12 +447,8 @@ async def latency(runs: int, tokens: int, inline_first: bool = False, growth: in
                 per_run.append(_split(got, start, t1, inline))
                 if inline_first:
                     per_run[-1]["inline before the durable run"] = first_ms
-        finally:
-            for w in reversed(workers):
-                await w.__aexit__(None, None, None)
     finally:
         os.fsync, LocalStore.put = real_fsync, real_put
-        await asyncio.to_thread(server.stop)
     keys = sorted({k for r in per_run for k in r}, key=lambda k: -statistics.median(r.get(k, 0.0) for r in per_run))
     return {"runs": len(per_run), "tokens": tokens, "load_average": os.getloadavg()[0],
             "median_ms": {k: round(statistics.median(r.get(k, 0.0) for r in per_run), 2) for k in keys},
