@@ -338,7 +338,7 @@ async def latency(runs: int, tokens: int, inline_first: bool = False, growth: in
     from temporalio import activity
 
     import activities.store_activities as sa
-    from compactor.bench.perf import _compact_fresh, grow, turns
+    from compactor.bench.perf import _compact_fresh, turns
     from compactor.client import CompactorClient
     from compactor.engine.compact import compact
     from compactor.engine.policy import make_policy
@@ -412,6 +412,8 @@ async def latency(runs: int, tokens: int, inline_first: bool = False, growth: in
             big = with_tokens(turns(max(1, tokens // 440), prefix="big"))
             target = max(8_000, int(tokens * 0.15))
             glog = SessionLog(store, "lat", "grow")
+            if growth:  # (a tree from before round eight has no perf.grow: --growth needs this one's)
+                from compactor.bench.perf import grow
             for i in range(growth):  # bench perf's growing session, same order: inline, then durable
                 head, prev, evs = grow(glog, i)
                 ti = time.perf_counter()
