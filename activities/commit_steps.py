@@ -1,9 +1,11 @@
 """The committing steps of ``StoreActivities``: commit_swap (the merge and the head's
-compare-and-swap), write_record (and the breaker count), and the sweep's list_due_sessions. A
+compare-and-swap), write_record (and the breaker count), both as one step (commit_record), and
+the sweep's list_due_sessions. A
 mixin: the store plumbing (``_run``, ``log``, work objects) is ``StoreActivities``'."""
 
 from __future__ import annotations
 
+import contextvars
 import time
 from typing import Any
 
@@ -15,12 +17,15 @@ from activities.contracts import (
     ActivityName,
     CommitInput,
     CommitOutput,
+    CommitRecordInput,
+    CommitRecordOutput,
     DueSessions,
     ErrorType,
     RecordInput,
     RecordOutput,
     SkippedSession,
     SweepInput,
+    committed_record,
 )
 from activities.merge import Merge, committed_by
 from activities.step_support import CountingStore, policy_of, workflow_run_id
@@ -51,78 +56,78 @@ class CommitSteps:
         worker, a replayed workflow task) reports it instead of failing or committing again.
         """
         meta = self._meta()
+        return await self._run(lambda: self._commit(inp, meta))
+
+    def _commit(self, inp: CommitInput, meta: dict[str, Any]) -> CommitOutput:
+        """commit_swap's work (in an executor thread): also the first part of commit_record."""
+        from compactor.engine.measure import view_tokens
+        from compactor.engine.view import build_view
+
         run = workflow_run_id()
+        t = time.perf_counter()
+        snap = inp.snapshot
+        log = self.log(snap.tenant, snap.session)
+        base = Checkpoint.model_validate(self._get_json(inp.candidate_key))
 
-        def work() -> CommitOutput:
-            from compactor.engine.measure import view_tokens
-            from compactor.engine.view import build_view
-
-            t = time.perf_counter()
-            snap = inp.snapshot
-            log = self.log(snap.tenant, snap.session)
-            base = Checkpoint.model_validate(self._get_json(inp.candidate_key))
-
-            merge = Merge(self, log, snap, base, self._prev(log, snap))
-            ckpt = base
-            etag = snap.etag
-            head: Head | None = None
-            written: set[str] = set()
-            cas = 0
-            while True:
-                if ckpt.id not in written:  # a merge that reconciled nothing keeps the same one
-                    ckpt = self._write_or_adopt(log, ckpt)
-                    written.add(ckpt.id)
-                    if ckpt.id == base.id:
-                        merge.base = base = ckpt
-                cas += 1
-                # The head carries the new view's size (what a sweep reads instead of the log).
-                n_view = view_tokens(build_view(merge.old_events() + list(merge.new), ckpt))
-                try:
-                    head = log.set_checkpoint(ckpt.id, expected_etag=etag, run=run or None, head=head,
-                                              view_tokens=n_view)
-                    break
-                except errors.PreconditionFailed:
-                    head = log.head()
-                if committed_by(head, run, base.id):
-                    # An earlier execution of this run committed (its reply or its workflow
-                    # task was lost): report that commit.
-                    ckpt = log.read_checkpoint(head.checkpoint or "", head.checkpoint_sha256)
-                    merge.read_new(head)
-                    n_view = view_tokens(build_view(merge.old_events() + merge.new, ckpt))
-                    break
-                if head.checkpoint != snap.checkpoint:
-                    raise ApplicationError(
-                        f"the head of {snap.tenant}/{snap.session} now points at checkpoint "
-                        f"{head.checkpoint!r}, not {snap.checkpoint!r} as at the snapshot "
-                        f"(another compaction or a rollback committed meanwhile); nothing was "
-                        f"changed - request a new compaction",
-                        type=str(ErrorType.SNAPSHOT_CHANGED),
-                        non_retryable=True,
-                    )
-                if merge.count >= inp.max_merges:
-                    raise ApplicationError(
-                        f"the head of {snap.tenant}/{snap.session} kept moving: {merge.count} merges "
-                        f"did not land; nothing was changed - retry the compaction",
-                        type=str(ErrorType.CONFLICT_RETRIES_EXHAUSTED),
-                        non_retryable=True,
-                    )
-                ckpt = merge.candidate(head)
-                etag = head.etag
-            # unchanged view (no merge): the workflow keeps validate's count
-            tokens_after = n_view if merge.new else 0
-            return CommitOutput(
-                checkpoint_id=ckpt.id,
-                committed_version=head.version,
-                checkpoint_sha256=head.checkpoint_sha256,
-                conflicts_merged=merge.count,
-                reconciled=merge.reconciled,
-                tokens_after=tokens_after,
-                cas_attempts=cas,
-                ms=(time.perf_counter() - t) * 1000,
-                **meta,
-            )
-
-        return await self._run(work)
+        merge = Merge(self, log, snap, base, self._prev(log, snap))
+        ckpt = base
+        etag = snap.etag
+        head: Head | None = None
+        written: set[str] = set()
+        cas = 0
+        while True:
+            if ckpt.id not in written:  # a merge that reconciled nothing keeps the same one
+                ckpt = self._write_or_adopt(log, ckpt)
+                written.add(ckpt.id)
+                if ckpt.id == base.id:
+                    merge.base = base = ckpt
+            cas += 1
+            # The head carries the new view's size (what a sweep reads instead of the log).
+            n_view = view_tokens(build_view(merge.old_events() + list(merge.new), ckpt))
+            try:
+                head = log.set_checkpoint(ckpt.id, expected_etag=etag, run=run or None, head=head,
+                                          view_tokens=n_view)
+                break
+            except errors.PreconditionFailed:
+                head = log.head()
+            if committed_by(head, run, base.id):
+                # An earlier execution of this run committed (its reply or its workflow
+                # task was lost): report that commit.
+                ckpt = log.read_checkpoint(head.checkpoint or "", head.checkpoint_sha256)
+                merge.read_new(head)
+                n_view = view_tokens(build_view(merge.old_events() + merge.new, ckpt))
+                break
+            if head.checkpoint != snap.checkpoint:
+                raise ApplicationError(
+                    f"the head of {snap.tenant}/{snap.session} now points at checkpoint "
+                    f"{head.checkpoint!r}, not {snap.checkpoint!r} as at the snapshot "
+                    f"(another compaction or a rollback committed meanwhile); nothing was "
+                    f"changed - request a new compaction",
+                    type=str(ErrorType.SNAPSHOT_CHANGED),
+                    non_retryable=True,
+                )
+            if merge.count >= inp.max_merges:
+                raise ApplicationError(
+                    f"the head of {snap.tenant}/{snap.session} kept moving: {merge.count} merges "
+                    f"did not land; nothing was changed - retry the compaction",
+                    type=str(ErrorType.CONFLICT_RETRIES_EXHAUSTED),
+                    non_retryable=True,
+                )
+            ckpt = merge.candidate(head)
+            etag = head.etag
+        # unchanged view (no merge): the workflow keeps validate's count
+        tokens_after = n_view if merge.new else 0
+        return CommitOutput(
+            checkpoint_id=ckpt.id,
+            committed_version=head.version,
+            checkpoint_sha256=head.checkpoint_sha256,
+            conflicts_merged=merge.count,
+            reconciled=merge.reconciled,
+            tokens_after=tokens_after,
+            cas_attempts=cas,
+            ms=(time.perf_counter() - t) * 1000,
+            **meta,
+        )
 
     @staticmethod
     def _write_or_adopt(log: SessionLog, ckpt: Checkpoint) -> Checkpoint:
@@ -147,29 +152,62 @@ class CommitSteps:
     async def write_record(self, inp: RecordInput) -> RecordOutput:
         """Persist the CompactionRecord beside the session (immutable, keyed by the run id)."""
         meta = self._meta()
+        return await self._run(lambda: self._write_record(inp, meta))
 
-        def work() -> RecordOutput:
-            t = time.perf_counter()
-            rec = inp.record
-            log = self.log(rec.tenant, rec.session)
+    def _write_record(self, inp: RecordInput, meta: dict[str, Any]) -> RecordOutput:
+        """write_record's work (in an executor thread): also the second part of commit_record."""
+        t = time.perf_counter()
+        rec = inp.record
+        log = self.log(rec.tenant, rec.session)
+        # The breaker's count (its own object, idempotent by run id, never failing the record)
+        # is written while the record is: two fsync'ed writes side by side, not one after the other.
+        counted = (self._io_pool.submit(contextvars.copy_context().run, self._count_breaker, rec)
+                   if inp.count_breaker else None)
+        try:
+            key = log.write_record(rec)
+        except errors.PreconditionFailed:
+            # An earlier execution of this run (before a lost worker) recorded it already.
+            # A committed record stands; a noop/failure of the lost execution gives way to
+            # this one, which is the run's outcome (bench chaos: a run reported committed
+            # while its only record said noop). Metrics counted the run then, not again.
             try:
-                key = log.write_record(rec)
-            except errors.PreconditionFailed:
-                # An earlier execution of this run (before a lost worker) recorded it already.
-                # A committed record stands; a noop/failure of the lost execution gives way to
-                # this one, which is the run's outcome (bench chaos: a run reported committed
-                # while its only record said noop). Metrics counted the run then, not again.
-                try:
-                    key = log.supersede_record(rec)
-                except errors.PreconditionFailed:  # a concurrent retry replaced it: same run
-                    key = f"{log.prefix}records/{rec.id}.json"
-            else:
-                metrics.record_compaction(rec)
-            if inp.mark_noop and rec.snapshot_version:
-                log.mark_noop(rec.snapshot_version, rec.tokens_before)
-            if inp.count_breaker:
-                self._count_breaker(rec)
-            return RecordOutput(key=key, ms=(time.perf_counter() - t) * 1000, **meta)
+                key = log.supersede_record(rec)
+            except errors.PreconditionFailed:  # a concurrent retry replaced it: same run
+                key = f"{log.prefix}records/{rec.id}.json"
+        else:
+            metrics.record_compaction(rec)
+        finally:
+            if counted is not None:
+                counted.result()
+        if inp.mark_noop and rec.snapshot_version:
+            log.mark_noop(rec.snapshot_version, rec.tokens_before)
+        return RecordOutput(key=key, ms=(time.perf_counter() - t) * 1000, **meta)
+
+    # --- 7+8. commit_record: the commit and its record in one step ----------------------------
+    @activity.defn(name=ActivityName.COMMIT_RECORD)
+    async def commit_record(self, inp: CommitRecordInput) -> CommitRecordOutput:
+        """commit_swap, then write_record of the committed run, in one local activity (one
+        activation and one round trip fewer per compaction; workflows since the
+        ``commit-records`` patch). The record is ``contracts.committed_record`` of the input's
+        record and the commit's output, as the workflow builds it after a separate commit_swap.
+
+        A retry after the commit went through (the record's write failed, a lost reply) takes
+        commit_swap's own-commit path (the head names this run: the checkpoint is adopted, the
+        commit reported, nothing committed twice), then writes the record. Each part runs in
+        its own span (``commit_swap``, ``write_record``) with the attributes its own activity
+        span carried; the step's span gets the committed record's."""
+        meta = self._meta()
+
+        def work() -> CommitRecordOutput:
+            t = time.perf_counter()
+            with metrics.part_span(str(ActivityName.COMMIT_SWAP), inp.commit) as span:
+                commit = self._commit(inp.commit, meta)
+                metrics.annotate_span(commit, span=span)
+            rec_in = RecordInput(record=committed_record(inp.record, commit), count_breaker=inp.count_breaker)
+            with metrics.part_span(str(ActivityName.WRITE_RECORD), rec_in):
+                written = self._write_record(rec_in, meta)
+            metrics.annotate_span(rec_in)
+            return CommitRecordOutput(commit=commit, record=written, ms=(time.perf_counter() - t) * 1000, **meta)
 
         return await self._run(work)
 

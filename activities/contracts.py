@@ -49,6 +49,7 @@ class ActivityName(StrEnum):
     VALIDATE_CANDIDATE = "validate_candidate"
     FINISH_STRUCTURED = "finish_structured"
     EXTERNALIZE_FINISH = "externalize_finish"
+    COMMIT_RECORD = "commit_record"
     COMMIT_SWAP = "commit_swap"
     WRITE_RECORD = "write_record"
     LIST_DUE_SESSIONS = "list_due_sessions"
@@ -595,6 +596,50 @@ def finish_structured_input(inp: ExternalizeFinishInput, ext: ExternalizeOutput)
             snapshot=snap, policy=e.policy, plan_key=e.plan_key, layers_key=ext.layers_key, state_key=state_key,
             summary_key=summary_key, checkpoint_id="", candidate_key=f"{prefix}candidate-structured.json",
             summarizer="structured", covers_end=ext.covers_end),
+    )
+
+
+# --- the commit and its record in one step (issue 17) ----------------------------------------
+
+
+class CommitRecordInput(BaseModel):
+    """commit_swap + write_record as one local activity: the commit, then the record of the
+    committed run (``committed_record`` of ``record`` and the commit's output), written and
+    counted on the breaker by the same worker. A retry whose commit went through takes
+    commit_swap's own-commit path, then writes the record."""
+
+    model_config = _cfg()
+
+    commit: CommitInput
+    record: CompactionRecord = Field(
+        description="The run's record before the commit (durations and attempts of the steps so far).")
+    count_breaker: bool = True
+
+
+class CommitRecordOutput(_Out):
+    model_config = _cfg()
+
+    commit: CommitOutput
+    record: RecordOutput
+
+
+def committed_record(record: CompactionRecord, commit: CommitOutput) -> CompactionRecord:
+    """The record of a run whose commit_swap returned ``commit``: what the workflow records
+    after a separate commit_swap step (its duration and attempt included), and what
+    commit_record writes - both call this, so the stored and the returned record agree."""
+    durations = {**record.durations_ms, str(ActivityName.COMMIT_SWAP): round(commit.ms, 3)}
+    return record.model_copy(
+        update={
+            "status": "committed",
+            "checkpoint": commit.checkpoint_id,
+            "checkpoint_sha256": commit.checkpoint_sha256,
+            "committed_version": commit.committed_version,
+            "conflicts_merged": commit.conflicts_merged,
+            "reconciled": list(commit.reconciled),
+            "tokens_after": commit.tokens_after or record.tokens_after,
+            "durations_ms": durations,
+            "attempts": max(record.attempts, commit.attempt, 1),
+        }
     )
 
 

@@ -29,10 +29,11 @@ Why here and why this way:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -474,9 +475,10 @@ def span_attributes(obj: Any) -> dict[str, Any]:
     return attrs
 
 
-def annotate_span(*objs: Any, error: BaseException | None = None) -> None:
-    """Set :func:`span_attributes` of ``objs`` (and the error's type) on the current span."""
-    span = trace.get_current_span()
+def annotate_span(*objs: Any, error: BaseException | None = None, span: Any = None) -> None:
+    """Set :func:`span_attributes` of ``objs`` (and the error's type) on ``span`` (default: the
+    current span)."""
+    span = span if span is not None else trace.get_current_span()
     if not span.is_recording():
         return
     for obj in objs:
@@ -484,3 +486,21 @@ def annotate_span(*objs: Any, error: BaseException | None = None) -> None:
             span.set_attributes(span_attributes(obj))
     if error is not None:
         span.set_attribute("error.type", str(getattr(error, "type", None) or type(error).__name__))
+
+
+@contextlib.contextmanager
+def part_span(name: str, *objs: Any) -> Iterator[Any]:
+    """A child span ``name`` of the current (activity) span for one part of a step that runs
+    several (``commit_record``: ``commit_swap`` then ``write_record``), with the attributes of
+    ``objs`` - what that part's own activity span carried when it was a step of its own. No
+    span when the current one is not recording (no tracing configured)."""
+    if not trace.get_current_span().is_recording():
+        yield trace.INVALID_SPAN
+        return
+    with trace.get_tracer("compactor").start_as_current_span(name) as span:
+        annotate_span(*objs, span=span)
+        try:
+            yield span
+        except BaseException as exc:
+            annotate_span(error=exc, span=span)
+            raise

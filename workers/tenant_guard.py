@@ -30,7 +30,7 @@ from temporalio.worker import (
 from activities.contracts import ErrorType
 
 TENANT_NOT_ALLOWED = str(ErrorType.TENANT_NOT_ALLOWED)
-_NESTED = ("snapshot", "record", "lift", "summarize", "check")  # fields that carry the tenant further down
+_NESTED = ("snapshot", "record", "lift", "summarize", "check", "commit", "externalize")  # fields that carry the tenant further down
 
 
 def tenants_in(args: Iterable[Any]) -> set[str]:

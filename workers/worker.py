@@ -290,6 +290,7 @@ def build_workers(
     acts = [a for a in acts if _activity_name(a) not in names] + list(extra_activities)
     acts = _finish_structured_of(acts, names)
     acts = _externalize_finish_of(acts, names)
+    acts = _commit_record_of(acts, names)
     # stateless: one list serves both workers (tenant guard, span attributes, redaction)
     interceptors = [*_tenant_guard(settings, tq), *_span_interceptors(), RedactingInterceptor()]
     main = Worker(
@@ -366,42 +367,51 @@ def skip_noop_payload_visits() -> bool:
     return True
 
 
-def _finish_structured_of(acts: list[Any], replaced: set[str]) -> list[Any]:
-    """When a step that ``finish_structured`` runs in one call (lift_state,
-    summarize_structured, validate_candidate) is replaced, the one-step activity is made of
-    the registered steps instead, so the replacement is called on that path too."""
-    from activities.contracts import ActivityName
-    from activities.store_activities import compose_finish_structured
-
-    parts = [str(ActivityName.LIFT_STATE), str(ActivityName.SUMMARIZE_STRUCTURED),
-             str(ActivityName.VALIDATE_CANDIDATE)]
-    finish = str(ActivityName.FINISH_STRUCTURED)
-    if finish in replaced or not replaced.intersection(parts):
+def _composed_of(acts: list[Any], replaced: set[str], both: str, parts: list[str], compose: Any,
+                 also: Sequence[str] = ()) -> list[Any]:
+    """``acts`` with the one-step activity ``both`` made of the registered ``parts`` (``compose``
+    of them, in order) when one of ``parts`` (or of ``also``: steps a part runs) is replaced and
+    ``both`` is not, so the replacement is called on the one-step path too; else ``acts``."""
+    if both in replaced or not replaced.intersection([*parts, *also]):
         return acts
     by_name = {_activity_name(a): a for a in acts}
     if not all(p in by_name for p in parts):
         return acts
-    composed = compose_finish_structured(*(by_name[p] for p in parts))
-    return [a for a in acts if _activity_name(a) != finish] + [composed]
+    composed = compose(*(by_name[p] for p in parts))
+    return [a for a in acts if _activity_name(a) != both] + [composed]
+
+
+def _finish_structured_of(acts: list[Any], replaced: set[str]) -> list[Any]:
+    """When a step that ``finish_structured`` runs in one call (lift_state,
+    summarize_structured, validate_candidate) is replaced, the one-step activity is made of
+    the registered steps instead, so the replacement is called on that path too."""
+    from activities.contracts import ActivityName as A
+    from activities.store_activities import compose_finish_structured
+
+    return _composed_of(acts, replaced, str(A.FINISH_STRUCTURED),
+                        [str(A.LIFT_STATE), str(A.SUMMARIZE_STRUCTURED), str(A.VALIDATE_CANDIDATE)],
+                        compose_finish_structured)
 
 
 def _externalize_finish_of(acts: list[Any], replaced: set[str]) -> list[Any]:
     """``externalize_finish`` made of the registered externalize and finish_structured when
     either (or a step finish_structured runs) is replaced, as ``_finish_structured_of``."""
-    from activities.contracts import ActivityName
+    from activities.contracts import ActivityName as A
     from activities.store_activities import compose_externalize_finish
 
-    parts = [str(ActivityName.EXTERNALIZE), str(ActivityName.FINISH_STRUCTURED)]
-    inner = [str(ActivityName.LIFT_STATE), str(ActivityName.SUMMARIZE_STRUCTURED),
-             str(ActivityName.VALIDATE_CANDIDATE)]
-    both = str(ActivityName.EXTERNALIZE_FINISH)
-    if both in replaced or not replaced.intersection(parts + inner):
-        return acts
-    by_name = {_activity_name(a): a for a in acts}
-    if not all(p in by_name for p in parts):
-        return acts
-    composed = compose_externalize_finish(*(by_name[p] for p in parts))
-    return [a for a in acts if _activity_name(a) != both] + [composed]
+    return _composed_of(acts, replaced, str(A.EXTERNALIZE_FINISH), [str(A.EXTERNALIZE), str(A.FINISH_STRUCTURED)],
+                        compose_externalize_finish,
+                        also=[str(A.LIFT_STATE), str(A.SUMMARIZE_STRUCTURED), str(A.VALIDATE_CANDIDATE)])
+
+
+def _commit_record_of(acts: list[Any], replaced: set[str]) -> list[Any]:
+    """``commit_record`` made of the registered commit_swap and write_record when either is
+    replaced, as ``_finish_structured_of``."""
+    from activities.contracts import ActivityName as A
+    from activities.store_activities import compose_commit_record
+
+    return _composed_of(acts, replaced, str(A.COMMIT_RECORD), [str(A.COMMIT_SWAP), str(A.WRITE_RECORD)],
+                        compose_commit_record)
 
 
 def _tenant_guard(settings: Settings, task_queue: str) -> list[Any]:

@@ -35,6 +35,8 @@ with workflow.unsafe.imports_passed_through():
         ActivityName,
         CommitInput,
         CommitOutput,
+        CommitRecordInput,
+        CommitRecordOutput,
         CompactSessionInput,
         CompactSessionOutput,
         CompactStatus,
@@ -58,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
         SummarizeOutput,
         ValidateInput,
         ValidateOutput,
+        committed_record,
         params_hash,
         work_prefix,
     )
@@ -123,6 +126,7 @@ STEP_TIMEOUT = {
     ActivityName.EXTERNALIZE_FINISH: timedelta(seconds=420),
     ActivityName.COMMIT_SWAP: timedelta(seconds=120),
     ActivityName.WRITE_RECORD: timedelta(seconds=30),
+    ActivityName.COMMIT_RECORD: timedelta(seconds=150),
 }
 # Store activities heartbeat every second while they work: a killed worker is noticed fast.
 STORE_HEARTBEAT = timedelta(seconds=5)
@@ -142,6 +146,7 @@ _LOCAL_OK = {
     ActivityName.VALIDATE_CANDIDATE,
     ActivityName.FINISH_STRUCTURED,
     ActivityName.EXTERNALIZE_FINISH,
+    ActivityName.COMMIT_RECORD,  # (only asked for since COMMIT_RECORD_PATCH, which implies LOCAL_COMMIT_PATCH)
 }
 # Measured (compactor bench perf): with commit_swap and write_record local too, a compaction
 # is one workflow task instead of three round trips through the server; both are idempotent,
@@ -210,6 +215,13 @@ FREEZE_PLAN_PATCH = "freeze-plans"
 # dispatch and the gap between them). The record keeps every part's duration under its own
 # name. Implies every patch above, as FREEZE_PLAN_PATCH does (one marker per run).
 EXTERNALIZE_FINISH_PATCH = "externalize-finishes"
+# A committing run's commit_swap and write_record run as one step (commit_record: the commit, then
+# the record of the committed run - contracts.committed_record - written and counted on the
+# breaker by the same worker); one local activity fewer per run. A retry of the step whose commit
+# went through takes commit_swap's own-commit path, then writes the record. Noop and failed runs
+# still end with write_record alone. The record keeps both parts' durations under their own
+# names. Implies every patch above, as EXTERNALIZE_FINISH_PATCH does (one marker per run).
+COMMIT_RECORD_PATCH = "commit-records"
 
 
 def _repairs(ext: ExternalizeOutput, val: ValidateOutput, summarizer: str) -> list[str]:
@@ -247,6 +259,7 @@ class CompactSessionWorkflow:
         self._v3 = False  # STEPS_PATCH: set once, at the start of the run
         self._v4 = False  # FREEZE_PLAN_PATCH (implies STEPS_PATCH)
         self._v5 = False  # EXTERNALIZE_FINISH_PATCH (implies FREEZE_PLAN_PATCH)
+        self._v6 = False  # COMMIT_RECORD_PATCH (implies EXTERNALIZE_FINISH_PATCH)
         self._tokens_before: int | None = None  # v3: upserted with the final status, one command
 
     def _patched(self, patch_id: str) -> bool:
@@ -274,7 +287,8 @@ class CompactSessionWorkflow:
     @workflow.run
     async def run(self, inp: CompactSessionInput) -> CompactSessionOutput:
         self._inp = inp
-        self._v5 = workflow.patched(EXTERNALIZE_FINISH_PATCH)
+        self._v6 = workflow.patched(COMMIT_RECORD_PATCH)
+        self._v5 = self._v6 or workflow.patched(EXTERNALIZE_FINISH_PATCH)
         self._v4 = self._v5 or workflow.patched(FREEZE_PLAN_PATCH)
         self._v3 = self._v4 or workflow.patched(STEPS_PATCH)
         if self._patched(INPUT_CHECK_PATCH):
@@ -574,6 +588,8 @@ class CompactSessionWorkflow:
                     non_retryable=True,
                 )
 
+        if self._v6:
+            return await self._commit_record(snap, policy, val, ext, record)
         commit = await self._step(
             ActivityName.COMMIT_SWAP,
             CommitInput(
@@ -582,19 +598,56 @@ class CompactSessionWorkflow:
             CommitOutput,
             f"swap head v{snap.version} -> checkpoint {val.checkpoint_id} (covers 1..{ext.covers_end})",
         )
-        record = record.model_copy(
-            update={
-                "status": "committed",
-                "checkpoint": commit.checkpoint_id,
-                "checkpoint_sha256": commit.checkpoint_sha256,
-                "committed_version": commit.committed_version,
-                "conflicts_merged": commit.conflicts_merged,
-                "reconciled": list(commit.reconciled),
-                "tokens_after": commit.tokens_after or val.view_tokens,
-            }
-        )
+        # (record.tokens_after is val.view_tokens; _finish sets the durations and attempts)
+        record = committed_record(record, commit)
         self._set(checkpoint=commit.checkpoint_id)
         return await self._finish(record, commit.checkpoint_id, started)
+
+    async def _commit_record(
+        self, snap: SnapshotRef, policy: PolicyRef, val: ValidateOutput, ext: ExternalizeOutput,
+        record: CompactionRecord,
+    ) -> CompactSessionOutput:
+        """commit_swap + write_record as one step (COMMIT_RECORD_PATCH), reported as the two steps
+        it ran. The activity writes ``committed_record(before, commit)``; the run returns the same
+        record, built here from the same inputs (nothing of it crosses the history twice)."""
+        before = record.model_copy(
+            update={"durations_ms": dict(self._durations), "attempts": max([1, *self._attempts.values()])}
+        )
+        name = str(ActivityName.COMMIT_RECORD)
+        out = await self._step(
+            ActivityName.COMMIT_RECORD,
+            CommitRecordInput(
+                commit=CommitInput(snapshot=snap, policy=policy, candidate_key=val.candidate_key,
+                                   max_merges=self._inp.max_merges),
+                record=before,
+                count_breaker=not self._breaker_refused,
+            ),
+            CommitRecordOutput,
+            f"swap head v{snap.version} -> checkpoint {val.checkpoint_id} (covers 1..{ext.covers_end}), "
+            f"then record it",
+        )
+        total = self._durations.pop(name)
+        attempt = self._attempts.pop(name, 1)
+        self._steps_done.remove(name)
+        commit = out.commit
+        committed = committed_record(before, commit)
+        for step, ms in ((ActivityName.COMMIT_SWAP, commit.ms),
+                         (ActivityName.WRITE_RECORD, max(out.record.ms, total - commit.ms))):
+            self._durations[str(step)] = round(ms, 3)
+            self._attempts[str(step)] = max(attempt, 1)
+            self._steps_done.append(str(step))
+        self._set(checkpoint=commit.checkpoint_id)
+        workflow.upsert_search_attributes(
+            [
+                *([SA_TOKENS_BEFORE.value_set(self._tokens_before)] if self._tokens_before is not None else []),
+                SA_STATUS.value_set(committed.status),
+                SA_TOKENS_AFTER.value_set(committed.tokens_after),
+            ]
+        )
+        self._set(step="done")
+        return CompactSessionOutput(
+            status="committed", checkpoint=commit.checkpoint_id, record_key=out.record.key, record=committed
+        )
 
     # --- summarize with fallback ------------------------------------------------------------------
     def _summarize_input(

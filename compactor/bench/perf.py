@@ -248,11 +248,7 @@ async def measure(*, runs: int = 3, tokens: int = 100_000, sessions: int = 20, r
             gname = "grow"
             glog = SessionLog(store, tenant, gname)
             for i in range(k):
-                glog.append(with_tokens(turns(40, prefix="g", start=i * 100)))
-                head = glog.head()
-                prev = glog.current_checkpoint(head)
-                end = 0 if prev is None or prev.covers.empty else prev.covers.end
-                evs = [e for e in glog.read_events(head=head) if e.seq > end or e.kind == "pinned"]
+                _, prev, evs = grow(glog, i)
                 t = time.perf_counter()
                 compact(evs, policy, 4_000, prev, tenant=tenant, session=gname)
                 ilat.append((time.perf_counter() - t) * 1000)
@@ -289,6 +285,18 @@ async def measure(*, runs: int = 3, tokens: int = 100_000, sessions: int = 20, r
             "cpus": os.cpu_count(), "load_before": round(load0, 2),
         },
     }
+
+
+def grow(glog: Any, i: int) -> tuple[Any, Any, list[Event]]:
+    """The growing session's i-th batch (40 tool rounds) appended: (head, previous checkpoint,
+    the events the next compaction sees - pinned ones and those after that checkpoint)."""
+    from compactor.tokens import with_tokens
+
+    glog.append(with_tokens(turns(40, prefix="g", start=i * 100)))
+    head = glog.head()
+    prev = glog.current_checkpoint(head)
+    end = 0 if prev is None or prev.covers.empty else prev.covers.end
+    return head, prev, [e for e in glog.read_events(head=head) if e.seq > end or e.kind == "pinned"]
 
 
 def _cpu_ms(pids: list[int]) -> float | None:

@@ -3,10 +3,16 @@
 It serves the compaction workflow and the store activities on one task queue. MODE:
 
 - ``plain``: a normal worker (killed at a random moment, or left to finish).
-- ``in``: inside commit_swap it writes the checkpoint, prints ``in-commit-swap`` and hangs:
+- ``in``: at the commit point it writes the checkpoint, prints ``in-commit-swap`` and hangs:
   the worker dies after the checkpoint is stored and before the head is swapped.
-- ``after``: commit_swap swaps the head, prints ``after-commit-swap`` and hangs: the worker
-  dies after the commit, before its workflow task is recorded (the run is executed again).
+- ``after``: it swaps the head, prints ``after-commit-swap`` and hangs: the worker dies after
+  the commit, before its record is written and before its workflow task is recorded (the run
+  is executed again).
+
+The hooks are in the commit's own work (``StoreActivities._write_or_adopt`` and ``_commit``), so
+they hold in both steps that commit: ``commit_swap`` and ``commit_record`` (commit_swap +
+write_record in one step, runs since the ``commit-records`` patch), where ``after`` dies between
+the commit and the record.
 
     python -m compactor.testing.chaos_worker ADDRESS STORE_URL TASK_QUEUE [MODE]
 
@@ -18,34 +24,38 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-
-from temporalio import activity
+import time
+from typing import Any, NoReturn
 
 from activities.contracts import CommitInput, CommitOutput
 from activities.store_activities import StoreActivities
 from compactor.records import Checkpoint
+from compactor.store import SessionLog
 
 MODES = ("plain", "in", "after")
 
 
+def _hang(line: str) -> NoReturn:
+    """Print ``line`` and block the executor thread until the process is killed."""
+    print(line, flush=True)
+    time.sleep(3600)
+    raise AssertionError("not killed")
+
+
 class HangInCommit(StoreActivities):
-    @activity.defn(name="commit_swap")
-    async def commit_swap(self, inp: CommitInput) -> CommitOutput:
-        ckpt = Checkpoint.model_validate(self._get_json(inp.candidate_key))
-        log = self.log(inp.snapshot.tenant, inp.snapshot.session)
-        await asyncio.to_thread(log.write_checkpoint, ckpt)
-        print("in-commit-swap", flush=True)
-        await asyncio.sleep(3600)
-        raise AssertionError("not killed")
+    def _write_or_adopt(self, log: SessionLog, ckpt: Checkpoint) -> Checkpoint:  # type: ignore[override]
+        StoreActivities._write_or_adopt(log, ckpt)
+        _hang("in-commit-swap")
 
 
 class HangAfterCommit(StoreActivities):
-    @activity.defn(name="commit_swap")
-    async def commit_swap(self, inp: CommitInput) -> CommitOutput:
-        await StoreActivities.commit_swap(self, inp)
-        print("after-commit-swap", flush=True)
-        await asyncio.sleep(3600)
-        raise AssertionError("not killed")
+    def _commit(self, inp: CommitInput, meta: dict[str, Any]) -> CommitOutput:
+        StoreActivities._commit(self, inp, meta)
+        _hang("after-commit-swap")
+
+
+def _committing_steps(acts: StoreActivities) -> list[Any]:
+    return [acts.commit_swap, acts.commit_record]
 
 
 async def main(address: str, store_url: str, task_queue: str, mode: str = "plain") -> None:
@@ -58,9 +68,9 @@ async def main(address: str, store_url: str, task_queue: str, mode: str = "plain
     store = open_store(store_url)
     extra = []
     if mode == "in":
-        extra = [HangInCommit(store).commit_swap]
+        extra = _committing_steps(HangInCommit(store))
     elif mode == "after":
-        extra = [HangAfterCommit(store).commit_swap]
+        extra = _committing_steps(HangAfterCommit(store))
     settings = Settings(store=store_url, task_queue=task_queue, llm_task_queue=task_queue + "-llm")
     client = await connect(settings, address, s3_client=_store_s3_client(store))
     workers = build_workers(client, settings, store, extra_activities=extra, with_llm=False)

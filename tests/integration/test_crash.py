@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from activities.store_activities import StoreActivities
 from compactor.client import CompactorClient
 from compactor.store import SessionLog
 from compactor.store.s3 import S3Store
@@ -32,14 +33,20 @@ async def _readline(proc: subprocess.Popen, want: str, timeout: float = 60.0) ->
     raise AssertionError(f"worker never printed {want!r}")
 
 
-async def test_worker_killed_in_commit_swap_second_worker_finishes(
-    temporal_address, s3_endpoint, s3_bucket, task_queue
-):
+def _session(s3_endpoint: str, s3_bucket: str) -> tuple[S3Store, str, str, SessionLog, list]:
+    """A coding session in the S3 store: (store, tenant, session, its log, its events)."""
     store = S3Store(s3_bucket, "compactor", endpoint_url=s3_endpoint)
     tenant, session = new_ids()
     log = SessionLog(store, tenant, session)
     events = coding_session()
     log.append(events)
+    return store, tenant, session, log, events
+
+
+async def test_worker_killed_in_commit_swap_second_worker_finishes(
+    temporal_address, s3_endpoint, s3_bucket, task_queue
+):
+    store, tenant, session, log, events = _session(s3_endpoint, s3_bucket)
     before = log.head()
     env = dict(os.environ, AWS_ENDPOINT_URL=s3_endpoint, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(
@@ -93,11 +100,7 @@ async def test_worker_killed_after_commit_swap_the_run_reports_its_commit(
     # it made (not noop, not SnapshotChanged) and never commit a second checkpoint.
     from workflows.compact_session import SA_STATUS
 
-    store = S3Store(s3_bucket, "compactor", endpoint_url=s3_endpoint)
-    tenant, session = new_ids()
-    log = SessionLog(store, tenant, session)
-    events = coding_session()
-    log.append(events)
+    store, tenant, session, log, events = _session(s3_endpoint, s3_bucket)
     env = dict(os.environ, AWS_ENDPOINT_URL=s3_endpoint, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(
         [sys.executable, "-m", "compactor.testing.chaos_worker", temporal_address,
@@ -138,3 +141,40 @@ async def test_worker_killed_after_commit_swap_the_run_reports_its_commit(
     from tests.integration.durable_support import save_history
 
     await save_history(client, handle.id, "compact-crash-after-commit")
+
+
+class _RecordLostOnce(StoreActivities):
+    """commit_record whose first record write fails after the head was swapped (the store call
+    lost with its worker, a blip): the step is retried by the worker."""
+
+    lost = 0
+
+    def _write_record(self, inp, meta):  # noqa: ANN001, ANN202
+        if not self.lost:
+            self.lost += 1
+            raise OSError("the record's write was lost after the commit")
+        return super()._write_record(inp, meta)
+
+
+async def test_commit_record_retried_after_its_commit_reports_that_commit(
+    temporal_address, s3_endpoint, s3_bucket, task_queue
+):
+    # commit_swap + write_record are one step (COMMIT_RECORD_PATCH): its retry finds the run's
+    # own commit on the head (commit_swap's own-commit path), commits nothing twice, records it.
+    from compactor.cli.history import timeline
+
+    store, tenant, session, log, events = _session(s3_endpoint, s3_bucket)
+    acts = _RecordLostOnce(store)
+    async with running_worker(temporal_address, store, task_queue, extra_activities=[acts.commit_record]) as client:
+        cc = CompactorClient(client, store, tenant=tenant, task_queue=task_queue)
+        out = await cc.compact(session, target_tokens=4_000)
+        history = await client.get_workflow_handle(f"compact/{tenant}/{session}").fetch_history()
+    assert acts.lost == 1
+    head = log.head()
+    assert out.status == "committed" and out.checkpoint == head.checkpoint and head.checkpoint_run == out.record.id
+    assert [c.id for c in log.list_checkpoints()] == [out.checkpoint]
+    assert head.version == len(events)
+    [rec] = log.list_records()
+    assert rec.model_dump(exclude={"sha256"}) == out.record.model_dump(exclude={"sha256"})
+    [step] = [s for s in timeline(history) if s["step"] == "commit_record"]
+    assert step["attempts"] == 2 and step["outcome"] == "completed"

@@ -144,11 +144,12 @@ async def test_worker_metrics_spans_health(temporal_address, tmp_path, task_queu
         assert 'compactor_step_duration_seconds_count{status="committed",step="commit_swap"} 2.0' in text
         assert "temporal_" in text  # the SDK's own runtime metrics, same endpoint
 
-        # Spans of the worker carry the compaction's facts.
-        def recorded():
-            return [s for s in receiver.spans if s["name"] == "RunActivity:write_record"
-                    and s["attrs"].get("compactor.session") in (s1, s2)]
-        spans = _wait(lambda: len(recorded()) == 2 and recorded(), 15, "write_record spans")
+        # Spans of the worker carry the compaction's facts: commit_swap and write_record run as
+        # one step (commit_record), each part in a span of its own inside the step's span.
+        def recorded(name):
+            return [s for s in receiver.spans if s["name"] == name and s["attrs"].get("compactor.session") in (s1, s2)]
+        spans = _wait(lambda: len(recorded("write_record")) == 2 and len(recorded("RunActivity:commit_record")) == 2
+                      and recorded("write_record") + recorded("RunActivity:commit_record"), 15, "commit_record spans")
         for sp in spans:
             a = sp["attrs"]
             out = outs[0] if a["compactor.session"] == s1 else outs[1]
@@ -157,6 +158,8 @@ async def test_worker_metrics_spans_health(temporal_address, tmp_path, task_queu
             assert a["compactor.tokens_before"] == out.record.tokens_before
             assert a["compactor.tokens_after"] == out.record.tokens_after
             assert a["compactor.snapshot_version"] == out.record.snapshot_version > 0
+        commits = recorded("commit_swap")
+        assert len(commits) == 2 and all(c["attrs"]["compactor.snapshot_version"] > 0 for c in commits)
         freeze = [s for s in receiver.spans if s["name"] == "RunActivity:freeze_snapshot"
                   and s["attrs"].get("compactor.session") == s1]
         assert freeze and freeze[0]["attrs"]["compactor.snapshot_version"] > 0

@@ -333,9 +333,10 @@ def _markers(history) -> tuple[list[str], list[str]]:
 
 
 async def test_breaker_is_checked_by_freeze_and_counted_by_the_record(temporal_address, store, task_queue):
-    """A run makes four steps and one patch marker (workflows/compact_session.EXTERNALIZE_FINISH_PATCH,
-    which implies FREEZE_PLAN_PATCH and STEPS_PATCH; freeze_snapshot plans, externalize_finish
-    runs externalize and finish_structured, the record keeps every part's duration): the breaker is still checked before anything is read and counted after the record - three
+    """A run makes three steps and one patch marker (workflows/compact_session.COMMIT_RECORD_PATCH,
+    which implies EXTERNALIZE_FINISH_PATCH, FREEZE_PLAN_PATCH and STEPS_PATCH; freeze_snapshot
+    plans, externalize_finish runs externalize and finish_structured, commit_record runs
+    commit_swap and write_record; the record keeps every part's duration): the breaker is still checked before anything is read and counted after the record - three
     failed automatic runs open it, the fourth is refused with the session untouched, a manual
     run goes through and closes it."""
     tenant, session = new_ids()
@@ -356,16 +357,19 @@ async def test_breaker_is_checked_by_freeze_and_counted_by_the_record(temporal_a
         assert store.get(head_key)[0] == b"{not a head"
         assert len(log.list_records()) == 4
         steps, patches = _markers(await client.get_workflow_handle(workflow_id_for(tenant, session)).fetch_history())
-        assert steps == ["freeze_snapshot", "write_record"] and patches == ["externalize-finishes"]
+        assert steps == ["freeze_snapshot", "write_record"] and patches == ["commit-records"]
 
         store.put(head_key, good)
         out = await cc.compact(session, target_tokens=4_000)  # manual: runs through an open breaker
         assert out.status == "committed"
         steps, patches = _markers(await client.get_workflow_handle(workflow_id_for(tenant, session)).fetch_history())
-        assert steps == ["freeze_snapshot", "externalize_finish", "commit_swap", "write_record"]
-        assert patches == ["externalize-finishes"]
+        assert steps == ["freeze_snapshot", "externalize_finish", "commit_record"]
+        assert patches == ["commit-records"]
         assert {"freeze_snapshot", "plan_compaction", "externalize", "lift_state", "summarize_structured",
-                "validate_candidate"} <= set(out.record.durations_ms)
+                "validate_candidate", "commit_swap"} <= set(out.record.durations_ms)
+        # the record the run returns is the one commit_record stored
+        [stored] = [r for r in log.list_records() if r.id == out.record.id]
+        assert stored.model_dump(exclude={"sha256"}) == out.record.model_dump(exclude={"sha256"})
         handle = client.get_workflow_handle(workflow_id_for(tenant, session))
         upserts = [sorted(e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields)
                    for e in (await handle.fetch_history()).events

@@ -56,6 +56,15 @@ def test_tenant_is_found_in_every_payload_shape():
         check=ValidateInput(snapshot=_snap("E"), policy=PolicyRef(), plan_key="p", layers_key="l",
                             state_key="k", summary_key="o", candidate_key="c", covers_end=2))
     assert tenants_in([one_step]) == {"E", "F"}  # every part's tenant: a mixed one is refused
+    from activities.contracts import CommitInput, CommitRecordInput, ExternalizeFinishInput, ExternalizeInput
+
+    commit_record = CommitRecordInput(commit=CommitInput(snapshot=_snap("G"), policy=PolicyRef(), candidate_key="c"),
+                                      record=rec)
+    assert tenants_in([commit_record]) == {"G", "B"}
+    ext_finish = ExternalizeFinishInput(
+        externalize=ExternalizeInput(snapshot=_snap("H"), policy=PolicyRef(), plan_key="p", layers_key="l"),
+        prefix="w/", tenant="B", session="s", tokens_before=1)
+    assert tenants_in([ext_finish]) == {"H", "B"}
 
 
 @pytest.mark.parametrize("arg", [
