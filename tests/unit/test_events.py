@@ -133,3 +133,5 @@ def test_an_imported_event_keeps_its_fields_in_the_shared_key_table_with_the_sam
         copied = e.with_(blocks=[TextBlock(text="other")])
         assert copied.text == "other" and copied.tool_uses == [] and e.text == f"step {i}"
     assert [e.seq for e in made] == [1, 2, 3]
+    # an event without results holds no empty list of its own (one shared, read-only)
+    assert made[0].tool_results == [] and made[0].tool_results is made[2].tool_results
