@@ -122,10 +122,11 @@ class Recorder:
     def _print_snapshot(self, out: io.TextIOBase) -> None:
         assert self.snapshot is not None
         snap = self.snapshot.filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
-        stats = snap.statistics("traceback" if self.depth > 1 else "lineno")
+        by_file = getattr(self, "by_file", False)
+        stats = snap.statistics("filename" if by_file else "traceback" if self.depth > 1 else "lineno")
         total = sum(s.size for s in stats)
         print(f"\nsnapshot at the end of {self.snap[0]}:{self.snap[1]}: {total / MB:.1f} MB traced", file=out)
-        if self.depth > 1:  # group by the innermost DEPTH frames
+        if self.depth > 1 and not by_file:  # group by the innermost DEPTH frames
             grouped: dict[tuple[Any, ...], list[int]] = {}
             for s in stats:
                 key = tuple((f.filename, f.lineno) for f in list(s.traceback)[:self.depth])
@@ -140,6 +141,9 @@ class Recorder:
             return
         for s in stats[:self.top]:
             f = s.traceback[0]
+            if by_file:
+                print(f"{s.size / MB:8.2f} MB {s.count:9d} blocks  {_short(f.filename)}", file=out)
+                continue
             print(f"{s.size / MB:8.2f} MB {s.count:9d} blocks  {_short(f.filename)}:{f.lineno}  "
                   f"{linecache.getline(f.filename, f.lineno).strip()[:90]}", file=out)
 
@@ -180,6 +184,7 @@ def main() -> int:
     ap.add_argument("--snap", default=None, help="PHASE[:K]: snapshot at the end of its K-th call")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--depth", type=int, default=1, help="frames per snapshot group (default 1)")
+    ap.add_argument("--by-file", action="store_true", help="group the snapshot by file, not by line")
     argv = sys.argv[1:]
     rest = argv[argv.index("--") + 1:] if "--" in argv else []
     args = ap.parse_args(argv[:len(argv) - len(rest) - (1 if rest or "--" in argv else 0)])
@@ -191,6 +196,7 @@ def main() -> int:
     if args.trace:
         tracemalloc.start(max(1, args.depth))
     rec = Recorder(args.trace, snap, args.top, args.depth)
+    rec.by_file = args.by_file
     _install(rec)
     from compactor.cli import main as cli_main
 
