@@ -67,9 +67,20 @@ def trusted(cls: type[_M], values: dict[str, Any], names: set[str]) -> _M:
     block models, lists and dicts it would have copied); ``names`` is the fields-set validation
     would record, shared (``_shared_fields_set``). Dumps then equal a validated instance's.
     Only for the frozen models here (no extra fields, no private attributes).
+
+    An event's fields are stored one by one, not as a ``__dict__`` of its own (issue 17,
+    memory): CPython (3.11+) then keeps them in a values array keyed by the class's shared
+    key table (PEP 412), ~320 bytes less per event than a dict of its 11 fields and 3 cached
+    properties. The instance's ``__dict__`` (made on first use) has the same items in the
+    same order. Not for the blocks: that array has room for the most keys a class may share
+    (~30), more than a dict of a block's 2-4 fields takes (360 against 272 bytes a block).
     """
     m = object.__new__(cls)
-    _set_slot(m, "__dict__", values)
+    if cls is Event:
+        for name, value in values.items():  # (into the class's shared-key values: see above)
+            _set_slot(m, name, value)
+    else:
+        _set_slot(m, "__dict__", values)
     _set_slot(m, "__pydantic_fields_set__", names)
     _set_slot(m, "__pydantic_extra__", None)
     _set_slot(m, "__pydantic_private__", None)
@@ -161,6 +172,27 @@ Block = Annotated[
 
 # --- events -----------------------------------------------------------------------------------
 
+
+_NONE: list[Any] = []
+"""The ``tool_uses``/``tool_results`` of every event that has none (read-only, like theirs)."""
+
+
+class _cached(cached_property):  # type: ignore[type-arg]
+    """``functools.cached_property`` that stores the value as an attribute (the generic
+    ``object.__setattr__``) rather than by ``instance.__dict__[name] = value``: an event
+    ``trusted`` made keeps its fields in the class's shared-key values array (see there), and
+    a key written into its ``__dict__`` directly turned that into a full dict of its own
+    (464 -> 832 bytes, issue 17). The same value, cached the same way (read back from the
+    instance, ``model_copy`` drops it)."""
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        value = self.func(instance)
+        _set_slot(instance, self.attrname, value)
+        return value
+
+
 EventKind = Literal["message", "pinned", "compaction"]
 Role = Literal["user", "assistant", "system"]
 
@@ -187,6 +219,8 @@ class Event(_Model):
     itself; its summary is a CompactionBlock, kept rather than silently dropped).
     """
 
+    model_config = ConfigDict(extra="forbid", frozen=True, ignored_types=(_cached,))
+
     seq: int = Field(default=0, ge=0, description="1-based, gap-free per session; 0 until appended.")
     id: str = Field(min_length=1, max_length=256, description="Client idempotency key.")
     at: datetime | None = None
@@ -210,8 +244,10 @@ class Event(_Model):
     # convenience -------------------------------------------------------------------------
     # Cached on first use (the engine reads them dozens of times per event and compaction;
     # an event is frozen and its blocks are never changed in place). The returned lists are
-    # shared: do not mutate them. ``model_copy`` drops them when it changes the blocks.
-    @cached_property
+    # shared: do not mutate them (an event without calls or results shares one empty list with
+    # every other: 56 bytes an event, issue 17). ``model_copy`` drops them when it changes the
+    # blocks.
+    @_cached
     def text(self) -> str:
         parts: list[str] = []
         for b in self.blocks:
@@ -221,13 +257,13 @@ class Event(_Model):
                 parts.append(b.content)
         return "\n".join(parts)
 
-    @cached_property
+    @_cached
     def tool_uses(self) -> list[ToolUseBlock]:
-        return [b for b in self.blocks if isinstance(b, ToolUseBlock)]
+        return [b for b in self.blocks if isinstance(b, ToolUseBlock)] or _NONE
 
-    @cached_property
+    @_cached
     def tool_results(self) -> list[ToolResultBlock]:
-        return [b for b in self.blocks if isinstance(b, ToolResultBlock)]
+        return [b for b in self.blocks if isinstance(b, ToolResultBlock)] or _NONE
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Event:
         copied = super().model_copy(update=update, deep=deep)
@@ -259,6 +295,21 @@ class Event(_Model):
 
 
 _EVENT_CACHES = ("text", "tool_uses", "tool_results")
+
+
+def _shape_event_keys() -> None:
+    """Put the cached properties' names in ``Event``'s shared key table before any event is
+    made: an instance's values array has room for the keys the table holds when it is made,
+    and one cached later (``text`` read first after the import) would not fit and turn its
+    ``__dict__`` into a full dict of its own (issue 17, memory)."""
+    e = trusted(Event, {"seq": 0, "id": "-", "at": None, "kind": "message", "role": "user", "blocks": [],
+                        "tokens": None, "usage": None, "injected": False, "source": None, "meta": {}},
+                _shared_fields_set(set()))
+    for name in _EVENT_CACHES:
+        getattr(e, name)
+
+
+_shape_event_keys()
 
 
 def content_hash(events: Iterable[Event]) -> str:

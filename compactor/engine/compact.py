@@ -460,6 +460,10 @@ def apply_layers(
         best = cand
         if cand.fits:
             return _result(cand, artifacts, layers, freed, durations, evs, 0)
+        # The layer's outcome holds its own reference to every replacement it made (a cleared
+        # copy of nearly every result of a big session): let go, or release_covered frees
+        # nothing until the first rung's summary rebinds the name (issue 17, memory).
+        shown = out = None  # type: ignore[assignment]
 
     # (c): summary checkpoint, shrinking the tail along the policy's ladder
     tried: set[int] = set()

@@ -1,3 +1,5 @@
+import sys
+
 from compactor.events import (
     Event,
     TextBlock,
@@ -104,3 +106,32 @@ def test_events_share_their_fields_set_and_copies_keep_theirs_apart():
     assert counted.with_(tokens=8).model_fields_set is counted.model_fields_set
     again = Event.from_json_line(counted.to_json_line())
     assert again == counted and again.model_fields_set is not a.model_fields_set
+
+
+def test_an_imported_event_keeps_its_fields_in_the_shared_key_table_with_the_same_values():
+    """An event the importer builds (``events.trusted``) holds its fields in its class's
+    shared-key values, smaller than a dict of its own (memory, issue 17), and keeps them there
+    once its cached properties are read in any order; its fields, caches, dumps, copies and
+    equality are those of the validated event."""
+    from compactor.importers import _build as build
+    from compactor.tokens import count_into
+
+    made = []
+    for i, order in enumerate((("text", "tool_uses", "tool_results"), ("tool_results", "text"), ("tool_uses",))):
+        e = build.event(i + 1, f"u-{i}", None, "message", "assistant",
+                        [build.text_block(f"step {i}"), build.tool_use_block(f"t{i}", "Bash", {"command": "ls"})],
+                        None, False, "claude-code", {"line": i + 1})
+        for name in order:
+            getattr(e, name)
+        e = count_into(e)
+        made.append(e)
+        same = Event.model_validate(e.model_dump())
+        assert e == same and e.model_dump_json() == same.model_dump_json()
+        assert list(e.__dict__)[:11] == list(Event.model_fields)
+        assert e.text == same.text == f"step {i}" and e.tool_uses == same.tool_uses
+        assert sys.getsizeof(e.__dict__) < sys.getsizeof(dict(e.__dict__))
+        copied = e.with_(blocks=[TextBlock(text="other")])
+        assert copied.text == "other" and copied.tool_uses == [] and e.text == f"step {i}"
+    assert [e.seq for e in made] == [1, 2, 3]
+    # an event without results holds no empty list of its own (one shared, read-only)
+    assert made[0].tool_results == [] and made[0].tool_results is made[2].tool_results
