@@ -85,6 +85,9 @@ from compactor.lifting.state import (  # noqa: F401 - re-exported
     Todo,
     UnknownAction,
     Url,
+    first_file_ref,
+    next_file_ref,
+    run_command,
 )
 from compactor.tokens import count_text
 
@@ -265,18 +268,18 @@ class _Acc:
         if old is None:
             if table is self.files_changed:
                 self.notes.on_new_file(path)
-            table[path] = FileRef(path=path, seq=seq, ops=[op] if op else [], tool_use_id=tool_use_id,
-                                  digest=digest, facts=facts)
+            table[path] = first_file_ref(path=path, seq=seq, ops=[op] if op else [], tool_use_id=tool_use_id,
+                                         digest=digest, facts=facts)
         else:
             ops = old.ops if (not op or op in old.ops) else [*old.ops, op]
             # the last state wins; a change with no digest (rm, mv, sed -i) makes the old one stale
             latest = seq >= old.seq
-            table[path] = FileRef(path=path, seq=max(seq, old.seq), ops=ops, count=old.count + 1,
-                                  tool_use_id=tool_use_id or old.tool_use_id,
-                                  digest=(digest if latest else old.digest),
-                                  facts=(_content.merge_facts(facts, old.facts) if latest
-                                         else _content.merge_facts(old.facts, facts)),
-                                  note=old.note)
+            table[path] = next_file_ref(path=path, seq=max(seq, old.seq), ops=ops, count=old.count + 1,
+                                        tool_use_id=tool_use_id or old.tool_use_id,
+                                        digest=(digest if latest else old.digest),
+                                        facts=(_content.merge_facts(facts, old.facts) if latest
+                                               else _content.merge_facts(old.facts, facts)),
+                                        note=old.note)
 
     # moves / resolution -----------------------------------------------------------------
     def note_move(self, seq: int, text: str, is_call: bool) -> None:
@@ -405,9 +408,9 @@ class _Acc:
                 if text and not out.failed and not act.reads and not act.paths and not install:
                     gist = _outputs.output_gist(text)  # what a fetch or a query answered
                     detail = f"{detail}; {gist}" if detail and gist else detail or gist
-                self.commands.append(Command(seq=use_seq, command=act.command, tool=act.tool,
-                                             tool_use_id=use.id, exit_code=out.exit_code,
-                                             status=status, result_seq=result_seq, detail=detail))
+                self.commands.append(run_command(seq=use_seq, command=act.command, tool=act.tool,
+                                                 tool_use_id=use.id, exit_code=out.exit_code,
+                                                 status=status, result_seq=result_seq, detail=detail))
             if not out.failed:
                 for p in act.paths:
                     self._touch(self.files_changed, p, use_seq, act.shell_ops.get(p, "shell"), use.id,
