@@ -109,8 +109,11 @@ _TEST_NEEDLES = ("test", "tox", "nox", "jest", "mocha", "check", "rspec", "phpun
 """Every match of ``_TEST_RE`` holds one of these (checked before the search)."""
 
 
+_TEST_PRE = re.compile("|".join(_TEST_NEEDLES))  # (one search of the literals)
+
+
 def is_test_command(command: str) -> bool:
-    if not any(n in command for n in _TEST_NEEDLES):
+    if _TEST_PRE.search(command) is None:
         return False
     return bool(_TEST_RE.search(command))
 
@@ -414,10 +417,11 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
         reads, changes = files.reads, files.changes
         act.paths = list(changes)
         act.shell_ops = changes
-        act.digests = {p: _digests.write_digest(p, text, append=changes[p].endswith(("append", "-a")))
-                       for p, text in files.writes.items()}
-        act.texts = dict(files.writes)
-        act.partial = any(op.endswith(("append", "-a")) for op in changes.values())
+        if files.writes:  # (else the action's own empty dicts)
+            act.digests = {p: _digests.write_digest(p, text, append=changes[p].endswith(("append", "-a")))
+                           for p, text in files.writes.items()}
+            act.texts = dict(files.writes)
+        act.partial = any(op.endswith(("append", "-a")) for op in changes.values()) if changes else False
         act.change_op = "shell"
         act.reads = reads
         act.summary = f"{name}: {_one_line(command, 160)}"

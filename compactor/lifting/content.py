@@ -177,6 +177,15 @@ def _json_pairs(text: str) -> list[str]:
     return out
 
 
+def _py_bodies_possible(text: str) -> bool:
+    """False when no Python function in ``text`` can have a body of ``MIN_STATEMENTS`` lines, so
+    ``function_lines`` would say nothing: a body is lines after its ``def`` line's newline, so it
+    has at most ``len(text.splitlines()) - 1`` of them (issue 17: most files read are short)."""
+    if text.count("\n") > _behaviour.MIN_STATEMENTS:
+        return True  # (so many line breaks: at least that many lines)
+    return len(text.splitlines()) - 1 >= _behaviour.MIN_STATEMENTS
+
+
 def content_facts(path: str, text: str, whole: bool = True, *, kind: str | None = None) -> list[str]:
     """Short facts about what ``text`` (written to ``path``) defines, in file order.
 
@@ -203,7 +212,8 @@ def content_facts(path: str, text: str, whole: bool = True, *, kind: str | None 
     bodies: list[tuple[int, int, str]] = []  # functions said with their statements (span, line)
     if sig is not None:
         sigs = [(m.start(), m.end(), _flat(m.group(1))) for m in sig.finditer(text)]
-        said = _behaviour.function_lines(kind, text, sigs) if kind in ("py", "js") else {}
+        said = _behaviour.function_lines(kind, text, sigs) if kind == "js" or kind == "py" and (
+            sigs and _py_bodies_possible(text)) else {}
         bodies = [(a, b, line) for line, (a, b) in said.values()]
         # a signature that says nothing a reader asks for (``def __init__(self)``) goes last
         found += [(2, start, said[start][0]) if start in said else
@@ -263,6 +273,8 @@ def content_facts(path: str, text: str, whole: bool = True, *, kind: str | None 
 
     # the most telling first (the file's own line, constants, config, ids, signatures, data
     # files, then settings) up to MAX_FACTS, shown in file order
+    if len(found) <= 1:
+        return [f[2] for f in found]  # (one fact: kept whatever its priority, nothing to order)
     if any(p < 5 for p, _, _ in found):
         found = [f for f in found if f[0] < 5]  # a bare ``def __init__(self)`` only when nothing else is said
     written = {f[2][len("writes "):] for f in found if f[2].startswith("writes ")}
