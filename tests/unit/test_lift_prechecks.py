@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from compactor.importers import import_file
-from compactor.lifting import actions, content, failures, lift, narrative
+from compactor.lifting import actions, constraints, content, failures, lift, narrative
 from compactor.lifting.constraints import split_sentences
 from tests.conftest import corpus_files
 
@@ -124,3 +124,65 @@ def test_file_names_installs_and_bare_signatures_are_the_searches_results(senten
     for sig in ["def __init__(self)", "def run(self, x)", "constructor()", "def f(a, b)", "class A"]:
         bare = bool(content._BARE_SIG.search(sig))
         assert bare == (("self" in sig or "constructor" in sig) and bare)
+
+
+# --- round eight (branch lift8): whole-text checks that skip splitting a message or a file --------
+
+def _short_messages() -> list[str]:
+    """Assistant-like texts: the fixtures' and corpus' texts, their sentences and lines, and built ones."""
+    out = [t for t in _texts() if len(t) <= 400]
+    for t in _texts():
+        out += [ln for ln in t.splitlines() if ln.strip()][:20]
+        out += split_sentences(t)[:20]
+    out += ["Checking module 1234.", "Done: 3/4 tests pass, so the fix holds.", "- Use the cache **because** it is fast.",
+            "1. Because the API limits us to 10 requests per second.", "> so that it works. Next one.",
+            "| rate | 5 ms |", "It failed, so I retried.", "Set the limit to 30 seconds. Then rerun it.",
+            "We use v2 instead of v1.", "Renamed x.py. It now loads data/x.csv at 2x speed."]
+    return out
+
+
+def test_a_message_the_reason_check_skips_holds_no_reason() -> None:
+    skipped = 0
+    for t in _short_messages():
+        if not narrative._may_hold_reasons(t):
+            skipped += 1
+            assert narrative.reason_sentences(t) == [], t
+    assert skipped > 100  # (the check does skip messages)
+
+
+def _split_by_cuts(text: str) -> list[str]:
+    """``split_sentences`` as it was before the no-gap shortcut: every line with a sentence end cut."""
+    out: list[str] = []
+    if "." in text and constraints._GLUED_PRE_RE.search(text) and constraints._GLUED_RE.search(text):
+        text = constraints._GLUED_RE.sub(" ", text)
+    for line in text.splitlines():
+        if "." not in line and "!" not in line and "?" not in line:
+            if line.strip():
+                out.append(line.strip())
+            continue
+        start = 0
+        for cut in [m.start() for m in constraints._SENTENCE_GAP_RE.finditer(line)] + [len(line)]:
+            piece = line[start:cut].strip()
+            if piece and not constraints._abbrev_end(piece) or cut == len(line):
+                if piece:
+                    out.append(piece)
+                start = cut
+    return out
+
+
+def test_split_sentences_is_the_cut_by_cut_split() -> None:
+    for t in list(_texts()) + _short_messages():
+        assert split_sentences(t) == _split_by_cuts(t), t[:80]
+
+
+def test_function_lines_are_looked_for_wherever_a_text_can_have_them() -> None:
+    from compactor.lifting import behaviour
+
+    texts = [t for t in _texts() if "def " in t][:400] + [
+        "def f(x):\n    a = 2\n    return a * x\n", "def f(x):\n    return x + 1\n", "def f(x):\r    a = 2\r    return a\r",
+        "def f(x):\n    a = 2\u2028    return a * x", "class A:\n    def f(self):\n        return 5 * 3\n"]
+    for t in texts:
+        sigs = [(m.start(), m.end(), content._flat(m.group(1))) for m in content._SIGS["py"].finditer(t)]
+        if behaviour.function_lines("py", t, sigs):
+            assert content._py_bodies_possible(t), t[:80]
+    assert not content._py_bodies_possible("def f(x):\n    return x + 1\n")
