@@ -504,7 +504,7 @@ def _outcome(r: ToolResultBlock) -> _Outcome:
             line = next((ln.strip() for ln in text.splitlines() if ln.strip()
                          and not ln.startswith(("Chunk ID", "Wall time", "Process exited",
                                                 "Original token count", "Output:"))), "")
-    return _Outcome(failed=failed, exit_code=code, error_line=_one_line(line, 200), text=text)
+    return _Outcome(failed=failed, exit_code=code, error_line=_one_line(line, 200) if line else "", text=text)
 
 
 def _test_summary(text: str) -> str:

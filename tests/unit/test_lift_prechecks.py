@@ -186,3 +186,22 @@ def test_function_lines_are_looked_for_wherever_a_text_can_have_them() -> None:
         if behaviour.function_lines("py", t, sigs):
             assert content._py_bodies_possible(t), t[:80]
     assert not content._py_bodies_possible("def f(x):\n    return x + 1\n")
+
+
+def test_the_zero_tally_and_partial_answer_prechecks_let_every_match_through() -> None:
+    from compactor.lifting import outputs
+
+    texts = list(_texts()) + ["DONE: 0/49 transcripts extracted", "x\n0 of 12 succeeded\n", "0 OUT OF 3 passed",
+                              "0\u00a0/ 7 ok", '{"restricted": true, "maxChars": 8000, "totalChars": 20526}',
+                              '{"hasMore":true}', "10/10 ok", "v1.0/2 x"]
+    hits = 0
+    for t in texts:
+        lines = [ln.strip() for ln in t[-2000:].splitlines()]
+        if any(failures._ZERO_TALLY_RE.search(ln) for ln in lines):
+            hits += 1
+            assert failures._ZERO_TALLY_PRE.search(t, max(0, len(t) - 2000)), t[-200:]
+        if outputs._PARTIAL_FLAG_RE.search(t[-outputs.PARTIAL_TAIL_CHARS:]):
+            assert "true" in t[-outputs.PARTIAL_TAIL_CHARS:]
+    assert hits >= 3
+    assert failures.zero_tally("DONE: 0/49 transcripts extracted").startswith("DONE")
+    assert outputs.partial_result('{"restricted": true, "maxChars": 8000, "totalChars": 20526}').startswith("partial")
