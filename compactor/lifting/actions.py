@@ -236,6 +236,11 @@ def _patch_files(inp: dict[str, Any]) -> list[_digests.PatchFile]:
     when it occurs verbatim in the input and reads as a path.
     """
     out: list[_digests.PatchFile] = []
+    for v in inp.values():  # (a flat input of strings without an envelope's marker: none, no walk)
+        if not isinstance(v, str) or "*** " in v:
+            break
+    else:
+        return out
     for s in _str_values(inp):
         if "*** " not in s:
             continue

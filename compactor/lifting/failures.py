@@ -436,7 +436,9 @@ def soft_concluded(cause: str) -> bool:
 
 
 def soft_next(calls: Sequence[tuple[int, str]], after: int) -> str:
-    """``next call: `curl …/file.pl` (#15)``: the first call after a soft failure's result, or ""."""
+    """``next call: `curl …/file.pl` (#15)``: the first call after a soft failure's result, or "".
+
+    ``calls``: (seq, text) as the agent wrote the call; ``move_text`` one-lines and clips it."""
     i = bisect_right([c[0] for c in calls], after)
     return f"{SOFT_NEXT}{move_text(calls[i][1], True)} (#{calls[i][0]})" if i < len(calls) else ""
 

@@ -291,7 +291,8 @@ class _Acc:
         if not moves or moves[-1][0] < seq:
             moves.append((seq, text, is_call))  # (one-lined when a failure's next move reads it)
         if is_call and (not self._calls or self._calls[-1][0] < seq):
-            self._calls.append((seq, _one_line(text, 200)))
+            # (kept as written: ``soft_next`` one-lines it to fewer than 200 characters when read)
+            self._calls.append((seq, text))
 
     def _note_ok(self, key: str, seq: int) -> None:
         if key:
@@ -443,7 +444,7 @@ class _Acc:
                 if text else [])
         for f in soft:  # "worked", yet got nothing (0/49), or proposed and never run (declined)
             self._add_failed(f)
-        if not out.failed and not any(f.key == key for f in soft) and not (
+        if not out.failed and not (soft and any(f.key == key for f in soft)) and not (
                 act.is_test and _FAIL_SUMMARY_RE.search(_test_summary(text) or "")):
             self._note_ok(key, use_seq)
             if key:
