@@ -112,8 +112,9 @@ _USED_ANY = re.compile(r"Storage\.|env|[\"'`]/|fetch\(|axios\.|requests\.")  # e
 def _used(text: str) -> list[tuple[int, str]]:
     """(position, fact) for the storage keys, env variables, routes and URLs the text uses."""
     found: dict[str, tuple[int, list[str]]] = {}  # label -> (first position, names)
-    if _USED_ANY.search(text) is None:
-        return []  # (no needle of any pattern: one search instead of four)
+    if ("env" not in text and "Storage." not in text and "fetch(" not in text and "axios." not in text
+            and "requests." not in text and '"/' not in text and "'/" not in text and "`/" not in text):
+        return []  # (no needle of any pattern (``_USED_ANY``'s literals): substring checks, no search)
     for rx, needles in _USED_NEEDLES:
         if not any(n in text for n in needles):
             continue  # (a substring every match holds is missing: no match, for less than a search)

@@ -388,7 +388,7 @@ def _plain_files(command: str) -> ShellFiles:
     (issue 17: most agent commands are plain); ``tests/unit/test_shell_plain.py`` holds them equal."""
     words = [w for w in command.split(" ") if w]
     i = 0
-    while i < len(words) and (words[i] in _PREFIX_WORDS or _ASSIGN_RE.match(words[i])):
+    while i < len(words) and (words[i] in _PREFIX_WORDS or "=" in words[i] and _ASSIGN_RE.match(words[i])):
         i += 1
     if i >= len(words):
         return ShellFiles()

@@ -109,6 +109,9 @@ def test_the_result_prechecks_let_every_match_through() -> None:
         for pat, _ in content._USED_NEEDLES:
             if pat.search(t):
                 assert content._USED_ANY.search(t), t[:80]
+        # (``_used`` checks ``_USED_ANY``'s literals as substrings: the same answer)
+        assert bool(content._USED_ANY.search(t)) == any(
+            n in t for n in ("env", "Storage.", "fetch(", "axios.", "requests.", '"/', "'/", "`/"))
 
 
 
