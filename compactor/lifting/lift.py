@@ -358,9 +358,7 @@ class _Acc:
         # (SWE-agent's markers: searched only where their literal is)
         m = _SWE_OPEN_FILE_RE.search(text[-600:]) if text and "(Open file: " in text else None
         header = _SWE_FILE_HEADER_RE.search(text[:400]) if text and "[File: " in text else None
-        paths = list(act.paths)
-        if act.swe_edit and header:
-            paths = [header.group(1)]
+        paths = [header.group(1)] if act.swe_edit and header else act.paths  # (read, never changed)
         was = ""
         if act.swe_edit and header and not out.failed and (rng := _failures.edit_range(act.command)):
             was = _failures.replaced_text(self._listings.get(header.group(1), {}), *rng)  # what the edit replaced
@@ -627,7 +625,9 @@ class Lifter:
 
     def _fold(self, e: Event, cut: int | None) -> None:
         acc, uses, results = self._acc, self._uses, self._results
-        acc.covers_end = max(acc.covers_end, e.seq)
+        seq = e.seq
+        if seq > acc.covers_end:
+            acc.covers_end = seq
         for b in e.blocks:
             if isinstance(b, ArtifactRefBlock):
                 acc.add_artifact(b, e.seq)
@@ -641,40 +641,42 @@ class Lifter:
                         acc.add_artifact(c.ref, e.seq)
         if e.kind != "message":
             return
-        if is_genuine_request(e):
+        role, text, here = e.role, e.text, e.tool_results
+        if role == "user" and is_genuine_request(e):
             acc.add_request(e)
-            acc.narrative.on_request(e.seq)
-        elif e.role == "assistant" and e.text:
+            acc.narrative.on_request(seq)
+        elif role == "assistant" and text:
             acc.add_assistant_text(e)
-            acc.narrative.on_assistant_text(e.seq, e.text)
-        elif e.role in ("user", "system") and e.text and not e.tool_results:
+            acc.narrative.on_assistant_text(seq, text)
+        elif role in ("user", "system") and text and not here:
             acc._text_actions(e)  # aider's '>' lines may be attributed to the user or system
-        if e.tool_results:
+        calls = e.tool_uses
+        if here:
             acc.narrative.on_results()
-        elif e.tool_uses and e.role == "assistant":
+        elif calls and role == "assistant":
             acc.narrative.on_call()
 
-        for use in e.tool_uses:
+        for use in calls:
             if use.id in uses:
                 continue
             act = classify(use, acc.open_file)
-            uses[use.id] = (use, e.seq, act)
-            if e.role == "assistant":
-                acc.note_move(e.seq, act.command or act.summary or use.name, True)
+            uses[use.id] = (use, seq, act)
+            if role == "assistant":
+                acc.note_move(seq, act.command or act.summary or use.name, True)
                 acc.on_call(e, use, act)
             got = results.get(use.id)
             if got is not None and (cut is None or got[1] <= cut):
-                acc.add_pair(use, e.seq, act, got[0], got[1])
+                acc.add_pair(use, seq, act, got[0], got[1])
             else:
                 if got is not None:  # answered after the cut: unknown here, not at a later cut
                     self._straddle = got[1] if self._straddle is None else min(self._straddle, got[1])
-                acc.add_unknown(use, e.seq, act)
-                if act.kind == "todo" and act.todos is not None and e.seq >= acc.todos_seq:
+                acc.add_unknown(use, seq, act)
+                if act.kind == "todo" and act.todos is not None and seq >= acc.todos_seq:
                     # the plan the agent wrote is its intent even if the write is unconfirmed
-                    acc.todos, acc.todos_seq = list(act.todos), e.seq
-        for r in e.tool_results:
+                    acc.todos, acc.todos_seq = list(act.todos), seq
+        for r in here:
             if r.tool_use_id not in uses and r.tool_use_id in acc.unknown:
-                acc.resolve(acc.unknown[r.tool_use_id], r, e.seq)
+                acc.resolve(acc.unknown[r.tool_use_id], r, seq)
 
 
 def reconcile(state: LiftedState, new_events: Sequence[Event]) -> tuple[LiftedState, list[str]]:
