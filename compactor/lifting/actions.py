@@ -286,7 +286,7 @@ def _todos_of(inp: dict[str, Any]) -> list[Todo] | None:
 def _swe_command(command: str) -> tuple[str, list[str]] | None:
     """SWE-agent's special commands: (verb, paths) for open/create/edit..."""
     first, _, rest = command.partition("\n")
-    toks = first.split()
+    toks = first.split(None, 2)  # (the verb and its first argument are all that is read)
     if not toks:
         return None
     verb = toks[0]
@@ -342,7 +342,7 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
 
     # Patches anywhere in the input (Codex apply_patch, shell heredocs) name changed files.
     patches = _patch_files(inp)
-    patch_files = _dedupe(pf.path for pf in patches)
+    patch_files = _dedupe(pf.path for pf in patches) if patches else []
 
     if low == "str_replace_editor" or low == "str_replace_based_edit_tool" or low == "text_editor":
         sub = str(inp.get("command", ""))

@@ -27,6 +27,7 @@ import dataclasses
 import json
 import re
 from bisect import bisect_right
+from operator import attrgetter
 from typing import Any, Sequence
 
 from compactor.events import (
@@ -548,6 +549,9 @@ class _Acc:
         )
 
 
+_SEQ = attrgetter("seq")
+
+
 def _norm(text: str) -> str:
     return " ".join(text.split()).lower()
 
@@ -591,7 +595,7 @@ class Lifter:
     def __init__(self, events: Sequence[Event], prev: LiftedState | None = None) -> None:
         self._prev = prev
         start = prev.covers_end if prev is not None else 0
-        self._evs = sorted((e for e in events if e.seq > start or e.seq == 0), key=lambda e: e.seq)
+        self._evs = sorted((e for e in events if e.seq > start or e.seq == 0), key=_SEQ)
         self._seqs = [e.seq for e in self._evs]
         self._results: dict[str, tuple[ToolResultBlock, int]] = {}
         for e in self._evs:
