@@ -208,3 +208,19 @@ def test_the_zero_tally_and_partial_answer_prechecks_let_every_match_through() -
     assert hits >= 3
     assert failures.zero_tally("DONE: 0/49 transcripts extracted").startswith("DONE")
     assert outputs.partial_result('{"restricted": true, "maxChars": 8000, "totalChars": 20526}').startswith("partial")
+
+
+def test_signatures_of_a_long_text_are_the_scans_matches() -> None:
+    texts = [t for t in _texts() if len(t) > content._SIG_SCAN_CHARS]
+    texts += [p.read_text() for p in sorted((Path(__file__).resolve().parents[2] / "compactor").rglob("*.py"))[:40]]
+    texts += [("x = 1\n" * 400) + "async\n  def f(a,\n b) -> int:\n  pass\nclass A(B,\n C):\n  pass\n" + "def g(): pass\n" * 3,
+              ("// c\n" * 500) + "export default async function f(a) {\n}\nconst g = (x) => x\nlet h = async () => 1\n"
+              "interface I {}\nexport abstract class K extends L.M {}\n", ("x\n" * 1200) + "pub(crate) async fn f<T>(a: T) -> u8 {\n"
+              "}\nstruct S\nenum E\ntrait T\nfn g()\n", ("// x\n" * 500) + "func (r *R) F(a int) error {\nfunc G()\ntype T struct\n"]
+    assert len(texts) > 40
+    for t in texts:
+        for kind in ("py", "js", "rs", "go", "sh"):
+            rx = content._SIGS[kind]
+            want = [(m.start(), m.end(), m.group(1)) for m in rx.finditer(t)]
+            got = [(m.start(), m.end(), m.group(1)) for m in content._sig_matches(kind, rx, t)]
+            assert got == want, (kind, t[:60])
