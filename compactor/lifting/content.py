@@ -401,6 +401,10 @@ _PY_WRITES = re.compile(r"\bopen\(\s*" + _PATH_ARG + r"""\s*,\s*["'][wax]b?\+?["
                         + r"|\b(?:torch\.save|np\.save(?:txt|z)?|joblib\.dump|pickle\.dump)\([^,\n]*,\s*" + _PATH_ARG
                         + r"|\bos\.makedirs\(\s*" + _PATH_ARG)
 _JS_WRITES = re.compile(r"\b(?:writeFileSync|writeFile|appendFileSync|createWriteStream|mkdirSync)\(\s*" + _PATH_ARG)
+# the name every match of _PY_WRITES (_JS_WRITES) holds, one of these: checked before the scan
+_PY_WRITE_NEEDLES = ("open(", "to_csv", "to_json", "to_parquet", "to_excel", "to_pickle", "savefig", "write_text",
+                     "write_bytes", "Path(", "torch.save", "np.save", "joblib.dump", "pickle.dump", "os.makedirs(")
+_JS_WRITE_NEEDLES = ("writeFile", "appendFileSync", "createWriteStream", "mkdirSync")
 _KW_CALL = re.compile(r"^[ \t]*([a-z_][\w.]*)\s*=\s*([A-Z]\w*(?:\.\w+)*\([^()\n]*\b[a-z_]\w*=[^()\n]*\))[ \t]*(?:#.*)?$", re.M)
 _ATTR_LITERAL = re.compile(r"^[ \t]*([A-Za-z_]\w*(?:\.\w+)+)\s*=\s*([\[{(])[ \t]*$", re.M)
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"__future__"}
@@ -427,7 +431,8 @@ def io_facts(kind: str, text: str) -> list[tuple[int, int, str]]:
     if mods:
         out.append((1, first, "imports: " + _flat(", ".join(mods), FACT_CHARS)))
     # (every write pattern holds a call's parenthesis and a quoted path)
-    writes = "(" in text and ('"' in text or "'" in text or "`" in text)
+    writes = "(" in text and ('"' in text or "'" in text or "`" in text) and any(
+        n in text for n in (_PY_WRITE_NEEDLES if kind == "py" else _JS_WRITE_NEEDLES))  # (a call's name: no scan)
     for m in ((_PY_WRITES if kind == "py" else _JS_WRITES).finditer(text) if writes else ()):
         path = next(g for g in m.groups() if g)
         out.append((1, m.start(), ("creates dir " if "makedirs" in m.group(0) or "mkdirSync" in m.group(0)

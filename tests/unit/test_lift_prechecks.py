@@ -224,3 +224,16 @@ def test_signatures_of_a_long_text_are_the_scans_matches() -> None:
             want = [(m.start(), m.end(), m.group(1)) for m in rx.finditer(t)]
             got = [(m.start(), m.end(), m.group(1)) for m in content._sig_matches(kind, rx, t)]
             assert got == want, (kind, t[:60])
+
+
+def test_the_write_patterns_match_only_where_a_needle_is() -> None:
+    texts = list(_texts()) + ["with open('out/a.json', 'w') as f:", "df.to_csv('r.csv')", "Path('x.txt').write_text(s)",
+                              "np.savez('a.npz', x)", "os.makedirs('out', exist_ok=True)", "fs.writeFileSync('a.txt', s)",
+                              "fs.mkdirSync(`dir`)", "torch.save(m, 'm.pt')"]
+    hits = 0
+    for t in texts:
+        for rx, needles in ((content._PY_WRITES, content._PY_WRITE_NEEDLES), (content._JS_WRITES, content._JS_WRITE_NEEDLES)):
+            if rx.search(t):
+                hits += 1
+                assert any(n in t for n in needles), t[:80]
+    assert hits >= 8
