@@ -109,8 +109,11 @@ _TEST_NEEDLES = ("test", "tox", "nox", "jest", "mocha", "check", "rspec", "phpun
 """Every match of ``_TEST_RE`` holds one of these (checked before the search)."""
 
 
+_TEST_PRE = re.compile("|".join(_TEST_NEEDLES))  # (one search of the literals)
+
+
 def is_test_command(command: str) -> bool:
-    if not any(n in command for n in _TEST_NEEDLES):
+    if _TEST_PRE.search(command) is None:
         return False
     return bool(_TEST_RE.search(command))
 
@@ -233,6 +236,11 @@ def _patch_files(inp: dict[str, Any]) -> list[_digests.PatchFile]:
     when it occurs verbatim in the input and reads as a path.
     """
     out: list[_digests.PatchFile] = []
+    for v in inp.values():  # (a flat input of strings without an envelope's marker: none, no walk)
+        if not isinstance(v, str) or "*** " in v:
+            break
+    else:
+        return out
     for s in _str_values(inp):
         if "*** " not in s:
             continue
@@ -278,7 +286,7 @@ def _todos_of(inp: dict[str, Any]) -> list[Todo] | None:
 def _swe_command(command: str) -> tuple[str, list[str]] | None:
     """SWE-agent's special commands: (verb, paths) for open/create/edit..."""
     first, _, rest = command.partition("\n")
-    toks = first.split()
+    toks = first.split(None, 2)  # (the verb and its first argument are all that is read)
     if not toks:
         return None
     verb = toks[0]
@@ -334,7 +342,7 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
 
     # Patches anywhere in the input (Codex apply_patch, shell heredocs) name changed files.
     patches = _patch_files(inp)
-    patch_files = _dedupe(pf.path for pf in patches)
+    patch_files = _dedupe(pf.path for pf in patches) if patches else []
 
     if low == "str_replace_editor" or low == "str_replace_based_edit_tool" or low == "text_editor":
         sub = str(inp.get("command", ""))
@@ -414,10 +422,11 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
         reads, changes = files.reads, files.changes
         act.paths = list(changes)
         act.shell_ops = changes
-        act.digests = {p: _digests.write_digest(p, text, append=changes[p].endswith(("append", "-a")))
-                       for p, text in files.writes.items()}
-        act.texts = dict(files.writes)
-        act.partial = any(op.endswith(("append", "-a")) for op in changes.values())
+        if files.writes:  # (else the action's own empty dicts)
+            act.digests = {p: _digests.write_digest(p, text, append=changes[p].endswith(("append", "-a")))
+                           for p, text in files.writes.items()}
+            act.texts = dict(files.writes)
+        act.partial = any(op.endswith(("append", "-a")) for op in changes.values()) if changes else False
         act.change_op = "shell"
         act.reads = reads
         act.summary = f"{name}: {_one_line(command, 160)}"
@@ -500,7 +509,7 @@ def _outcome(r: ToolResultBlock) -> _Outcome:
             line = next((ln.strip() for ln in text.splitlines() if ln.strip()
                          and not ln.startswith(("Chunk ID", "Wall time", "Process exited",
                                                 "Original token count", "Output:"))), "")
-    return _Outcome(failed=failed, exit_code=code, error_line=_one_line(line, 200), text=text)
+    return _Outcome(failed=failed, exit_code=code, error_line=_one_line(line, 200) if line else "", text=text)
 
 
 def _test_summary(text: str) -> str:

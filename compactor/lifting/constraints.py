@@ -79,8 +79,8 @@ def split_sentences(text: str) -> list[str]:
     if "." in text and _GLUED_PRE_RE.search(text) and _GLUED_RE.search(text):
         text = _GLUED_RE.sub(" ", text)  # the space the writer left out; pieces stay verbatim
     for line in text.splitlines():
-        if "." not in line and "!" not in line and "?" not in line:
-            piece = line.strip()  # no sentence end inside: the line is one piece
+        if "." not in line and "!" not in line and "?" not in line or _SENTENCE_GAP_RE.search(line) is None:
+            piece = line.strip()  # no sentence end inside (none followed by a space): the line is one piece
             if piece:
                 out.append(piece)
             continue

@@ -112,8 +112,9 @@ _USED_ANY = re.compile(r"Storage\.|env|[\"'`]/|fetch\(|axios\.|requests\.")  # e
 def _used(text: str) -> list[tuple[int, str]]:
     """(position, fact) for the storage keys, env variables, routes and URLs the text uses."""
     found: dict[str, tuple[int, list[str]]] = {}  # label -> (first position, names)
-    if _USED_ANY.search(text) is None:
-        return []  # (no needle of any pattern: one search instead of four)
+    if ("env" not in text and "Storage." not in text and "fetch(" not in text and "axios." not in text
+            and "requests." not in text and '"/' not in text and "'/" not in text and "`/" not in text):
+        return []  # (no needle of any pattern (``_USED_ANY``'s literals): substring checks, no search)
     for rx, needles in _USED_NEEDLES:
         if not any(n in text for n in needles):
             continue  # (a substring every match holds is missing: no match, for less than a search)
@@ -177,6 +178,49 @@ def _json_pairs(text: str) -> list[str]:
     return out
 
 
+# The words a signature match opens with (after ``[ \t]*``, on its first line), per kind
+_SIG_WORDS = {"py": ("def", "class", "async"), "js": ("export", "async", "function", "const", "let", "abstract",
+                                                     "class", "interface"),
+              "rs": ("pub", "async", "fn", "struct", "enum", "trait"), "go": ("func", "type")}
+_SIG_SCAN_CHARS = 2_000
+"""A text longer than this is matched at the line starts of its signature words only."""
+
+
+def _sig_matches(kind: str, sig: re.Pattern[str], text: str) -> list[re.Match[str]]:
+    """``sig.finditer(text)``, for a long text tried only where a match can start (issue 17: the
+    scan retries ``^[ \t]*`` and the alternatives at every line, ~2 ms for a 37k-character
+    module). Every match starts at a line start whose line opens, after spaces, with one of the
+    kind's words, so the line starts of those words' occurrences, in order, from the end of the
+    last match on, give the same matches."""
+    words = _SIG_WORDS.get(kind)
+    if words is None or len(text) <= _SIG_SCAN_CHARS:
+        return list(sig.finditer(text))
+    starts: set[int] = set()
+    find, rfind = text.find, text.rfind
+    for w in words:
+        i = find(w)
+        while i >= 0:
+            starts.add(rfind("\n", 0, i) + 1)
+            nl = find("\n", i)
+            i = find(w, nl) if nl >= 0 else -1
+    out: list[re.Match[str]] = []
+    end = 0
+    for p in sorted(starts):
+        if p >= end and (m := sig.match(text, p)) is not None:
+            out.append(m)
+            end = m.end()
+    return out
+
+
+def _py_bodies_possible(text: str) -> bool:
+    """False when no Python function in ``text`` can have a body of ``MIN_STATEMENTS`` lines, so
+    ``function_lines`` would say nothing: a body is lines after its ``def`` line's newline, so it
+    has at most ``len(text.splitlines()) - 1`` of them (issue 17: most files read are short)."""
+    if text.count("\n") > _behaviour.MIN_STATEMENTS:
+        return True  # (so many line breaks: at least that many lines)
+    return len(text.splitlines()) - 1 >= _behaviour.MIN_STATEMENTS
+
+
 def content_facts(path: str, text: str, whole: bool = True, *, kind: str | None = None) -> list[str]:
     """Short facts about what ``text`` (written to ``path``) defines, in file order.
 
@@ -202,8 +246,9 @@ def content_facts(path: str, text: str, whole: bool = True, *, kind: str | None 
     sig = _SIGS.get(kind)
     bodies: list[tuple[int, int, str]] = []  # functions said with their statements (span, line)
     if sig is not None:
-        sigs = [(m.start(), m.end(), _flat(m.group(1))) for m in sig.finditer(text)]
-        said = _behaviour.function_lines(kind, text, sigs) if kind in ("py", "js") else {}
+        sigs = [(m.start(), m.end(), _flat(m.group(1))) for m in _sig_matches(kind, sig, text)]
+        said = _behaviour.function_lines(kind, text, sigs) if kind == "js" or kind == "py" and (
+            sigs and _py_bodies_possible(text)) else {}
         bodies = [(a, b, line) for line, (a, b) in said.values()]
         # a signature that says nothing a reader asks for (``def __init__(self)``) goes last
         found += [(2, start, said[start][0]) if start in said else
@@ -263,6 +308,8 @@ def content_facts(path: str, text: str, whole: bool = True, *, kind: str | None 
 
     # the most telling first (the file's own line, constants, config, ids, signatures, data
     # files, then settings) up to MAX_FACTS, shown in file order
+    if len(found) <= 1:
+        return [f[2] for f in found]  # (one fact: kept whatever its priority, nothing to order)
     if any(p < 5 for p, _, _ in found):
         found = [f for f in found if f[0] < 5]  # a bare ``def __init__(self)`` only when nothing else is said
     written = {f[2][len("writes "):] for f in found if f[2].startswith("writes ")}
@@ -354,6 +401,10 @@ _PY_WRITES = re.compile(r"\bopen\(\s*" + _PATH_ARG + r"""\s*,\s*["'][wax]b?\+?["
                         + r"|\b(?:torch\.save|np\.save(?:txt|z)?|joblib\.dump|pickle\.dump)\([^,\n]*,\s*" + _PATH_ARG
                         + r"|\bos\.makedirs\(\s*" + _PATH_ARG)
 _JS_WRITES = re.compile(r"\b(?:writeFileSync|writeFile|appendFileSync|createWriteStream|mkdirSync)\(\s*" + _PATH_ARG)
+# the name every match of _PY_WRITES (_JS_WRITES) holds, one of these: checked before the scan
+_PY_WRITE_NEEDLES = ("open(", "to_csv", "to_json", "to_parquet", "to_excel", "to_pickle", "savefig", "write_text",
+                     "write_bytes", "Path(", "torch.save", "np.save", "joblib.dump", "pickle.dump", "os.makedirs(")
+_JS_WRITE_NEEDLES = ("writeFile", "appendFileSync", "createWriteStream", "mkdirSync")
 _KW_CALL = re.compile(r"^[ \t]*([a-z_][\w.]*)\s*=\s*([A-Z]\w*(?:\.\w+)*\([^()\n]*\b[a-z_]\w*=[^()\n]*\))[ \t]*(?:#.*)?$", re.M)
 _ATTR_LITERAL = re.compile(r"^[ \t]*([A-Za-z_]\w*(?:\.\w+)+)\s*=\s*([\[{(])[ \t]*$", re.M)
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"__future__"}
@@ -380,7 +431,8 @@ def io_facts(kind: str, text: str) -> list[tuple[int, int, str]]:
     if mods:
         out.append((1, first, "imports: " + _flat(", ".join(mods), FACT_CHARS)))
     # (every write pattern holds a call's parenthesis and a quoted path)
-    writes = "(" in text and ('"' in text or "'" in text or "`" in text)
+    writes = "(" in text and ('"' in text or "'" in text or "`" in text) and any(
+        n in text for n in (_PY_WRITE_NEEDLES if kind == "py" else _JS_WRITE_NEEDLES))  # (a call's name: no scan)
     for m in ((_PY_WRITES if kind == "py" else _JS_WRITES).finditer(text) if writes else ()):
         path = next(g for g in m.groups() if g)
         out.append((1, m.start(), ("creates dir " if "makedirs" in m.group(0) or "mkdirSync" in m.group(0)

@@ -151,7 +151,7 @@ _DURATION_RE = re.compile(r"\d+[smh]?")
 def command_key(command: str) -> str:
     """A command normalized so that reruns match: no cd prefix, env, flags or output plumbing."""
     s = " ".join(command.split())
-    s = _CD_PREFIX_RE.sub("", s)
+    s = _CD_PREFIX_RE.sub("", s) if "cd" in s else s  # (every prefix match holds it)
     prev = None
     while prev != s and ("|" in s or "2>&1" in s):  # (every _TAIL_RE match holds one of these)
         prev = s
@@ -168,7 +168,7 @@ def command_key(command: str) -> str:
         toks = toks[1:]
     if toks[:2] == ["python", "-m"] or toks[:2] == ["python3", "-m"]:
         toks = toks[2:]
-    return " ".join(t for t in toks if not t.startswith("-"))
+    return " ".join(toks) if "-" not in s else " ".join([t for t in toks if not t.startswith("-")])
 
 
 def action_key(tool: str, command: str | None, paths: Sequence[str], kind: str = "") -> str:
@@ -237,14 +237,15 @@ def declined_commands(text: str) -> list[tuple[str, str]]:
 # A run that exits 0 yet reports it got nothing ("DONE: 0/49 transcripts extracted", "0 of 12
 # succeeded"): the batch failed, and the next agent must not read "ok" as done.
 _ZERO_TALLY_RE = re.compile(r"(?<![\d./])0\s*(?:/|of|out of)\s*[1-9]\d*\b(?![./]\d)", re.I)
+_ZERO_TALLY_PRE = re.compile(r"0\s*(?:/|of|out of)", re.I)
 TALLY_TAIL_LINES = 4
 _BAD_COUNTED_RE = re.compile(r"(?i)fail|error|\berr|skip|warn|miss|broken|problem|issue|leak|vuln|regress|invalid|bad")
 
 
 def zero_tally(text: str) -> str:
     """The closing line of an output that reports zero successes out of N, or ""."""
-    if "0" not in text:
-        return ""
+    if "0" not in text or _ZERO_TALLY_PRE.search(text, max(0, len(text) - 2000)) is None:
+        return ""  # (every tally match in a line of the tail is one of this simpler pattern there)
     tail = [ln.strip() for ln in text[-2000:].splitlines() if ln.strip() and not _HARNESS_NOTE_RE.match(ln)]
     for ln in reversed(tail[-TALLY_TAIL_LINES:]):
         m = _ZERO_TALLY_RE.search(ln)
@@ -435,7 +436,9 @@ def soft_concluded(cause: str) -> bool:
 
 
 def soft_next(calls: Sequence[tuple[int, str]], after: int) -> str:
-    """``next call: `curl …/file.pl` (#15)``: the first call after a soft failure's result, or ""."""
+    """``next call: `curl …/file.pl` (#15)``: the first call after a soft failure's result, or "".
+
+    ``calls``: (seq, text) as the agent wrote the call; ``move_text`` one-lines and clips it."""
     i = bisect_right([c[0] for c in calls], after)
     return f"{SOFT_NEXT}{move_text(calls[i][1], True)} (#{calls[i][0]})" if i < len(calls) else ""
 

@@ -27,6 +27,7 @@ import dataclasses
 import json
 import re
 from bisect import bisect_right
+from operator import attrgetter
 from typing import Any, Sequence
 
 from compactor.events import (
@@ -85,6 +86,9 @@ from compactor.lifting.state import (  # noqa: F401 - re-exported
     Todo,
     UnknownAction,
     Url,
+    first_file_ref,
+    next_file_ref,
+    run_command,
 )
 from compactor.tokens import count_text
 
@@ -265,18 +269,18 @@ class _Acc:
         if old is None:
             if table is self.files_changed:
                 self.notes.on_new_file(path)
-            table[path] = FileRef(path=path, seq=seq, ops=[op] if op else [], tool_use_id=tool_use_id,
-                                  digest=digest, facts=facts)
+            table[path] = first_file_ref(path=path, seq=seq, ops=[op] if op else [], tool_use_id=tool_use_id,
+                                         digest=digest, facts=facts)
         else:
             ops = old.ops if (not op or op in old.ops) else [*old.ops, op]
             # the last state wins; a change with no digest (rm, mv, sed -i) makes the old one stale
             latest = seq >= old.seq
-            table[path] = FileRef(path=path, seq=max(seq, old.seq), ops=ops, count=old.count + 1,
-                                  tool_use_id=tool_use_id or old.tool_use_id,
-                                  digest=(digest if latest else old.digest),
-                                  facts=(_content.merge_facts(facts, old.facts) if latest
-                                         else _content.merge_facts(old.facts, facts)),
-                                  note=old.note)
+            table[path] = next_file_ref(path=path, seq=max(seq, old.seq), ops=ops, count=old.count + 1,
+                                        tool_use_id=tool_use_id or old.tool_use_id,
+                                        digest=(digest if latest else old.digest),
+                                        facts=(_content.merge_facts(facts, old.facts) if latest
+                                               else _content.merge_facts(old.facts, facts)),
+                                        note=old.note)
 
     # moves / resolution -----------------------------------------------------------------
     def note_move(self, seq: int, text: str, is_call: bool) -> None:
@@ -288,7 +292,8 @@ class _Acc:
         if not moves or moves[-1][0] < seq:
             moves.append((seq, text, is_call))  # (one-lined when a failure's next move reads it)
         if is_call and (not self._calls or self._calls[-1][0] < seq):
-            self._calls.append((seq, _one_line(text, 200)))
+            # (kept as written: ``soft_next`` one-lines it to fewer than 200 characters when read)
+            self._calls.append((seq, text))
 
     def _note_ok(self, key: str, seq: int) -> None:
         if key:
@@ -354,9 +359,7 @@ class _Acc:
         # (SWE-agent's markers: searched only where their literal is)
         m = _SWE_OPEN_FILE_RE.search(text[-600:]) if text and "(Open file: " in text else None
         header = _SWE_FILE_HEADER_RE.search(text[:400]) if text and "[File: " in text else None
-        paths = list(act.paths)
-        if act.swe_edit and header:
-            paths = [header.group(1)]
+        paths = [header.group(1)] if act.swe_edit and header else act.paths  # (read, never changed)
         was = ""
         if act.swe_edit and header and not out.failed and (rng := _failures.edit_range(act.command)):
             was = _failures.replaced_text(self._listings.get(header.group(1), {}), *rng)  # what the edit replaced
@@ -405,9 +408,9 @@ class _Acc:
                 if text and not out.failed and not act.reads and not act.paths and not install:
                     gist = _outputs.output_gist(text)  # what a fetch or a query answered
                     detail = f"{detail}; {gist}" if detail and gist else detail or gist
-                self.commands.append(Command(seq=use_seq, command=act.command, tool=act.tool,
-                                             tool_use_id=use.id, exit_code=out.exit_code,
-                                             status=status, result_seq=result_seq, detail=detail))
+                self.commands.append(run_command(seq=use_seq, command=act.command, tool=act.tool,
+                                                 tool_use_id=use.id, exit_code=out.exit_code,
+                                                 status=status, result_seq=result_seq, detail=detail))
             if not out.failed:
                 for p in act.paths:
                     self._touch(self.files_changed, p, use_seq, act.shell_ops.get(p, "shell"), use.id,
@@ -440,7 +443,7 @@ class _Acc:
                 if text else [])
         for f in soft:  # "worked", yet got nothing (0/49), or proposed and never run (declined)
             self._add_failed(f)
-        if not out.failed and not any(f.key == key for f in soft) and not (
+        if not out.failed and not (soft and any(f.key == key for f in soft)) and not (
                 act.is_test and _FAIL_SUMMARY_RE.search(_test_summary(text) or "")):
             self._note_ok(key, use_seq)
             if key:
@@ -546,6 +549,9 @@ class _Acc:
         )
 
 
+_SEQ = attrgetter("seq")
+
+
 def _norm(text: str) -> str:
     return " ".join(text.split()).lower()
 
@@ -589,7 +595,7 @@ class Lifter:
     def __init__(self, events: Sequence[Event], prev: LiftedState | None = None) -> None:
         self._prev = prev
         start = prev.covers_end if prev is not None else 0
-        self._evs = sorted((e for e in events if e.seq > start or e.seq == 0), key=lambda e: e.seq)
+        self._evs = sorted((e for e in events if e.seq > start or e.seq == 0), key=_SEQ)
         self._seqs = [e.seq for e in self._evs]
         self._results: dict[str, tuple[ToolResultBlock, int]] = {}
         for e in self._evs:
@@ -623,7 +629,9 @@ class Lifter:
 
     def _fold(self, e: Event, cut: int | None) -> None:
         acc, uses, results = self._acc, self._uses, self._results
-        acc.covers_end = max(acc.covers_end, e.seq)
+        seq = e.seq
+        if seq > acc.covers_end:
+            acc.covers_end = seq
         for b in e.blocks:
             if isinstance(b, ArtifactRefBlock):
                 acc.add_artifact(b, e.seq)
@@ -637,40 +645,42 @@ class Lifter:
                         acc.add_artifact(c.ref, e.seq)
         if e.kind != "message":
             return
-        if is_genuine_request(e):
+        role, text, here = e.role, e.text, e.tool_results
+        if role == "user" and is_genuine_request(e):
             acc.add_request(e)
-            acc.narrative.on_request(e.seq)
-        elif e.role == "assistant" and e.text:
+            acc.narrative.on_request(seq)
+        elif role == "assistant" and text:
             acc.add_assistant_text(e)
-            acc.narrative.on_assistant_text(e.seq, e.text)
-        elif e.role in ("user", "system") and e.text and not e.tool_results:
+            acc.narrative.on_assistant_text(seq, text)
+        elif role in ("user", "system") and text and not here:
             acc._text_actions(e)  # aider's '>' lines may be attributed to the user or system
-        if e.tool_results:
+        calls = e.tool_uses
+        if here:
             acc.narrative.on_results()
-        elif e.tool_uses and e.role == "assistant":
+        elif calls and role == "assistant":
             acc.narrative.on_call()
 
-        for use in e.tool_uses:
+        for use in calls:
             if use.id in uses:
                 continue
             act = classify(use, acc.open_file)
-            uses[use.id] = (use, e.seq, act)
-            if e.role == "assistant":
-                acc.note_move(e.seq, act.command or act.summary or use.name, True)
+            uses[use.id] = (use, seq, act)
+            if role == "assistant":
+                acc.note_move(seq, act.command or act.summary or use.name, True)
                 acc.on_call(e, use, act)
             got = results.get(use.id)
             if got is not None and (cut is None or got[1] <= cut):
-                acc.add_pair(use, e.seq, act, got[0], got[1])
+                acc.add_pair(use, seq, act, got[0], got[1])
             else:
                 if got is not None:  # answered after the cut: unknown here, not at a later cut
                     self._straddle = got[1] if self._straddle is None else min(self._straddle, got[1])
-                acc.add_unknown(use, e.seq, act)
-                if act.kind == "todo" and act.todos is not None and e.seq >= acc.todos_seq:
+                acc.add_unknown(use, seq, act)
+                if act.kind == "todo" and act.todos is not None and seq >= acc.todos_seq:
                     # the plan the agent wrote is its intent even if the write is unconfirmed
-                    acc.todos, acc.todos_seq = list(act.todos), e.seq
-        for r in e.tool_results:
+                    acc.todos, acc.todos_seq = list(act.todos), seq
+        for r in here:
             if r.tool_use_id not in uses and r.tool_use_id in acc.unknown:
-                acc.resolve(acc.unknown[r.tool_use_id], r, e.seq)
+                acc.resolve(acc.unknown[r.tool_use_id], r, seq)
 
 
 def reconcile(state: LiftedState, new_events: Sequence[Event]) -> tuple[LiftedState, list[str]]:

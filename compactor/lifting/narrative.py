@@ -294,6 +294,27 @@ def is_reason(sentence: str) -> bool:
     return bool(_DIGIT_RE.search(probe) and _RULE_PRE.search(low) and _RULE_RE.search(probe))
 
 
+_SHORT_TEXT = 200
+"""A message this short is searched whole before it is split (``_may_hold_reasons``)."""
+
+
+def _may_hold_reasons(text: str) -> bool:
+    """False only when no unit of ``text`` can be a reason sentence, so it need not be split (issue
+    17: most of an agent's messages are a short line beside a call). A unit is at least
+    ``MIN_REASON_CHARS`` long, and in an ASCII text without ``**`` every unit is a piece of the text
+    whose edges are word boundaries there too (cut at whitespace, a line end, a list marker or a
+    table's ``|``), so a reason or rule match in a unit is one in the text. Longer texts are split
+    without the whole-text search: they mostly hold a reason anyway."""
+    if len(text) < MIN_REASON_CHARS:
+        return False
+    if len(text) > _SHORT_TEXT or not text.isascii() or "**" in text:
+        return True
+    low = text.lower()
+    if _REASON_PRE.search(low) and _REASON_RE.search(text):
+        return True
+    return bool(_DIGIT_RE.search(text) and _RULE_PRE.search(low) and _RULE_RE.search(text))
+
+
 def reason_sentences(text: str, units: list[str] | None = None) -> list[str]:
     """The reason and rule sentences of an assistant message, verbatim, questions left out.
 
@@ -407,14 +428,14 @@ class NarrativeAcc:
         if not text.strip():
             return
         self._closing = (seq, text)
-        units = report_units(text)
-        for s in reason_sentences(text, units):
+        units = report_units(text) if _may_hold_reasons(text) else None
+        for s in reason_sentences(text, units) if units else ():
             key = norm(s)
             if key not in self._reason_keys:
                 self._reason_keys.add(key)
                 self.reasons.append(Reason(seq=seq, text=s))
         if self._after_result and len(text) >= MIN_FINDING_CHARS and _FINDING_RE.search(text.lower()):
-            for s in finding_sentences(units):
+            for s in finding_sentences(report_units(text) if units is None else units):
                 key = norm(s)
                 if key not in self._finding_keys:
                     self._finding_keys.add(key)

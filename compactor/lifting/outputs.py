@@ -74,6 +74,8 @@ def partial_result(text: str) -> str:
     """``partial: "restricted":true,"maxChars":8000,"totalChars":20526,...`` when a result's closing
     fields say it holds only part of the answer; "" otherwise."""
     tail = text[-PARTIAL_TAIL_CHARS:]
+    if "true" not in tail:
+        return ""  # (every flag match holds it: no search)
     flag = _PARTIAL_FLAG_RE.search(tail)
     if flag is None:
         return ""

@@ -380,8 +380,57 @@ def _classify(cmd: SimpleCommand, prev: SimpleCommand | None, out: ShellFiles) -
             out.changes.setdefault(f, "git " + values[0])
 
 
+def _plain_files(command: str) -> ShellFiles:
+    """``shell_files`` of a plain command (no character of ``_SPECIAL_RE``, at most
+    ``_MAX_SCAN_CHARS``): one simple command of literal words split on spaces, no redirects, no
+    heredocs, nothing piped, so nothing is written and only the program's operands count. The
+    same rules as ``_classify`` over those words, without building ``Word``/``SimpleCommand``s
+    (issue 17: most agent commands are plain); ``tests/unit/test_shell_plain.py`` holds them equal."""
+    words = [w for w in command.split(" ") if w]
+    i = 0
+    while i < len(words) and (words[i] in _PREFIX_WORDS or "=" in words[i] and _ASSIGN_RE.match(words[i])):
+        i += 1
+    if i >= len(words):
+        return ShellFiles()
+    prog = words[i].rsplit("/", 1)[-1]
+    args = words[i + 1:]
+    reads: list[str] = []
+    changes: dict[str, str] = {}
+    if prog == "sed":
+        inplace = any(w.startswith("-i") or w == "--in-place" for w in args)
+        for f in _sed_files([Word(value=w) for w in args]):
+            if inplace:
+                changes.setdefault(f, "sed -i")
+            else:
+                reads.append(f)
+    elif prog in _READ_PROGRAMS:
+        reads = [w for w in args if not w.startswith("-")]
+    elif prog in _CHANGE_PROGRAMS:
+        values = [w for w in args if not w.startswith("-")]
+        append = "-a" in args or "--append" in args
+        how = {"rm": "deleted", "unlink": "deleted", "mv": "moved"}.get(prog, prog)
+        for f in (values[-1:] if prog == "cp" else values):
+            changes.setdefault(f, "tee -a" if prog == "tee" and append else how)
+    elif prog == "git":
+        values = [w for w in args if not w.startswith("-")]
+        if values[:1] in (["mv"], ["rm"]):
+            for f in values[1:]:
+                changes.setdefault(f, "git " + values[0])
+    reads = [p for p in (dict.fromkeys(reads) if len(reads) > 1 else reads) if plausible_path(p) and p in command]
+    if not changes:
+        return ShellFiles(reads=reads)
+    return ShellFiles(reads=reads, changes={p: how for p, how in changes.items() if plausible_path(p) and p in command})
+
+
 def shell_files(command: str) -> ShellFiles:
     """Files ``command`` reads and changes; every path occurs verbatim in ``command``."""
+    if len(command) <= _MAX_SCAN_CHARS and _SPECIAL_RE.search(command) is None:
+        return _plain_files(command)
+    return _scanned_files(command)
+
+
+def _scanned_files(command: str) -> ShellFiles:
+    """``shell_files`` by the scanner: any command."""
     out = ShellFiles()
     for script in scripts_of(command):
         cmds = parse(script)

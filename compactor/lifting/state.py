@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from compactor.events import SharedFieldsSet
+from compactor.events import SharedFieldsSet, _shared_fields_set, trusted
 from compactor.lifting.narrative import Finding, Reason, TurnOutcome
 
 
@@ -80,6 +80,31 @@ class Command(_Item):
                         "a fetch or query answered (a JSON answer's fields and item names, code lines it printed).")
 
 
+# --- the per-call items, built without validation ------------------------------------------------
+# A lift makes a ``Command`` and a ``FileRef`` per tool call (issue 17: their validation was a tenth of
+# a lift). The builders below take exactly the keywords of the validated call they replace, build
+# the same values (lists copied, as validation copies them) and record the same fields-set, so
+# dumps, equality and ``exclude_unset`` read the same; ``tests/unit/test_lift_trusted.py`` lifts with
+# the validated models in their place and compares. Callers pass values of the fields' exact types.
+
+_FIRST_REF = _shared_fields_set({"path", "seq", "ops", "tool_use_id", "digest", "facts"})
+_NEXT_REF = _shared_fields_set({"path", "seq", "ops", "count", "tool_use_id", "digest", "facts", "note"})
+
+
+def first_file_ref(*, path: str, seq: int, ops: list[str], tool_use_id: str | None, digest: str,
+                   facts: list[str]) -> FileRef:
+    """``FileRef(path=, seq=, ops=, tool_use_id=, digest=, facts=)``, unvalidated."""
+    return trusted(FileRef, {"path": path, "seq": seq, "ops": list(ops), "count": 1, "tool_use_id": tool_use_id,
+                             "digest": digest, "facts": list(facts), "note": ""}, _FIRST_REF)
+
+
+def next_file_ref(*, path: str, seq: int, ops: list[str], count: int, tool_use_id: str | None, digest: str,
+                  facts: list[str], note: str) -> FileRef:
+    """``FileRef(path=, seq=, ops=, count=, tool_use_id=, digest=, facts=, note=)``, unvalidated."""
+    return trusted(FileRef, {"path": path, "seq": seq, "ops": list(ops), "count": count, "tool_use_id": tool_use_id,
+                             "digest": digest, "facts": list(facts), "note": note}, _NEXT_REF)
+
+
 TestStatus = Literal["passed", "failed", "unknown"]
 
 
@@ -93,6 +118,18 @@ class TestRun(_Item):
     exit_code: int | None = None
     summary: str = Field(default="", description="Runner summary line, e.g. '2 failed, 9 passed'.")
     result_seq: int | None = Field(default=None, description="The log version the run reported at.")
+
+
+_RUN_COMMAND = _shared_fields_set({"seq", "command", "tool", "tool_use_id", "exit_code", "status", "result_seq",
+                                   "detail"})
+
+
+def run_command(*, seq: int, command: str, tool: str, tool_use_id: str | None, exit_code: int | None,
+                status: CommandStatus, result_seq: int | None, detail: str) -> Command:
+    """``Command(seq=, command=, tool=, tool_use_id=, exit_code=, status=, result_seq=, detail=)``, unvalidated."""
+    return trusted(Command, {"seq": seq, "command": command, "tool": tool, "tool_use_id": tool_use_id,
+                             "exit_code": exit_code, "status": status, "result_seq": result_seq, "detail": detail},
+                   _RUN_COMMAND)
 
 
 class ErrorItem(_Item):

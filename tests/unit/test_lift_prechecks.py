@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from compactor.importers import import_file
-from compactor.lifting import actions, content, failures, lift, narrative
+from compactor.lifting import actions, constraints, content, failures, lift, narrative
 from compactor.lifting.constraints import split_sentences
 from tests.conftest import corpus_files
 
@@ -109,6 +109,9 @@ def test_the_result_prechecks_let_every_match_through() -> None:
         for pat, _ in content._USED_NEEDLES:
             if pat.search(t):
                 assert content._USED_ANY.search(t), t[:80]
+        # (``_used`` checks ``_USED_ANY``'s literals as substrings: the same answer)
+        assert bool(content._USED_ANY.search(t)) == any(
+            n in t for n in ("env", "Storage.", "fetch(", "axios.", "requests.", '"/', "'/", "`/"))
 
 
 
@@ -124,3 +127,113 @@ def test_file_names_installs_and_bare_signatures_are_the_searches_results(senten
     for sig in ["def __init__(self)", "def run(self, x)", "constructor()", "def f(a, b)", "class A"]:
         bare = bool(content._BARE_SIG.search(sig))
         assert bare == (("self" in sig or "constructor" in sig) and bare)
+
+
+# --- round eight (branch lift8): whole-text checks that skip splitting a message or a file --------
+
+def _short_messages() -> list[str]:
+    """Assistant-like texts: the fixtures' and corpus' texts, their sentences and lines, and built ones."""
+    out = [t for t in _texts() if len(t) <= 400]
+    for t in _texts():
+        out += [ln for ln in t.splitlines() if ln.strip()][:20]
+        out += split_sentences(t)[:20]
+    out += ["Checking module 1234.", "Done: 3/4 tests pass, so the fix holds.", "- Use the cache **because** it is fast.",
+            "1. Because the API limits us to 10 requests per second.", "> so that it works. Next one.",
+            "| rate | 5 ms |", "It failed, so I retried.", "Set the limit to 30 seconds. Then rerun it.",
+            "We use v2 instead of v1.", "Renamed x.py. It now loads data/x.csv at 2x speed."]
+    return out
+
+
+def test_a_message_the_reason_check_skips_holds_no_reason() -> None:
+    skipped = 0
+    for t in _short_messages():
+        if not narrative._may_hold_reasons(t):
+            skipped += 1
+            assert narrative.reason_sentences(t) == [], t
+    assert skipped > 100  # (the check does skip messages)
+
+
+def _split_by_cuts(text: str) -> list[str]:
+    """``split_sentences`` as it was before the no-gap shortcut: every line with a sentence end cut."""
+    out: list[str] = []
+    if "." in text and constraints._GLUED_PRE_RE.search(text) and constraints._GLUED_RE.search(text):
+        text = constraints._GLUED_RE.sub(" ", text)
+    for line in text.splitlines():
+        if "." not in line and "!" not in line and "?" not in line:
+            if line.strip():
+                out.append(line.strip())
+            continue
+        start = 0
+        for cut in [m.start() for m in constraints._SENTENCE_GAP_RE.finditer(line)] + [len(line)]:
+            piece = line[start:cut].strip()
+            if piece and not constraints._abbrev_end(piece) or cut == len(line):
+                if piece:
+                    out.append(piece)
+                start = cut
+    return out
+
+
+def test_split_sentences_is_the_cut_by_cut_split() -> None:
+    for t in list(_texts()) + _short_messages():
+        assert split_sentences(t) == _split_by_cuts(t), t[:80]
+
+
+def test_function_lines_are_looked_for_wherever_a_text_can_have_them() -> None:
+    from compactor.lifting import behaviour
+
+    texts = [t for t in _texts() if "def " in t][:400] + [
+        "def f(x):\n    a = 2\n    return a * x\n", "def f(x):\n    return x + 1\n", "def f(x):\r    a = 2\r    return a\r",
+        "def f(x):\n    a = 2\u2028    return a * x", "class A:\n    def f(self):\n        return 5 * 3\n"]
+    for t in texts:
+        sigs = [(m.start(), m.end(), content._flat(m.group(1))) for m in content._SIGS["py"].finditer(t)]
+        if behaviour.function_lines("py", t, sigs):
+            assert content._py_bodies_possible(t), t[:80]
+    assert not content._py_bodies_possible("def f(x):\n    return x + 1\n")
+
+
+def test_the_zero_tally_and_partial_answer_prechecks_let_every_match_through() -> None:
+    from compactor.lifting import outputs
+
+    texts = list(_texts()) + ["DONE: 0/49 transcripts extracted", "x\n0 of 12 succeeded\n", "0 OUT OF 3 passed",
+                              "0\u00a0/ 7 ok", '{"restricted": true, "maxChars": 8000, "totalChars": 20526}',
+                              '{"hasMore":true}', "10/10 ok", "v1.0/2 x"]
+    hits = 0
+    for t in texts:
+        lines = [ln.strip() for ln in t[-2000:].splitlines()]
+        if any(failures._ZERO_TALLY_RE.search(ln) for ln in lines):
+            hits += 1
+            assert failures._ZERO_TALLY_PRE.search(t, max(0, len(t) - 2000)), t[-200:]
+        if outputs._PARTIAL_FLAG_RE.search(t[-outputs.PARTIAL_TAIL_CHARS:]):
+            assert "true" in t[-outputs.PARTIAL_TAIL_CHARS:]
+    assert hits >= 3
+    assert failures.zero_tally("DONE: 0/49 transcripts extracted").startswith("DONE")
+    assert outputs.partial_result('{"restricted": true, "maxChars": 8000, "totalChars": 20526}').startswith("partial")
+
+
+def test_signatures_of_a_long_text_are_the_scans_matches() -> None:
+    texts = [t for t in _texts() if len(t) > content._SIG_SCAN_CHARS]
+    texts += [p.read_text() for p in sorted((Path(__file__).resolve().parents[2] / "compactor").rglob("*.py"))[:40]]
+    texts += [("x = 1\n" * 400) + "async\n  def f(a,\n b) -> int:\n  pass\nclass A(B,\n C):\n  pass\n" + "def g(): pass\n" * 3,
+              ("// c\n" * 500) + "export default async function f(a) {\n}\nconst g = (x) => x\nlet h = async () => 1\n"
+              "interface I {}\nexport abstract class K extends L.M {}\n", ("x\n" * 1200) + "pub(crate) async fn f<T>(a: T) -> u8 {\n"
+              "}\nstruct S\nenum E\ntrait T\nfn g()\n", ("// x\n" * 500) + "func (r *R) F(a int) error {\nfunc G()\ntype T struct\n"]
+    assert len(texts) > 40
+    for t in texts:
+        for kind in ("py", "js", "rs", "go", "sh"):
+            rx = content._SIGS[kind]
+            want = [(m.start(), m.end(), m.group(1)) for m in rx.finditer(t)]
+            got = [(m.start(), m.end(), m.group(1)) for m in content._sig_matches(kind, rx, t)]
+            assert got == want, (kind, t[:60])
+
+
+def test_the_write_patterns_match_only_where_a_needle_is() -> None:
+    texts = list(_texts()) + ["with open('out/a.json', 'w') as f:", "df.to_csv('r.csv')", "Path('x.txt').write_text(s)",
+                              "np.savez('a.npz', x)", "os.makedirs('out', exist_ok=True)", "fs.writeFileSync('a.txt', s)",
+                              "fs.mkdirSync(`dir`)", "torch.save(m, 'm.pt')"]
+    hits = 0
+    for t in texts:
+        for rx, needles in ((content._PY_WRITES, content._PY_WRITE_NEEDLES), (content._JS_WRITES, content._JS_WRITE_NEEDLES)):
+            if rx.search(t):
+                hits += 1
+                assert any(n in t for n in needles), t[:80]
+    assert hits >= 8

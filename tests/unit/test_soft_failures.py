@@ -92,3 +92,19 @@ def test_a_bare_symptom_without_why_or_confirmation_stays_the_agents_finding() -
     text = render_summary(state, 2_000).text
     assert "no visible effect" not in text
     assert "The injection did not yield any additional output" in text  # (its report)
+
+
+def test_the_next_call_reads_the_same_from_the_call_as_written() -> None:
+    """The lifter keeps a call's text as written (issue 17) and ``soft_next`` one-lines it: the same
+    line as from the text one-lined to 200 characters first, as the lifter kept it before."""
+    from compactor.lifting.actions import _one_line
+    from compactor.lifting.failures import soft_next
+
+    texts = ["curl -s https://x.test/file.pl", "python -c 'print(1)'\n  && echo   done\t`x`",
+             "a " * 150, " ".join(f"w{i}" for i in range(60)) + "\n\n" + "tail " * 30, "x" * 500, "é  ü\n" * 40]
+    for text in texts:
+        calls = [(3, "ls"), (9, text.strip()), (12, "pwd")]
+        kept = [(s, _one_line(t, 200)) for s, t in calls]
+        for after in (0, 3, 8, 9, 12):
+            assert soft_next(calls, after) == soft_next(kept, after), (text[:40], after)
+    assert soft_next([(9, "a\n  b")], 3) == "next call: `a b` (#9)"
