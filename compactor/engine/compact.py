@@ -31,7 +31,7 @@ from typing import Any, Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from compactor.engine.boundary import body, choose_cut, latest_request, safe_cut_points
+from compactor.engine.boundary import body, choose_cut, latest_request, safe_cut_points_both
 from compactor.errors import InvalidInput
 from compactor.events import Block, Event, TextBlock, ToolResultBlock, content_hash
 from compactor.engine.covered_text import CoveredText
@@ -184,8 +184,8 @@ def plan(
     safe = {} if _safe is None else _safe
 
     def safe_points(keep: bool) -> list[int]:
-        if keep not in safe:
-            safe[keep] = safe_cut_points(evs, _prev_end(prev), keep_latest_request=keep)
+        if keep not in safe:  # both lists in one walk: the ladder may ask for the other
+            safe.update(safe_cut_points_both(evs, _prev_end(prev)))
         return safe[keep]
 
     late: list[int] = []
@@ -515,7 +515,7 @@ def apply_layers(
             for factor in [*policy.shrink_ladder, 0.0]:
                 budget = int(plan.tail_budget * factor)
                 if keep_request not in safe_points:
-                    safe_points[keep_request] = safe_cut_points(evs, end0, keep_latest_request=keep_request)
+                    safe_points.update(safe_cut_points_both(evs, end0))  # (both in one walk)
                 cut = choose_cut(
                     evs, policy, budget,
                     tail_min=int(plan.tail_min * factor),
