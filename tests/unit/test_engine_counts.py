@@ -6,7 +6,6 @@ checkpoints, pinned events and externalized results among them."""
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import pytest
@@ -19,14 +18,7 @@ from compactor.events import Event
 from compactor.importers import import_file
 from tests.conftest import corpus_files
 from tests.unit.engine_fixtures import Conv
-
-
-def _outcome(res: engine.CompactResult) -> Any:
-    record = res.record.model_dump(mode="json")
-    record.pop("durations_ms")
-    return ([e.model_dump(mode="json") for e in res.view],
-            res.checkpoint.model_dump(mode="json") if res.checkpoint else None, record,
-            {k: hashlib.sha256(v).hexdigest() for k, v in res.artifacts.items()})
+from tests.unit.test_engine_release import _outcome
 
 
 def _both(monkeypatch: pytest.MonkeyPatch, events: list[Event], policy: str, target: int | None,
