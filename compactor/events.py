@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from datetime import datetime
 from functools import cached_property
 from typing import Annotated, Any, Iterable, Literal, Mapping, TypeVar, Union
@@ -321,12 +322,110 @@ def content_hash(events: Iterable[Event]) -> str:
 
 
 def content_hash_line(e: Event) -> bytes:
-    """One event's part of ``content_hash`` (a running sha256 over these, in order)."""
+    """One event's part of ``content_hash`` (a running sha256 over these, in order): the JSON
+    dump of its seq, id, kind, role and blocks (``model_dump(mode="json")``), keys sorted,
+    ASCII, no spaces, and a newline (``_dumped_line``).
+
+    Written directly for the blocks most events hold - text, thinking, a tool call whose input
+    is plain JSON (str keys; str, int, bool, None, finite float, list and dict values), a tool
+    result of texts - and dumped by pydantic otherwise (issue 17: a ``model_dump`` and a JSON
+    dump per event were 15-20 us of every event of a compaction, for the checkpoint id and the
+    source hash). The same bytes (``tests/unit/test_content_hash.py``)."""
+    seq = e.seq
+    if type(seq) is not int:
+        return _dumped_line(e)
+    parts = []
+    add = parts.append
+    for b in e.blocks:
+        t = type(b)
+        if t is TextBlock:
+            add('{"text":' + _ascii(b.text) + ',"type":"text"}')
+        elif t is ToolUseBlock:
+            inp = b.input
+            if type(inp) is not dict or not _plain_dict(inp):
+                return _dumped_line(e)
+            add('{"id":' + _ascii(b.id) + ',"input":' + _sorted_json(inp) + ',"name":' + _ascii(b.name)
+                + ',"type":"tool_use"}')
+        elif t is ToolResultBlock:
+            err = b.is_error
+            if err is not True and err is not False:
+                return _dumped_line(e)
+            texts = []
+            for c in b.content:
+                if type(c) is not TextBlock:
+                    return _dumped_line(e)
+                texts.append('{"text":' + _ascii(c.text) + ',"type":"text"}')
+            add('{"content":[' + ",".join(texts) + ('],"is_error":true' if err else '],"is_error":false')
+                + ',"tool_use_id":' + _ascii(b.tool_use_id) + ',"type":"tool_result"}')
+        elif t is ThinkingBlock:
+            sig = b.signature
+            add('{"signature":' + ("null" if sig is None else _ascii(sig)) + ',"thinking":' + _ascii(b.thinking)
+                + ',"type":"thinking"}')
+        else:
+            return _dumped_line(e)
+    return ('{"blocks":[' + ",".join(parts) + '],"id":' + _ascii(e.id) + ',"kind":' + _ascii(e.kind)
+            + ',"role":' + _ascii(e.role) + ',"seq":' + int.__repr__(seq) + "}\n").encode()
+
+
+def _dumped_line(e: Event) -> bytes:
+    """``content_hash_line`` by its definition: pydantic's JSON-mode dump, then ``json.dumps``."""
     return json.dumps(
         e.model_dump(mode="json", include={"seq", "id", "kind", "role", "blocks"}),
         sort_keys=True,
         separators=(",", ":"),
     ).encode() + b"\n"
+
+
+_ascii = json.encoder.encode_basestring_ascii  # what json.dumps writes a str as (ensure_ascii)
+
+
+def _no_default(o: Any) -> Any:
+    raise TypeError(f"not plain JSON: {type(o).__name__}")
+
+
+_C_SORTED = getattr(json.encoder, "c_make_encoder", None)
+if _C_SORTED is not None:  # markers None: no circular check (a plain value is a tree: _plain_dict)
+    _C_SORTED = _C_SORTED(None, _no_default, _ascii, None, ":", ",", True, False, False)
+
+
+def _sorted_json(value: dict[str, Any]) -> str:
+    """``json.dumps(value, sort_keys=True, separators=(",", ":"))`` of a plain dict."""
+    if _C_SORTED is None:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return "".join(_C_SORTED(value, 0))
+
+
+def _plain_dict(d: dict[Any, Any], depth: int = 0) -> bool:
+    """``d`` is plain JSON, which pydantic's JSON-mode dump returns as it is: exact ``str``
+    keys, ASCII (pydantic encodes a key to UTF-8: a lone surrogate in one raises); exact str,
+    int, bool, None, finite float, list and dict values (a tuple, a non-finite float, a
+    non-str key or any other type is dumped by pydantic's rules: the caller falls back to its
+    dump)."""
+    for k, x in d.items():
+        if type(k) is not str or not k.isascii():
+            return False
+        t = type(x)
+        if t is str or t is int or t is bool or x is None:
+            continue
+        if not _plain(x, t, depth):
+            return False
+    return True
+
+
+def _plain(x: Any, t: type, depth: int) -> bool:
+    if t is float:
+        return math.isfinite(x)
+    if depth > 64:  # (deeper than any tool input: left to pydantic)
+        return False
+    if t is dict:
+        return _plain_dict(x, depth + 1)
+    if t is list:
+        for y in x:
+            ty = type(y)
+            if not (ty is str or ty is int or ty is bool or y is None or _plain(y, ty, depth + 1)):
+                return False
+        return True
+    return False
 
 
 # --- provider shapes --------------------------------------------------------------------------

@@ -22,6 +22,7 @@ constrain the cut nor count towards the tail.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import Callable, Sequence
 
 from compactor.events import Event
@@ -90,9 +91,18 @@ def safe_cut_points(
     latest user request: only for the engine's last resort, where the summary restates the
     request verbatim (the validator checks that it does).
     """
+    return safe_cut_points_both(events, prev_end, not keep_latest_request)[keep_latest_request]
+
+
+def safe_cut_points_both(events: Sequence[Event], prev_end: int = 0, walk_past_request: bool = True
+                         ) -> dict[bool, list[int]]:
+    """``{keep: safe_cut_points(events, prev_end, keep_latest_request=keep)}`` for both values
+    of ``keep`` in one walk (the engine's ladder asks for both, issue 17): keeping the latest
+    request only lowers the limit, so its list is the other's up to that limit.
+    ``walk_past_request=False``: only the ``True`` list is made (the other is not walked)."""
     evs = body(events, prev_end)
     if not evs:
-        return []
+        return {True: [], False: []} if walk_past_request else {True: []}
     # One walk for what pending_tool_uses, latest_request and the spans need (each walked the
     # whole session on its own: 3-4 walks per call, issue 17). ``evs`` is in seq order.
     use_seq: dict[str, int] = {}
@@ -124,11 +134,13 @@ def safe_cut_points(
                 first_pending = e.seq if first_pending is None else min(first_pending, e.seq)
     if first_pending is not None:
         limit = min(limit, first_pending - 1)
-    if keep_latest_request:
-        for i in range(len(evs) - 1, -1, -1):  # the latest request: usually near the end
-            if evs[i].is_user_request:
-                limit = min(limit, evs[i].seq - 1)
-                break
+    keep_limit = limit
+    for i in range(len(evs) - 1, -1, -1):  # the latest request: usually near the end
+        if evs[i].is_user_request:
+            keep_limit = min(limit, evs[i].seq - 1)
+            break
+    if not walk_past_request:
+        limit = keep_limit
     out: list[int] = []
     blocked = _blocked(spans)
     b, nb = 0, len(blocked)
@@ -141,7 +153,8 @@ def safe_cut_points(
         if b < nb and blocked[b][0] <= k:
             continue  # inside [start, end)
         out.append(k)
-    return out
+    kept = out[:bisect_right(out, keep_limit)] if keep_limit < limit else out
+    return {True: kept, False: out} if walk_past_request else {True: kept}
 
 
 def _blocked(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

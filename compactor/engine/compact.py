@@ -31,7 +31,7 @@ from typing import Any, Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from compactor.engine.boundary import body, choose_cut, latest_request, safe_cut_points
+from compactor.engine.boundary import body, choose_cut, latest_request, safe_cut_points_both
 from compactor.errors import InvalidInput
 from compactor.events import Block, Event, TextBlock, ToolResultBlock, content_hash
 from compactor.engine.covered_text import CoveredText
@@ -172,22 +172,28 @@ def plan(
     *,
     provider_usage: int | None = None,
     _safe: dict[bool, list[int]] | None = None,
+    _view: dict[str, int] | None = None,
 ) -> Plan:
     """Decide the target, the tail budgets and the layers for ``events`` (see ``compact``).
 
     ``_safe``: filled with the safe cut points computed here (keep_latest_request -> seqs),
-    for ``apply_layers`` on the same events (``compact`` passes it on: one walk each)."""
+    for ``apply_layers`` on the same events (``compact`` passes it on: one walk each).
+    ``_view``: gets ``tokens``, the count of the view, when a replacement layer's view can be
+    counted from it (``apply_layers``: ``_derived_count``)."""
     evs = prepare(events, prev)
     safe = {} if _safe is None else _safe
 
     def safe_points(keep: bool) -> list[int]:
-        if keep not in safe:
-            safe[keep] = safe_cut_points(evs, _prev_end(prev), keep_latest_request=keep)
+        if keep not in safe:  # both lists in one walk: the ladder may ask for the other
+            safe.update(safe_cut_points_both(evs, _prev_end(prev)))
         return safe[keep]
 
-    before = streamed_view_tokens(iter_view_roles(evs, prev), roles=True)  # (the view is not kept)
+    late: list[int] = []
+    before = streamed_view_tokens(iter_view_roles(evs, prev, late=late), roles=True)  # (the view is not kept)
     if before is None:  # a provider compaction block: the request is rendered to count it
         before = view_tokens(build_view(evs, prev))
+    elif _view is not None and not late and (prev is None or prev.covers.empty or prev.covers.start == 1):
+        _view["tokens"] = before
     target = target_tokens if target_tokens is not None else policy.post_compact_tokens
     pinned = [e for e in evs if e.kind == "pinned"]
     pinned_tokens = view_tokens(pinned) if pinned else 0
@@ -235,6 +241,17 @@ def plan(
 _RELEASE_COVERED = True
 """Let go of the covered prefix's replacements while the summary ladder runs (off: every
 candidate's replacements held throughout; the same outcome, ``tests/unit/test_engine_release.py``)."""
+
+_DERIVE_VIEW_COUNT = True
+"""A replacement layer's view counted from the plan's count of the view before it: that count
+less the tokens the layer freed (``LayerOutcome.freed_tokens``: per replaced event, its count as
+the view showed it less its replacement's). Exact when the plan's view placed no late result
+as text (``view._as_text``: such an event's count is not its replacement's) and shows the same
+summary event (no previous checkpoint, or one covering from seq 1, as ``checkpoint`` makes it):
+the replacements keep every block's kind, call and result ids, so every event's message role,
+the late results and the repair tokens (``measure.RepairCount``) are the view's before. Off:
+every such view is counted in a walk of the session (``tests/unit/test_engine_counts.py``
+compares; issue 17: the walk was a third of the validation phase at 100k events)."""
 
 _CHECKED_STATE = frozenset({"constraints", "unknown_actions", "artifacts"})
 """The fields of a summary candidate's lifted state that validation and the view read
@@ -335,10 +352,12 @@ def apply_layers(
     tenant: str | None = None,
     session: str | None = None,
     _safe: dict[bool, list[int]] | None = None,
+    _view: dict[str, int] | None = None,
 ) -> LayerResult:
     """Run the layers cheapest first, stopping as soon as the view fits ``plan.target_tokens``.
 
-    ``_safe``: the safe cut points ``plan`` computed on the same events (``compact``)."""
+    ``_safe``: the safe cut points ``plan`` computed on the same events (``compact``);
+    ``_view``: what ``plan`` filled in on them (its count of the view)."""
     if (prev.id if prev is not None else None) != plan.prev_checkpoint:
         raise ValueError("plan was made for a different previous checkpoint")
     evs = prepare(events, prev)
@@ -406,7 +425,7 @@ def apply_layers(
         )
 
     def candidate(ckpt: Checkpoint, *, lazy: bool = False,
-                  remake: Callable[[], Checkpoint] | None = None) -> _Candidate:
+                  remake: Callable[[], Checkpoint] | None = None, tokens: int | None = None) -> _Candidate:
         t = time.perf_counter()
         if lazy and not ckpt.summary and target is not None:
             # No summary: no identifier to repair, so the view and count are final and the
@@ -416,7 +435,8 @@ def apply_layers(
             # The view is counted as it is made, one event at a time, and built only when
             # needed (validation, or chosen): build_view is pure, so the built one is the
             # same (memory: the cleared view of a big session is a copy of every cleared event).
-            n = streamed_view_tokens(iter_view_roles(evs, ckpt), _known_counts(counted), roles=True)
+            n = tokens if tokens is not None else \
+                streamed_view_tokens(iter_view_roles(evs, ckpt), _known_counts(counted), roles=True)
             if n is None:  # a provider compaction block: the request is rendered to count it
                 n = view_tokens(build_view(evs, ckpt))
 
@@ -439,6 +459,7 @@ def apply_layers(
 
     current = plan.tokens_before
     best: _Candidate | None = None
+    shown_tokens = _view.get("tokens") if _view is not None and _DERIVE_VIEW_COUNT else None
 
     # (a), (b): replacement layers over the events after the previous checkpoint
     for name, fn in layer_fns.items():
@@ -453,7 +474,9 @@ def apply_layers(
         repl.update(out.replacements)
         counted.update((s, (b, out.counts[s])) for s, b in out.replacements.items())
         artifacts.update(out.artifacts)
-        cand = candidate(checkpoint(end0), lazy=True, remake=lambda: checkpoint(end0))
+        if shown_tokens is not None:
+            shown_tokens -= out.freed_tokens  # (_DERIVE_VIEW_COUNT)
+        cand = candidate(checkpoint(end0), lazy=True, remake=lambda: checkpoint(end0), tokens=shown_tokens)
         layers.append(name)
         freed[name] = current - cand.tokens
         current = cand.tokens
@@ -496,7 +519,7 @@ def apply_layers(
             for factor in [*policy.shrink_ladder, 0.0]:
                 budget = int(plan.tail_budget * factor)
                 if keep_request not in safe_points:
-                    safe_points[keep_request] = safe_cut_points(evs, end0, keep_latest_request=keep_request)
+                    safe_points.update(safe_cut_points_both(evs, end0))  # (both in one walk)
                 cut = choose_cut(
                     evs, policy, budget,
                     tail_min=int(plan.tail_min * factor),
@@ -751,7 +774,8 @@ def _compact(
     t0 = time.perf_counter()
     evs = prepare(events, prev)
     safe: dict[bool, list[int]] = {}  # plan's safe cut points, for the ladder on the same events
-    p = plan(evs, policy, target_tokens, prev, provider_usage=provider_usage, _safe=safe)
+    shown: dict[str, int] = {}  # plan's count of the view, for the replacement layers' views
+    p = plan(evs, policy, target_tokens, prev, provider_usage=provider_usage, _safe=safe, _view=shown)
     plan_ms = (time.perf_counter() - t0) * 1000
     tenant = tenant or (prev.tenant if prev is not None else "inline")
     session = session or (prev.session if prev is not None else "inline")
@@ -779,7 +803,7 @@ def _compact(
                        prev_checkpoint=prev)
         return noop(vio, None, {"plan": plan_ms}, view)
     res = apply_layers(evs, p, policy, prev=prev, checkpoint_id=checkpoint_id, now=now,
-                       tenant=tenant, session=session, _safe=safe)
+                       tenant=tenant, session=session, _safe=safe, _view=shown)
     ckpt = res.checkpoint
     assert ckpt is not None
     if not res.layers or res.tokens_after >= p.tokens_before:

@@ -18,10 +18,10 @@ from operator import itemgetter
 from typing import Any, Sequence
 
 from compactor.engine.boundary import body
-from compactor.engine.identifiers import _JSON, _block_texts, _collect_strings, _result_texts
+from compactor.engine.identifiers import _block_texts, _collect_strings, _result_texts
 from compactor.engine.invariants import _refs
 from compactor.events import Event, TextBlock, ToolResultBlock, ToolUseBlock
-from compactor.tokens import count_event
+from compactor.tokens import _input_json, count_event
 
 
 class CoveredText:
@@ -72,8 +72,16 @@ class CoveredText:
                     add(b.tool_use_id)
                 elif t is ToolUseBlock:
                     add(b.name)
-                    _collect_strings(b.input, calls)
-                    add(_JSON.encode(b.input))
+                    inp = b.input
+                    if type(inp) is dict:  # (_collect_strings without a call per str value)
+                        for v in inp.values():
+                            if type(v) is str:
+                                add(v)
+                            else:
+                                _collect_strings(v, calls)
+                    else:
+                        _collect_strings(inp, calls)
+                    add(_input_json(inp))
                     add(b.id)
                 else:
                     calls.extend(_block_texts(b))
@@ -161,14 +169,26 @@ class CoveredText:
             evs = self.body(prev_end)
             last_result: dict[str, int] = {}
             for e in evs:
-                for r in e.tool_results:
-                    last_result[r.tool_use_id] = max(last_result.get(r.tool_use_id, 0), e.seq)
+                results = e.tool_results
+                if results:
+                    seq = e.seq
+                    for r in results:
+                        uid = r.tool_use_id
+                        before = last_result.get(uid)
+                        if before is None or before < seq:  # (max, without the call)
+                            last_result[uid] = seq
             calls = []
+            get = last_result.get
             for pos, e in enumerate(evs):
                 uses = e.tool_uses
                 if not uses:
                     continue
-                lrs = [last_result.get(u.id) for u in uses]
+                if len(uses) == 1:  # (most calls: the list below without the generators)
+                    lr = get(uses[0].id)
+                    if lr is not None:
+                        calls.append((lr, pos, e, uses, [lr]))
+                    continue
+                lrs = [get(u.id) for u in uses]
                 if any(x is not None for x in lrs):
                     calls.append((max(x for x in lrs if x is not None), pos, e, uses, lrs))
             calls.sort(key=itemgetter(0), reverse=True)  # (stable, as the key -c[0] was)

@@ -126,6 +126,7 @@ def externalize_tool_results(events: Sequence[Event], policy: Policy) -> LayerOu
     Pinned events are never touched.
     """
     out = LayerOutcome(layer=LAYER_EXTERNALIZE)
+    freed = items = 0  # (set on ``out`` once: an assignment to the model is validated)
     for e in events:
         if e.kind == "pinned" or not e.tool_results:
             continue
@@ -143,12 +144,13 @@ def externalize_tool_results(events: Sequence[Event], policy: Policy) -> LayerOu
                     new = b.model_copy(update={"content": [ref, *rest]})
                     out.artifacts[ref.sha256] = data
                     blocks.append(new)
-                    out.items += 1
+                    items += 1
                     changed = True
                     continue
             blocks.append(b)
         if changed:
-            _record(out, e, blocks)
+            freed += _record(out, e, blocks)
+    out.items, out.freed_tokens = items, freed
     return out
 
 
@@ -175,6 +177,7 @@ def clear_old_tool_results(
     for i, j in victims:
         by_event.setdefault(i, []).append(j)
     artifacts = out.artifacts
+    freed = items = 0  # (set on ``out`` once: an assignment to the model is validated)
     for i, idxs in by_event.items():
         e = events[i]
         blocks: list[Block] = list(e.blocks)
@@ -184,12 +187,13 @@ def clear_old_tool_results(
             artifacts.update(arts)
             blocks[j] = new
             known = None if n is None or known is None else known + n
-        out.items += len(idxs)
+        items += len(idxs)
         after = None
         if known is not None:  # count_blocks(blocks): additive per block, a result always renders
             rest = count_blocks([b for j, b in enumerate(blocks) if j not in idxs]) if len(blocks) > len(idxs) else 0
             after = MESSAGE_OVERHEAD + known + (rest - MESSAGE_OVERHEAD if rest else 0)
-        _record(out, e, blocks, after)
+        freed += _record(out, e, blocks, after)
+    out.items, out.freed_tokens = items, freed
     return out
 
 
@@ -247,25 +251,31 @@ _RESULT_TOKENS = 4
 # count_text on random and all-letter/all-digit digests (tests/unit/test_layers.py).
 _REF_HEAD = "[output stored as artifact://sha256"
 _REF_TAIL = "); preview:]\n" + CLEARED_TEXT + "\n...\n"
+# The two hex parts are cut in one pass over "/<sha256> <sha256[:12]>": no piece spans the
+# space between them (a piece that ends in a letter or digit never takes a space after it).
 _HEX_PIECES = re.compile(r"[/ ]?[a-f]+|[/ ]|[0-9]{1,3}")
-_PIECE_TOKENS: dict[str, int] = {}
 
 
-def _piece_tokens(piece: str) -> int:
-    n = _PIECE_TOKENS.get(piece)
-    if n is None:
-        if len(_PIECE_TOKENS) > 1 << 16:
-            _PIECE_TOKENS.clear()
-        n = _PIECE_TOKENS[piece] = len(encoding().encode_ordinary(piece))
-    return n
+class _PieceTokens(dict):  # type: ignore[type-arg]
+    """piece -> its token count, counted on first lookup (``__missing__``: a lookup per piece
+    without a Python call when known; at most 65k pieces)."""
+
+    def __missing__(self, piece: str) -> int:
+        if len(self) > 1 << 16:
+            self.clear()
+        n = self[piece] = len(encoding().encode_ordinary(piece))
+        return n
+
+
+_PIECE_TOKENS = _PieceTokens()
+_piece_tokens = _PIECE_TOKENS.__getitem__
 
 
 def cleared_ref_tokens(ref: ArtifactRefBlock) -> int:
     """``count_text(render_artifact_ref(ref))`` for a ref made by ``_cleared_ref`` (see above)."""
     digest = ref.sha256
-    return (count_text(_REF_HEAD) + sum(map(_piece_tokens, _HEX_PIECES.findall("/" + digest)))
-            + count_text(f" ({ref.bytes} bytes, sha256")
-            + sum(map(_piece_tokens, _HEX_PIECES.findall(" " + digest[:12]))) + count_text(_REF_TAIL))
+    return (count_text(_REF_HEAD) + sum(map(_piece_tokens, _HEX_PIECES.findall("/" + digest + " " + digest[:12])))
+            + count_text(f" ({ref.bytes} bytes, sha256") + count_text(_REF_TAIL))
 
 
 _CLEARED_FIELDS = frozenset({"uri", "sha256", "bytes", "preview_head", "preview_tail", "media_type"})
@@ -287,13 +297,14 @@ def _cleared_ref(data: bytes, media_type: str) -> ArtifactRefBlock:
     return ref
 
 
-def _record(out: LayerOutcome, e: Event, blocks: list[Block], after: int | None = None) -> None:
+def _record(out: LayerOutcome, e: Event, blocks: list[Block], after: int | None = None) -> int:
+    """``e`` shown with ``blocks`` (``after`` tokens, counted when None); the tokens freed."""
     before = count_event(e)  # the count cached on the event (prepare counts every event)
     if after is None:
         after = count_blocks(blocks)
     out.replacements[e.seq] = blocks
     out.counts[e.seq] = after
-    out.freed_tokens += before - after
+    return before - after
 
 
 # --- (c) summary ------------------------------------------------------------------------------

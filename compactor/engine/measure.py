@@ -101,14 +101,24 @@ _ASK = object()  # RepairCount.add: work the role out
 class RepairCount:
     """``repair_tokens`` fed one view event at a time, holding only the last two messages'
     calls and results and the calls left unanswered (issue 17, memory: a view counted as it
-    is made need not be held whole)."""
+    is made need not be held whole).
+
+    The last two messages are kept in plain attributes (role, calls, results of the message
+    before the last and of the last), their lists and sets made only when a call or result
+    comes (issue 17: two tuples, a list and a set per message of every view counted)."""
+
+    __slots__ = ("_late", "_first", "_missing", "_extra", "_prole", "_pcalls", "_role", "_calls", "_results")
 
     def __init__(self) -> None:
         self._late: set[str] = set()
         self._first: str | None = None  # role of the view's first message
-        self._groups: list[tuple[str, list[str], set[str]]] = []  # (role, calls, results): last two messages
         self._missing: list[str] = []  # calls no result answers, in order
         self._extra = 0  # user messages of placeholders added
+        self._prole: str | None = None  # the message before the last: its role and calls
+        self._pcalls: list[str] | None = None
+        self._role: str | None = None  # the last message: role, calls, results
+        self._calls: list[str] | None = None
+        self._results: set[str] | None = None
 
     def add(self, e: Event, role: str | None | object = _ASK) -> bool:
         """Count ``e`` in; False when the view holds a provider compaction block (the caller
@@ -117,34 +127,60 @@ class RepairCount:
         for b in e.blocks:
             if isinstance(b, CompactionBlock) and b.raw is not None:
                 return False
-        if e.meta:
-            self._late.update(e.meta.get(LATE_RESULTS, ()))
+        meta = e.meta
+        if meta:
+            late = meta.get(LATE_RESULTS)
+            if late:
+                self._late.update(late)
         if role is _ASK:
             role = message_role(e)
         if role is None:
             return True
-        groups = self._groups
-        if not groups or groups[-1][0] != role:
+        if role != self._role:  # a new message: the one before the last is complete, and so is its next
             if self._first is None:
                 self._first = role
-            if len(groups) == 2:  # the message before the last is complete, and so is its next
-                missing, extra = _unanswered(groups[0], groups[1])
-                self._missing += missing
-                self._extra += extra
-                del groups[0]
-            groups.append((role, [], set()))
-        uses, results = e.tool_uses, e.tool_results
+            elif self._pcalls and self._prole == "assistant":
+                self._close(self._pcalls, self._role, self._results)
+            self._prole, self._pcalls = self._role, self._calls
+            self._role, self._calls, self._results = role, None, None  # type: ignore[assignment]
+        uses = e.tool_uses
         if uses:
-            groups[-1][1].extend(u.id for u in uses)
+            calls = self._calls
+            if calls is None:
+                calls = self._calls = []
+            if len(uses) == 1:
+                calls.append(uses[0].id)
+            else:
+                calls.extend(u.id for u in uses)
+        results = e.tool_results
         if results:
-            groups[-1][2].update(r.tool_use_id for r in results)
+            got = self._results
+            if got is None:
+                got = self._results = set()
+            if len(results) == 1:
+                got.add(results[0].tool_use_id)
+            else:
+                got.update(r.tool_use_id for r in results)
         return True
+
+    def _close(self, calls: list[str], nxt_role: str | None, nxt_results: set[str] | None) -> None:
+        """An assistant message's ``calls`` followed by a message of ``nxt_role``: those it
+        does not answer are missing (``_unanswered``)."""
+        got = nxt_results if nxt_role == "user" and nxt_results else ()
+        missing = [u for u in calls if u not in got]
+        if missing:
+            self._missing += missing
+            if nxt_role != "user":
+                self._extra += MESSAGE_OVERHEAD
 
     def total(self) -> int:
         """The repair tokens of the events added so far (``repair_tokens`` of that view)."""
-        groups = self._groups
         missing, extra = list(self._missing), self._extra
-        for i, g in enumerate(groups):  # the open messages, as if the view ended here
+        # the open messages, as if the view ended here
+        groups = [(r, c or [], s or set()) for r, c, s in ((self._prole, self._pcalls, None),
+                                                           (self._role, self._calls, self._results))
+                  if r is not None]
+        for i, g in enumerate(groups):
             m, x = _unanswered(g, groups[i + 1] if i + 1 < len(groups) else None)
             missing += m
             extra += x

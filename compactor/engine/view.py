@@ -120,10 +120,12 @@ def iter_view(events: Sequence[Event], ckpt: Checkpoint | None) -> Iterator[Even
     return _place(tail, ckpt, _CallNames(lambda: {u.id: u.name for e in events for u in _tool_uses(e, ckpt)}))
 
 
-def iter_view_roles(events: Sequence[Event], ckpt: Checkpoint | None) -> Iterator[tuple[Event, str | None]]:
+def iter_view_roles(events: Sequence[Event], ckpt: Checkpoint | None, *, late: list[int] | None = None
+                    ) -> Iterator[tuple[Event, str | None]]:
     """``iter_view``, each event with its ``message_role``: what placing the results reads
     already, so a count of the view (``measure.streamed_view_tokens(..., roles=True)``) need
-    not work it out again for every event (issue 17)."""
+    not work it out again for every event (issue 17). ``late``: the seq of each event shown
+    with a late result as text is appended to it."""
     end = 0 if ckpt is None or ckpt.covers.empty else ckpt.covers.end
     if end:
         for e in events:
@@ -135,7 +137,7 @@ def iter_view_roles(events: Sequence[Event], ckpt: Checkpoint | None) -> Iterato
     if ckpt is not None and ckpt.replacements:
         tail = (_replace(e, ckpt) for e in tail)
     yield from _placed(tail, ckpt, _CallNames(
-        lambda: {u.id: u.name for e in events if e.seq > end for u in _tool_uses(e, ckpt)}))
+        lambda: {u.id: u.name for e in events if e.seq > end for u in _tool_uses(e, ckpt)}), late)
 
 
 class _CallNames:
@@ -209,10 +211,10 @@ def _place(tail: Iterable[Event], ckpt: Checkpoint | None, in_tail: Mapping[str,
         yield e
 
 
-def _placed(tail: Iterable[Event], ckpt: Checkpoint | None, in_tail: Mapping[str, str] | _CallNames
-            ) -> Iterator[tuple[Event, str | None]]:
+def _placed(tail: Iterable[Event], ckpt: Checkpoint | None, in_tail: Mapping[str, str] | _CallNames,
+            late_seqs: list[int] | None = None) -> Iterator[tuple[Event, str | None]]:
     """``_place``, each event with its ``message_role`` (a late result's event shown as text
-    keeps its role: a user message with text)."""
+    keeps its role: a user message with text); ``late_seqs``: gets the seq of each such event."""
     covered: dict[str, str] = {}
     if ckpt is not None and not ckpt.covers.empty:
         for u in (ckpt.state or {}).get("unknown_actions", []) or []:
@@ -233,6 +235,8 @@ def _placed(tail: Iterable[Event], ckpt: Checkpoint | None, in_tail: Mapping[str
             answered.update(b.tool_use_id for b in e.tool_results)
             if late:
                 e = _as_text(e, late, in_tail, covered, ckpt)
+                if late_seqs is not None:
+                    late_seqs.append(e.seq)
         if r is not None:
             role = r
         yield e, r

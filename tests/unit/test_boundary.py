@@ -3,6 +3,7 @@ from compactor.engine.boundary import (
     choose_cut,
     pending_tool_uses,
     safe_cut_points,
+    safe_cut_points_both,
     tail_start,
 )
 from compactor.events import TextBlock
@@ -178,3 +179,6 @@ def test_safe_cut_points_match_the_definition_on_random_sessions():
             for prev_end in (0, 3):
                 assert safe_cut_points(events, prev_end, keep_latest_request=keep) == \
                     _naive_safe_cut_points(events, prev_end, keep), (trial, keep, prev_end)
+        for prev_end in (0, 3):  # both lists in one walk (the engine's plan and ladder)
+            assert safe_cut_points_both(events, prev_end) == \
+                {keep: _naive_safe_cut_points(events, prev_end, keep) for keep in (True, False)}
