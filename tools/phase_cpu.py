@@ -37,12 +37,14 @@ sys.exit(rc)
 
 
 def run(tree: Path, file: Path, out: Path | None) -> dict:
-    argv = [sys.executable, "-c", _CHILD, "compact", "--inline", str(file), "--json",
+    argv = [sys.executable, "-c", _CHILD, "compact", "--inline", str(file.resolve()), "--json",
             "--now", "2026-01-01T00:00:00Z"]
     if out is not None:
-        argv += ["--out", str(out)]
+        argv += ["--out", str(out.resolve())]
     env = dict(os.environ, PYTHONPATH=str(tree.resolve()))
-    p = subprocess.run(argv, capture_output=True, text=True, env=env)
+    # In the tree's root: ``python -c`` puts the working directory before PYTHONPATH, so a
+    # child started elsewhere (in another tree's root) would import that tree's code.
+    p = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tree.resolve())
     if p.returncode != 0:
         raise SystemExit(f"{tree}: {file}: exit {p.returncode}: {(p.stderr.strip().splitlines() or [''])[-1]}")
     record = json.loads(p.stdout)["record"]

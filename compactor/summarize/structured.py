@@ -481,6 +481,10 @@ def _render(doc: _Doc) -> tuple[str, dict[str, list[str]], dict[str, int]]:
             items.append(ln.text)
         else:
             sections[ln.section] = [ln.text]
+    return _join(sections, dropped), {k: v for k, v in sections.items()}, dropped
+
+
+def _join(sections: dict[str, list[str]], dropped: dict[str, int]) -> str:
     parts: list[str] = []
     gone: list[str] = []
     for name in SECTION_NAMES:
@@ -498,30 +502,60 @@ def _render(doc: _Doc) -> tuple[str, dict[str, list[str]], dict[str, int]]:
         parts.append(f"## {name}\n" + "\n".join(body))
     if gone:
         parts.append("(Not shown for space, in the full log: " + ", ".join(gone) + ".)")
-    return "\n\n".join(parts), {k: v for k, v in sections.items()}, dropped
+    return "\n\n".join(parts)
 
 
 def _fit(doc: _Doc, budget: int, tokens: int,
          rendered: tuple[str, dict[str, list[str]], dict[str, int]]) -> tuple[str, dict[str, list[str]], dict[str, int], int]:
     """Drop droppable lines, lowest tier and oldest first, until the text fits (or none left).
 
-    ``rendered``: ``_render(doc)``, whose count is ``tokens``."""
-    text, sections, dropped = rendered
+    ``rendered``: ``_render(doc)``, whose count is ``tokens``. Each batch drops the lines that
+    should cover the surplus, then the text of what is left is rendered and counted exactly;
+    only the kept lines are rendered (a big state's first batch drops nearly all of its ~100k
+    lines, issue 17), with the same result as ``_render(doc)`` after each batch."""
     candidates = sorted((ln for ln in doc.lines if ln.tier is not None), key=_DROP_ORDER)
+    text, sections, dropped = rendered
     for ln in candidates:  # (only a droppable line's size is read)
         ln.tokens = count_text(ln.text) + 1
+    fixed = [ln for ln in doc.lines if ln.tier is None]
+    n_dropped: dict[str, int] = {}
+    n = len(candidates)
     idx = 0
-    while tokens > budget and idx < len(candidates):
+    while tokens > budget and idx < n:
         surplus = tokens - budget
         freed = 0
         # drop a batch that should cover the surplus, then measure exactly
-        while idx < len(candidates) and freed < surplus:
-            candidates[idx].dropped = True
-            freed += candidates[idx].tokens
+        while idx < n and freed < surplus:
+            ln = candidates[idx]
+            ln.dropped = True
+            freed += ln.tokens
             idx += 1
-        text, sections, dropped = _render(doc)
+            if not ln.detail:
+                n_dropped[ln.section] = n_dropped.get(ln.section, 0) + 1
+        if 2 * (n - idx) < len(doc.lines):
+            kept = sorted([*fixed, *candidates[idx:]], key=_ORDER)
+        else:
+            kept = [ln for ln in doc.lines if not ln.dropped]
+        # (a section's lines are contiguous and the sections come in SECTION_NAMES order, so
+        # this is the order ``_render`` meets their first dropped lines in)
+        dropped = {name: n_dropped[name] for name in SECTION_NAMES if name in n_dropped}
+        text, sections = _render_kept(kept, dropped)
         tokens = count_lines(text)
     return text, sections, dropped, tokens
+
+
+_ORDER = attrgetter("order")
+
+
+def _render_kept(kept: list[_Line], dropped: dict[str, int]) -> tuple[str, dict[str, list[str]]]:
+    """``_render``'s text and sections, from the lines kept (in order) and the dropped counts."""
+    sections: dict[str, list[str]] = {}
+    for ln in kept:
+        if (items := sections.get(ln.section)) is not None:
+            items.append(ln.text)
+        else:
+            sections[ln.section] = [ln.text]
+    return _join(sections, dropped), sections
 
 
 _DROP_ORDER = attrgetter("tier", "seq", "order")
