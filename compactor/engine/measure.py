@@ -33,17 +33,18 @@ LATE_RESULT_TEXT = "[no result at this point: it arrived later, after the conver
 def render_request(view: Sequence[Event]) -> tuple[str, list[dict[str, Any]]]:
     """(system, messages) for the Anthropic Messages API, every tool_use answered."""
     system, messages = to_anthropic(view)
-    return system, _answer_dangling(messages, _late(view))[0]
+    return system, _answer_dangling(messages, _late(view), count=False)[0]
 
 
 def _late(view: Sequence[Event]) -> set[str]:
     return {uid for e in view for uid in e.meta.get(LATE_RESULTS, ())}
 
 
-def _answer_dangling(messages: list[dict[str, Any]], late: set[str] | frozenset[str] = frozenset()
-                     ) -> tuple[list[dict[str, Any]], int]:
+def _answer_dangling(messages: list[dict[str, Any]], late: set[str] | frozenset[str] = frozenset(),
+                     *, count: bool = True) -> tuple[list[dict[str, Any]], int]:
     """Messages with a placeholder result for every unanswered tool_use (one answered later
-    says so); and the tokens the placeholders add."""
+    says so); and the tokens the placeholders add (0 with ``count=False``: rendering a request
+    needs no tokenizer)."""
     out: list[dict[str, Any]] = []
     added = 0
     for i, m in enumerate(messages):
@@ -64,7 +65,8 @@ def _answer_dangling(messages: list[dict[str, Any]], late: set[str] | frozenset[
         ]
         if not missing:
             continue
-        added += sum(count_text(b["content"][0]["text"]) + 4 for b in missing)
+        if count:
+            added += sum(count_text(b["content"][0]["text"]) + 4 for b in missing)
         if nxt is not None and nxt["role"] == "user":
             results = [b for b in nxt["content"] if b.get("type") == "tool_result"]
             rest = [b for b in nxt["content"] if b.get("type") != "tool_result"]

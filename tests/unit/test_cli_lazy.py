@@ -191,3 +191,24 @@ def test_inline_compaction_renders_and_writes_with_the_collector_paused(tmp_path
         rc = main(["compact", "--inline", str(FIXTURE), "--target-tokens", "300", "--out", str(out), "--json"])
     assert rc in (0, 1) and json.loads(out.read_text())["messages"]
     assert seen == [False] and gc.isenabled()
+
+
+def test_view_json_answers_a_pending_call_without_the_tokenizer(tmp_path):
+    """A view whose last call has no result yet gets a placeholder result in ``--json``; making
+    it counts nothing, so the tokenizer stays unloaded."""
+    lines = [
+        {"type": "user", "uuid": "u1", "sessionId": "p", "timestamp": "2026-01-01T00:00:00Z",
+         "message": {"role": "user", "content": "list the files"}},
+        {"type": "assistant", "uuid": "u2", "sessionId": "p", "timestamp": "2026-01-01T00:00:01Z",
+         "message": {"id": "m1", "role": "assistant", "content": [
+             {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}}]}},
+    ]
+    transcript = tmp_path / "pending.jsonl"
+    transcript.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    store = f"file://{tmp_path / 'store'}"
+    assert _probe("import", str(transcript), "--store", store, "--session", "p")["rc"] == 0
+    seen = _probe("view", "p", "--json", "--store", store)
+    assert seen["rc"] == 0 and not seen["encoding"] and not seen["tiktoken"]
+    messages = json.loads(seen["out"])["messages"]
+    assert messages[-1]["role"] == "user"
+    assert [b["tool_use_id"] for b in messages[-1]["content"] if b["type"] == "tool_result"] == ["toolu_1"]
