@@ -357,6 +357,16 @@ async def _session(url: str, second: bool) -> tuple[Any, StoreActivities]:
     return store, acts
 
 
+async def _planned(url: str, second: bool) -> tuple[Any, StoreActivities, Any, PolicyRef, str, Any]:
+    """``_session``, frozen and planned: store, activities, snapshot, policy, work prefix, plan."""
+    store, acts = await _session(url, second)
+    snap = await acts.freeze_snapshot(FreezeInput(tenant="t1", session="s1"))
+    pol = PolicyRef(target_tokens=TARGET)
+    pre = "t/t1/s/s1/work/cmp/"
+    plan = await acts.plan_compaction(PlanInput(snapshot=snap, policy=pol, plan_key=pre + "plan.json"))
+    return store, acts, snap, pol, pre, plan
+
+
 @pytest.mark.parametrize("second", [False, True])
 async def test_finish_structured_writes_what_the_three_steps_write(tmp_path, second):
     """The one-step path (lift + structured summary + validation in one call) leaves the same
@@ -366,11 +376,7 @@ async def test_finish_structured_writes_what_the_three_steps_write(tmp_path, sec
 
     outs = {}
     for mode in ("steps", "one"):
-        store, acts = await _session(f"file://{tmp_path}/{mode}", second)
-        snap = await acts.freeze_snapshot(FreezeInput(tenant="t1", session="s1"))
-        pol = PolicyRef(target_tokens=TARGET)
-        pre = "t/t1/s/s1/work/cmp/"
-        plan = await acts.plan_compaction(PlanInput(snapshot=snap, policy=pol, plan_key=pre + "plan.json"))
+        store, acts, snap, pol, pre, plan = await _planned(f"file://{tmp_path}/{mode}", second)
         ext = await acts.externalize(ExternalizeInput(snapshot=snap, policy=pol, plan_key=plan.plan_key,
                                                       layers_key=pre + "layers.json"))
         assert "summary" in ext.layers
@@ -406,11 +412,7 @@ async def test_externalize_finish_writes_what_the_two_steps_write(tmp_path, seco
 
     outs = {}
     for mode in ("steps", "one"):
-        store, acts = await _session(f"file://{tmp_path}/{mode}", second)
-        snap = await acts.freeze_snapshot(FreezeInput(tenant="t1", session="s1"))
-        pol = PolicyRef(target_tokens=TARGET)
-        pre = "t/t1/s/s1/work/cmp/"
-        plan = await acts.plan_compaction(PlanInput(snapshot=snap, policy=pol, plan_key=pre + "plan.json"))
+        store, acts, snap, pol, pre, plan = await _planned(f"file://{tmp_path}/{mode}", second)
         ext_in = ExternalizeInput(snapshot=snap, policy=pol, plan_key=plan.plan_key, layers_key=pre + "layers.json")
         if mode == "steps":  # what the workflow did before the patch (_finish_structured's inputs)
             ext = await acts.externalize(ext_in)
