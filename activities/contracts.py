@@ -208,6 +208,13 @@ class FreezeInput(BaseModel):
     )
     plan_summarizer: str = Field(default="structured", description="For the work prefix's params hash.")
     plan_model: str = Field(default="", description="For the work prefix's params hash.")
+    finish_now: datetime | None = Field(
+        default=None,
+        description="With plan_policy (structured summarizer): when the plan needs a compaction, run "
+        "externalize_finish too, with this ``now`` (the run's start time), under the run's work "
+        "prefix (SnapshotRef.finished; workflows since the ``freeze-finishes`` patch): one local "
+        "activity instead of two.",
+    )
 
 
 class OwnCommit(BaseModel):
@@ -263,6 +270,12 @@ class SnapshotRef(_Out):
         description="plan_compaction's output for FreezeInput.plan_policy, its plan written under "
         "the run's work prefix; None when not asked, for an own commit, or when planning failed "
         "(the workflow then runs plan_compaction, which reports the failure).",
+    )
+    finished: ExternalizeFinishOutput | None = Field(
+        default=None,
+        description="externalize_finish's output for FreezeInput.finish_now, its work objects written "
+        "under the run's work prefix; None when not asked, when the plan needs no compaction, or "
+        "when a part failed or is replaced on this worker (the workflow then runs externalize_finish).",
     )
 
 
@@ -643,7 +656,8 @@ def committed_record(record: CompactionRecord, commit: CommitOutput) -> Compacti
     )
 
 
-# SnapshotRef names PlanOutput (defined after it): complete the models that hold either.
+# SnapshotRef names PlanOutput and ExternalizeFinishOutput (defined after it): complete the models
+# that hold either.
 for _model in [v for v in list(globals().values())
                if isinstance(v, type) and issubclass(v, BaseModel) and v.__module__ == __name__]:
     if not _model.__pydantic_complete__:

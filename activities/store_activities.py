@@ -45,6 +45,7 @@ from activities.contracts import (
     CommitRecordOutput,
     ExternalizeFinishInput,
     ExternalizeFinishOutput,
+    ExternalizeInput,
     FinishStructuredInput,
     FinishStructuredOutput,
     FreezeInput,
@@ -107,6 +108,10 @@ class StoreActivities(SummarySteps, CommitSteps):
         self._artifacts: OrderedDict[str, bytes] = OrderedDict()
         self._docs = WorkDocs()
         self._artifact_bytes = 0
+        # freeze_snapshot runs externalize_finish when asked (FreezeInput.finish_now); off when a
+        # worker replaces one of its parts (workers.worker: the workflow then runs the step,
+        # composed of the replacements).
+        self.finishes_in_freeze = True
         self._lock = threading.Lock()
         # Separate pool for fan-out writes made from inside an executor thread.
         # (artifact writes are latency-bound: fsync locally, a round trip on S3)
@@ -339,9 +344,8 @@ class StoreActivities(SummarySteps, CommitSteps):
             if own_run:
                 assert prev is not None
                 own = self._describe_own_commit(log, head, prev, run, tokens)
-            return snap.model_copy(
+            out = snap.model_copy(
                 update={
-                    "plan": planned,
                     "own_commit": own,
                     "events": head.version,
                     "view_tokens": tokens,
@@ -351,6 +355,11 @@ class StoreActivities(SummarySteps, CommitSteps):
                     **meta,
                 }
             )
+            finished = None
+            if inp.finish_now is not None and planned is not None and planned.needed and self.finishes_in_freeze:
+                finished = self._finish_in_freeze(inp, out, planned, meta)
+            return out.model_copy(update={"plan": planned, "finished": finished,
+                                          "ms": (time.perf_counter() - t) * 1000})
 
         return await self._run(lambda: paused(work))
 
@@ -369,6 +378,27 @@ class StoreActivities(SummarySteps, CommitSteps):
         except Exception as exc:  # noqa: BLE001 - reported by plan_compaction, run next
             if activity.in_activity():
                 activity.logger.warning("planning in freeze_snapshot failed, left to plan_compaction: %s",
+                                        type(exc).__name__)
+            return None
+
+    def _finish_in_freeze(self, inp: FreezeInput, snap: SnapshotRef, plan: PlanOutput,
+                          meta: dict[str, Any]) -> ExternalizeFinishOutput | None:
+        """externalize_finish's work for ``FreezeInput.finish_now``, with the input the workflow
+        builds after a separate freeze (``snap``: the snapshot as the workflow passes it on, without
+        its plan), under the run's work prefix. Any failure gives None: the workflow then runs
+        externalize_finish, which fails (or succeeds on its retry) as it always did; its work
+        objects are keyed by the run's inputs, so what this attempt wrote is overwritten."""
+        assert inp.plan_policy is not None
+        prefix = plan.plan_key[: -len("plan.json")]
+        ext_in = ExternalizeInput(snapshot=snap, policy=inp.plan_policy, plan_key=plan.plan_key,
+                                  layers_key=prefix + "layers.json", now=inp.finish_now)
+        try:
+            return self._externalize_finish(
+                ExternalizeFinishInput(externalize=ext_in, prefix=prefix, tenant=inp.tenant, session=inp.session,
+                                       tokens_before=plan.tokens_before), meta)
+        except Exception as exc:  # noqa: BLE001 - reported by externalize_finish, run next
+            if activity.in_activity():
+                activity.logger.warning("externalize_finish in freeze_snapshot failed, left to its own step: %s",
                                         type(exc).__name__)
             return None
 

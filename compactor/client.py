@@ -400,6 +400,8 @@ class CompactorClient:
                 [
                     SearchAttributePair(SearchAttributeKey.for_keyword("CompactorTenant"), tenant),
                     SearchAttributePair(SearchAttributeKey.for_keyword("CompactorSession"), session),
+                    # (the workflow does not upsert these again: workflows.compact_session.FREEZE_FINISH_PATCH)
+                    SearchAttributePair(SearchAttributeKey.for_keyword("CompactorStatus"), "running"),
                 ]
             ),
             static_summary=f"compact {tenant}/{session} ({trigger})",

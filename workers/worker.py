@@ -290,6 +290,7 @@ def build_workers(
     acts = [a for a in acts if _activity_name(a) not in names] + list(extra_activities)
     acts = _finish_structured_of(acts, names)
     acts = _externalize_finish_of(acts, names)
+    _freeze_finishes_of(acts, names)
     acts = _commit_record_of(acts, names)
     # stateless: one list serves both workers (tenant guard, span attributes, redaction)
     interceptors = [*_tenant_guard(settings, tq), *_span_interceptors(), RedactingInterceptor()]
@@ -402,6 +403,23 @@ def _externalize_finish_of(acts: list[Any], replaced: set[str]) -> list[Any]:
     return _composed_of(acts, replaced, str(A.EXTERNALIZE_FINISH), [str(A.EXTERNALIZE), str(A.FINISH_STRUCTURED)],
                         compose_externalize_finish,
                         also=[str(A.LIFT_STATE), str(A.SUMMARIZE_STRUCTURED), str(A.VALIDATE_CANDIDATE)])
+
+
+def _freeze_finishes_of(acts: list[Any], replaced: set[str]) -> None:
+    """When ``externalize_finish`` or a step it runs is replaced, the registered freeze_snapshot
+    does not run it itself (``FreezeInput.finish_now``): the workflow then runs the step, which
+    calls the replacement (``_externalize_finish_of``)."""
+    from activities.contracts import ActivityName as A
+    from activities.store_activities import StoreActivities
+
+    parts = {str(A.EXTERNALIZE_FINISH), str(A.EXTERNALIZE), str(A.FINISH_STRUCTURED), str(A.LIFT_STATE),
+             str(A.SUMMARIZE_STRUCTURED), str(A.VALIDATE_CANDIDATE)}
+    if not replaced & parts:
+        return
+    for a in acts:
+        owner = getattr(a, "__self__", None)
+        if isinstance(owner, StoreActivities) and _activity_name(a) == str(A.FREEZE_SNAPSHOT):
+            owner.finishes_in_freeze = False
 
 
 def _commit_record_of(acts: list[Any], replaced: set[str]) -> list[Any]:

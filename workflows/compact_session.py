@@ -222,6 +222,15 @@ EXTERNALIZE_FINISH_PATCH = "externalize-finishes"
 # still end with write_record alone. The record keeps both parts' durations under their own
 # names. Implies every patch above, as EXTERNALIZE_FINISH_PATCH does (one marker per run).
 COMMIT_RECORD_PATCH = "commit-records"
+# With the structured summarizer, freeze_snapshot runs externalize_finish too when its plan needs a
+# compaction (FreezeInput.finish_now -> SnapshotRef.finished, under the same work prefix): one local
+# activity fewer per committing run (an activation, its dispatch and the gaps around it). The
+# workflow's branches after freeze (breaker refusal, own commit, plan failed or not needed) get no
+# finish and go on as before; a finish that failed inside freeze (or a worker whose externalize
+# parts are replaced) is run as its own step, which reports the failure as before. A run started
+# with its tenant, session and "running" status as search attributes (the client's) does not
+# upsert them again. Implies every patch above, as COMMIT_RECORD_PATCH does (one marker per run).
+FREEZE_FINISH_PATCH = "freeze-finishes"
 
 
 def _repairs(ext: ExternalizeOutput, val: ValidateOutput, summarizer: str) -> list[str]:
@@ -260,6 +269,7 @@ class CompactSessionWorkflow:
         self._v4 = False  # FREEZE_PLAN_PATCH (implies STEPS_PATCH)
         self._v5 = False  # EXTERNALIZE_FINISH_PATCH (implies FREEZE_PLAN_PATCH)
         self._v6 = False  # COMMIT_RECORD_PATCH (implies EXTERNALIZE_FINISH_PATCH)
+        self._v7 = False  # FREEZE_FINISH_PATCH (implies COMMIT_RECORD_PATCH)
         self._tokens_before: int | None = None  # v3: upserted with the final status, one command
 
     def _patched(self, patch_id: str) -> bool:
@@ -287,7 +297,8 @@ class CompactSessionWorkflow:
     @workflow.run
     async def run(self, inp: CompactSessionInput) -> CompactSessionOutput:
         self._inp = inp
-        self._v6 = workflow.patched(COMMIT_RECORD_PATCH)
+        self._v7 = workflow.patched(FREEZE_FINISH_PATCH)
+        self._v6 = self._v7 or workflow.patched(COMMIT_RECORD_PATCH)
         self._v5 = self._v6 or workflow.patched(EXTERNALIZE_FINISH_PATCH)
         self._v4 = self._v5 or workflow.patched(FREEZE_PLAN_PATCH)
         self._v3 = self._v4 or workflow.patched(STEPS_PATCH)
@@ -298,13 +309,11 @@ class CompactSessionWorkflow:
         # The execution start time (in history): re-executions after a lost worker agree on it,
         # so the checkpoint bytes (created_at) are identical and create-only writes re-find them.
         started = info.workflow_start_time
-        workflow.upsert_search_attributes(
-            [
-                SA_TENANT.value_set(inp.tenant),
-                SA_SESSION.value_set(inp.session),
-                SA_STATUS.value_set("running"),
-            ]
-        )
+        start_attrs = [(SA_TENANT, inp.tenant), (SA_SESSION, inp.session), (SA_STATUS, "running")]
+        # FREEZE_FINISH_PATCH: not upserted again when the run started with them (the client sets
+        # all three): one history event and one visibility write fewer per run.
+        if not (self._v7 and all(info.typed_search_attributes.get(k) == v for k, v in start_attrs)):
+            workflow.upsert_search_attributes([k.value_set(v) for k, v in start_attrs])
         policy = PolicyRef(
             preset=inp.policy,
             window=inp.window,
@@ -336,10 +345,14 @@ class CompactSessionWorkflow:
                 ActivityName.FREEZE_SNAPSHOT,
                 (FreezeInput(tenant=inp.tenant, session=inp.session, check_breaker=True, trigger=inp.trigger,
                              **({"plan_policy": policy, "plan_summarizer": inp.summarizer, "plan_model": inp.model}
-                                if self._v4 else {}))
+                                if self._v4 else {}),
+                             **({"finish_now": started} if self._freeze_finishes(inp) else {}))
                  if self._v3 else FreezeInput(tenant=inp.tenant, session=inp.session)),
                 SnapshotRef,
-                f"freeze {inp.tenant}/{inp.session}",
+                f"freeze {inp.tenant}/{inp.session}" + (", then plan, layers, lift, structured summary and "
+                                                        "validation" if self._freeze_finishes(inp) else ""),
+                timeout=STEP_TIMEOUT[ActivityName.FREEZE_SNAPSHOT] + STEP_TIMEOUT[ActivityName.EXTERNALIZE_FINISH]
+                if self._freeze_finishes(inp) else None,
             )
         except (ActivityError, ApplicationError) as err:
             # Local activities raise the activity's ApplicationError itself, others wrap it.
@@ -373,10 +386,10 @@ class CompactSessionWorkflow:
         record = record.model_copy(update={"snapshot_version": snap.version})
 
         self._record = record
-        planned, snap = snap.plan, snap.model_copy(update={"plan": None})  # not carried on
+        planned, finished, snap = snap.plan, snap.finished, snap.model_copy(update={"plan": None, "finished": None})
         try:
             if planned is not None and planned.plan_key == prefix + "plan.json":
-                plan = self._planned_by_freeze(planned)
+                plan = self._planned_by_freeze(planned, finished)
             else:
                 plan = await self._step(
                     ActivityName.PLAN_COMPACTION,
@@ -405,8 +418,10 @@ class CompactSessionWorkflow:
             return await self._finish(record, None, started)
 
         self._record = record
+        if finished is not None and finished.externalize.layers_key != prefix + "layers.json":
+            finished = None  # (not this run's work prefix: never, but then the step runs)
         try:
-            return await self._compact(inp, snap, policy, plan, prefix, phash, record)
+            return await self._compact(inp, snap, policy, plan, prefix, phash, record, finished)
         except (ActivityError, ApplicationError) as err:
             failure = self._failure(err)
             # Nothing changed: a failed run reports the view as it was, not the rejected
@@ -473,6 +488,7 @@ class CompactSessionWorkflow:
         prefix: str,
         phash: str,
         record: CompactionRecord,
+        by_freeze: ExternalizeFinishOutput | None = None,
     ) -> CompactSessionOutput:
         self._record = record
         started = record.created_at
@@ -484,7 +500,9 @@ class CompactSessionWorkflow:
             now=started,
         )
         finished: FinishStructuredOutput | None = None
-        if self._v5 and inp.summarizer == "structured":
+        if by_freeze is not None:
+            ext, finished = self._report_externalize_finish(by_freeze, by_freeze.ms, by_freeze.attempt)
+        elif self._v5 and inp.summarizer == "structured":
             ext, finished = await self._externalize_finish(inp, plan, ext_in, prefix)
         else:
             ext = await self._step(
@@ -791,6 +809,13 @@ class CompactSessionWorkflow:
         total = self._durations.pop(name)
         attempt = self._attempts.pop(name, 1)
         self._steps_done.remove(name)
+        return self._report_externalize_finish(out, total, attempt)
+
+    def _report_externalize_finish(
+        self, out: ExternalizeFinishOutput, total: float, attempt: int,
+    ) -> tuple[ExternalizeOutput, FinishStructuredOutput | None]:
+        """externalize_finish's output (its own step's, or freeze_snapshot's: FREEZE_FINISH_PATCH)
+        reported as the steps it ran (``total``: its duration)."""
         ext, fin = out.externalize, out.finish
         step = str(ActivityName.EXTERNALIZE)
         self._durations[step] = round(ext.ms if fin is not None else total, 3)
@@ -804,12 +829,14 @@ class CompactSessionWorkflow:
             self._set(step=step)
         return ext, fin
 
-    def _planned_by_freeze(self, plan: PlanOutput) -> PlanOutput:
+    def _planned_by_freeze(self, plan: PlanOutput, finished: ExternalizeFinishOutput | None = None) -> PlanOutput:
         """The plan freeze_snapshot made (FREEZE_PLAN_PATCH), reported as its own step: the record
-        and step metrics keep plan_compaction's duration, freeze's is the rest."""
+        and step metrics keep plan_compaction's duration, freeze's is the rest (less the
+        externalize_finish it ran, FREEZE_FINISH_PATCH: reported with the steps after the plan)."""
         freeze, step = str(ActivityName.FREEZE_SNAPSHOT), str(ActivityName.PLAN_COMPACTION)
         self._durations[step] = round(plan.ms, 3)
-        self._durations[freeze] = round(max(self._durations.get(freeze, 0.0) - plan.ms, 0.0), 3)
+        rest = plan.ms + (finished.ms if finished is not None else 0.0)
+        self._durations[freeze] = round(max(self._durations.get(freeze, 0.0) - rest, 0.0), 3)
         self._attempts[step] = max(plan.attempt, 1)
         self._steps_done.append(step)
         return plan
@@ -931,10 +958,15 @@ class CompactSessionWorkflow:
         self._attempts[step] = max(attempt, 1)
         self._steps_done.append(step)
 
-    async def _step(self, name: ActivityName, arg: BaseModel, out: type[M], summary: str) -> M:
+    def _freeze_finishes(self, inp: CompactSessionInput) -> bool:
+        """Whether freeze_snapshot is asked to run externalize_finish too (FREEZE_FINISH_PATCH)."""
+        return self._v7 and inp.summarizer == "structured"
+
+    async def _step(self, name: ActivityName, arg: BaseModel, out: type[M], summary: str,
+                    timeout: timedelta | None = None) -> M:
         self._set(step=str(name))
         t0 = workflow.now()
-        timeout = STEP_TIMEOUT[name]
+        timeout = timeout or STEP_TIMEOUT[name]
         local = self._inp.local_steps and (
             name in _LOCAL_OK
             or (name in _LOCAL_SINCE_PATCH and self._patched(LOCAL_COMMIT_PATCH))

@@ -38,10 +38,12 @@ async def test_inspect_rollback_history_replay(temporal_address, tmp_path, task_
     # lift_state + summarize_structured + validate_candidate run as one step with the
     # structured summarizer (workflows/compact_session.ONE_STEP_PATCH), freeze_snapshot plans too
     # (FREEZE_PLAN_PATCH), externalize + that step are one (EXTERNALIZE_FINISH_PATCH), and so are
-    # commit_swap + write_record (COMMIT_RECORD_PATCH); the record keeps the parts.
-    for step in ("freeze_snapshot", "externalize_finish", "commit_record"):
+    # commit_swap + write_record (COMMIT_RECORD_PATCH), and freeze_snapshot runs that one step too
+    # (FREEZE_FINISH_PATCH); the record keeps the parts.
+    for step in ("freeze_snapshot", "commit_record"):
         assert step in names
-    assert not {"plan_compaction", "externalize", "finish_structured", "commit_swap", "write_record"} & set(names)
+    assert not {"plan_compaction", "externalize", "externalize_finish", "finish_structured", "commit_swap",
+                "write_record"} & set(names)
     assert {"plan_compaction", "externalize", "lift_state", "summarize_structured", "validate_candidate"} <= set(out.record.durations_ms)
     commit = next(s for s in steps if s["step"] == "commit_record")
     assert commit["outcome"] == "completed" and commit["attempts"] == 1 and commit["ms"] >= 0

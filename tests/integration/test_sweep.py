@@ -55,7 +55,11 @@ async def test_corrupt_session_is_skipped_and_reported(temporal_address, store, 
     async with running_worker(temporal_address, store, task_queue) as client:
         out = await _sweep(client, tenant, task_queue, page_size=3)
         for s in out.started:
-            await client.get_workflow_handle(workflow_id_for(tenant, s)).result()
+            handle = client.get_workflow_handle(workflow_id_for(tenant, s))
+            await handle.result()
+            # started by the sweep without search attributes: the run upserts its tenant and session
+            sa = (await handle.describe()).search_attributes
+            assert sa.get("CompactorTenant") == [tenant] and sa.get("CompactorSession") == [s]
     assert out.scanned == 10 and out.pages == 4
     assert [k.session for k in out.skipped] == ["s5"] and out.skipped_count == 1
     assert "IntegrityError" in out.skipped[0].error

@@ -9,6 +9,7 @@ import hashlib
 import json
 import threading
 import time
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -535,3 +536,76 @@ async def test_freeze_that_plans_gives_plan_compactions_output_and_plan(tmp_path
     with pytest.raises(ApplicationError):
         await broken.plan_compaction(PlanInput(snapshot=snap, policy=PolicyRef(preset="no-such-preset"),
                                                plan_key="t/t1/s/s1/work/x/plan.json"))
+
+
+NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize("second", [False, True])
+async def test_freeze_that_finishes_writes_what_freeze_then_externalize_finish_write(tmp_path, second):
+    """FreezeInput.finish_now (workflows since the freeze-finishes patch): freeze_snapshot runs
+    externalize_finish after its plan, with the input the workflow builds after a separate freeze;
+    the same objects (work objects, artifacts, byte for byte), the same snapshot, plan and
+    externalize_finish outputs as the two steps; also on top of a checkpoint."""
+    from activities.contracts import ExternalizeFinishInput
+
+    outs = {}
+    for mode in ("two", "one"):
+        store, acts = await _session(f"file://{tmp_path}/{mode}", second)
+        pol = PolicyRef(target_tokens=TARGET)
+        frozen = FreezeInput(tenant="t1", session="s1", plan_policy=pol, plan_model="m",
+                             finish_now=NOW if mode == "one" else None)
+        snap = await acts.freeze_snapshot(frozen)
+        plan = snap.plan
+        assert plan is not None and plan.needed
+        if mode == "two":  # the workflow's externalize_finish step after a freeze that plans
+            assert snap.finished is None
+            pre = plan.plan_key[: -len("plan.json")]
+            ext_in = ExternalizeInput(snapshot=snap.model_copy(update={"plan": None}), policy=pol,
+                                      plan_key=plan.plan_key, layers_key=pre + "layers.json", now=NOW)
+            both = await acts.externalize_finish(ExternalizeFinishInput(
+                externalize=ext_in, prefix=pre, tenant="t1", session="s1", tokens_before=plan.tokens_before))
+        else:
+            both = snap.finished
+            assert both is not None
+        assert both.finish is not None and both.finish.check.violations == []
+        objs = {k: v for k, v in (await _objects(store, "t/t1/s/s1/")).items()
+                if not k.startswith(("head", "ckpt/"))}  # (the head's time and log id differ)
+        assert any(k.endswith("/candidate-structured.json") for k in objs)
+        outs[mode] = (objs, snap.model_dump(exclude={"ms", "plan", "finished", "etag"}), plan.model_dump(exclude={"ms"}),
+                      both.model_dump(exclude={"ms": True, "externalize": {"ms"},
+                                               "finish": {"ms": True, "summarize_ms": True, "lift": {"ms"}, "check": {"ms"}}}))
+    assert outs["one"] == outs["two"]
+
+
+async def test_freeze_leaves_externalize_finish_to_its_step_when_it_cannot_or_must_not_run_it(tmp_path):
+    """No finish in the snapshot - the workflow then runs externalize_finish as its own step,
+    which reports a failure as before - when a part fails inside freeze, when this worker's
+    externalize parts are replaced, or when the plan needs no compaction."""
+    store = open_store(f"file://{tmp_path}")
+    SessionLog(store, "t1", "s1").append(coding_session())
+    pol = PolicyRef(target_tokens=TARGET)
+    frozen = FreezeInput(tenant="t1", session="s1", plan_policy=pol, finish_now=NOW)
+
+    failing = StoreActivities(store)
+
+    def broken(*_: Any) -> Any:
+        raise OSError("the store went away")
+
+    failing._externalize = broken  # type: ignore[method-assign]
+    snap = await failing.freeze_snapshot(frozen)
+    assert snap.plan is not None and snap.plan.needed and snap.finished is None
+
+    from workers.worker import _freeze_finishes_of
+
+    replaced, kept = StoreActivities(store), StoreActivities(store)
+    _freeze_finishes_of(replaced.activities(), {"summarize_structured"})  # (build_workers' extra_activities)
+    _freeze_finishes_of(kept.activities(), {"commit_swap"})
+    assert kept.finishes_in_freeze and not replaced.finishes_in_freeze
+    snap = await replaced.freeze_snapshot(frozen)
+    assert snap.plan is not None and snap.plan.needed and snap.finished is None
+
+    roomy = await StoreActivities(store).freeze_snapshot(
+        frozen.model_copy(update={"plan_policy": PolicyRef(target_tokens=10_000_000)}))
+    assert roomy.plan is not None and not roomy.plan.needed and roomy.finished is None
+    assert [k for k in store.list("t/t1/s/s1/work/") if not k.endswith("/plan.json")] == []
