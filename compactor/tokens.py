@@ -305,8 +305,9 @@ def count_blocks(blocks: Sequence[object]) -> int:
             n = 4
             for c in b.content:  # type: ignore[attr-defined]
                 if type(c) is TextBlock:
-                    if c.text.strip():
-                        n += count_text(c.text)
+                    text = c.text
+                    if text.strip():  # (``count_text`` of it, inlined)
+                        n += _count_short(text) if len(text) <= SHORT_TEXT else _count_cached(text)
                 else:
                     text, x = _block_text(c)
                     n += count_text(text) + x

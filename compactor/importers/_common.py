@@ -263,16 +263,8 @@ class Builder:
         usage: Usage | None = None,
         meta: dict[str, Any] | None = None,
     ) -> Draft:
-        d = Draft(
-            role=role,
-            id=id,
-            at=at,
-            kind=kind,
-            injected=injected,
-            blocks=list(blocks or []),
-            usage=usage,
-            meta=dict(meta or {}),
-        )
+        # (positional: a fifth of the call's cost is binding keywords, once per imported event)
+        d = Draft(role, id, at, kind, injected, list(blocks) if blocks else [], usage, dict(meta) if meta else {})
         self.drafts.append(d)
         return d
 
@@ -737,6 +729,8 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
 
 def result_block(tool_use_id: str, content: Any, is_error: bool, notes: dict[str, Any]) -> ToolResultBlock:
     """A ToolResultBlock from a string or a list of Anthropic-like text/image parts."""
+    if type(content) is str:  # (the usual output: ``as_text`` of it is itself)
+        return build.tool_result_block(tool_use_id, [build.text_block(content)] if content else [], bool(is_error))
     blocks: list[Any] = []
     if isinstance(content, list):
         for part in content:
@@ -804,7 +798,7 @@ def bound_tool_outputs(result: ImportResult, limit: int, spill: Spill | None) ->
 def bound_event(e: Event, limit: int, spill: Spill | None, truncs: list[Truncation]) -> Event:
     """``bound_tool_outputs`` of one event (the same event when nothing is over the limit)."""
     for b in e.blocks:
-        if isinstance(b, ToolResultBlock) and _any_over(b, limit):
+        if type(b) is not TextBlock and isinstance(b, ToolResultBlock) and _any_over(b, limit):
             break
     else:
         return e  # no tool output over the limit in it: nothing to change
