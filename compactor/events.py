@@ -86,20 +86,9 @@ def trusted(cls: type[_M], values: dict[str, Any], names: set[str]) -> _M:
     return m
 
 
-def trusted_event(
-    seq: int,
-    id: str,
-    at: datetime | None,
-    kind: str,
-    role: str,
-    blocks: list[Any],
-    tokens: int | None,
-    usage: Usage | None,
-    injected: bool,
-    source: str | None,
-    meta: dict[str, Any],
-    names: set[str],
-) -> Event:
+def trusted_event(seq: int, id: str, at: datetime | None, kind: str, role: str, blocks: list[Any],
+                  tokens: int | None, usage: Usage | None, injected: bool, source: str | None,
+                  meta: dict[str, Any], names: set[str]) -> Event:
     """``trusted(Event, {...}, names)``, the fields given one by one (issue 17: an imported
     event's values were put in a dict only to be read back out of it). The same rules as
     ``trusted``: values of the exact types validation keeps, ``names`` shared."""
