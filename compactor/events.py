@@ -76,16 +76,42 @@ def trusted(cls: type[_M], values: dict[str, Any], names: set[str]) -> _M:
     same order. Not for the blocks: that array has room for the most keys a class may share
     (~30), more than a dict of a block's 2-4 fields takes (360 against 272 bytes a block).
     """
-    m = object.__new__(cls)
     if cls is Event:
-        for name, value in values.items():  # (into the class's shared-key values: see above)
-            _set_slot(m, name, value)
-    else:
-        _set_slot(m, "__dict__", values)
+        return trusted_event(**values, names=names)  # type: ignore[return-value]
+    m = object.__new__(cls)
+    _set_slot(m, "__dict__", values)
     _set_slot(m, "__pydantic_fields_set__", names)
     _set_slot(m, "__pydantic_extra__", None)
     _set_slot(m, "__pydantic_private__", None)
     return m
+
+
+def trusted_event(seq: int, id: str, at: datetime | None, kind: str, role: str, blocks: list[Any],
+                  tokens: int | None, usage: Usage | None, injected: bool, source: str | None,
+                  meta: dict[str, Any], names: set[str]) -> Event:
+    """``trusted(Event, {...}, names)``, the fields given one by one (issue 17: an imported
+    event's values were put in a dict only to be read back out of it). The same rules as
+    ``trusted``: values of the exact types validation keeps, ``names`` shared."""
+    m = _new(Event)
+    # each into the class's shared-key values, in field order (see ``trusted``)
+    _set_slot(m, "seq", seq)
+    _set_slot(m, "id", id)
+    _set_slot(m, "at", at)
+    _set_slot(m, "kind", kind)
+    _set_slot(m, "role", role)
+    _set_slot(m, "blocks", blocks)
+    _set_slot(m, "tokens", tokens)
+    _set_slot(m, "usage", usage)
+    _set_slot(m, "injected", injected)
+    _set_slot(m, "source", source)
+    _set_slot(m, "meta", meta)
+    _set_slot(m, "__pydantic_fields_set__", names)
+    _set_slot(m, "__pydantic_extra__", None)
+    _set_slot(m, "__pydantic_private__", None)
+    return m
+
+
+_new = object.__new__
 
 
 # --- blocks -----------------------------------------------------------------------------------

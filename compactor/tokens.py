@@ -95,8 +95,26 @@ def _count(text: str) -> int:
     # its code: with no special token allowed, ``encode`` only adds a scan for them), without
     # that scan (issue 17: one encode per imported text)
     if len(text) <= COUNT_PIECE:
-        return len(encoding().encode_ordinary(text))
+        try:
+            return len((_ENCODE or _encoder())(text))
+        except UnicodeEncodeError:  # a lone surrogate: tiktoken's wrapper replaces it first
+            return len(encoding().encode_ordinary(text))
     return sum(len(encoding().encode_ordinary(p)) for p in _pieces(text))
+
+
+_ENCODE: Any = None
+"""The encoder ``_count`` calls, once loaded (``_encoder``)."""
+
+
+def _encoder() -> Any:
+    """The core of ``encoding().encode_ordinary``: tiktoken's Python wrapper only calls it and,
+    when it refuses a text (``UnicodeEncodeError``: a lone surrogate), calls it again on the
+    text with the surrogate replaced, which ``_count`` leaves to the wrapper (issue 17: a
+    Python call and a lookup less per counted text)."""
+    global _ENCODE
+    enc = encoding()
+    _ENCODE = getattr(getattr(enc, "_core_bpe", None), "encode_ordinary", None) or enc.encode_ordinary
+    return _ENCODE
 
 
 def _pieces(text: str) -> Iterator[str]:
@@ -287,8 +305,9 @@ def count_blocks(blocks: Sequence[object]) -> int:
             n = 4
             for c in b.content:  # type: ignore[attr-defined]
                 if type(c) is TextBlock:
-                    if c.text.strip():
-                        n += count_text(c.text)
+                    text = c.text
+                    if text.strip():  # (``count_text`` of it, inlined)
+                        n += _count_short(text) if len(text) <= SHORT_TEXT else _count_cached(text)
                 else:
                     text, x = _block_text(c)
                     n += count_text(text) + x
@@ -311,14 +330,21 @@ def count_into(e: Event) -> Event:
     """``with_tokens([e])[0]`` for an event its maker still holds alone (an importer's event,
     not yet handed out): the count is set on ``e`` itself instead of on a copy (one copy per
     imported event, issue 17). The result is the copy ``with_tokens`` would give: the same
-    field values, cached properties and shared fields-set."""
+    field values, cached properties and shared fields-set.
+
+    The count is set as an attribute, not into ``e.__dict__``: reading ``__dict__`` makes a
+    dict object for an event that keeps its fields in its class's shared-key values
+    (``events.trusted``), a dict and its making per imported event (issue 17)."""
     if e.tokens is not None:
         return e
     if e.__pydantic_extra__ is not None or e.__pydantic_private__ is not None:
         return e.with_(tokens=count_event(e))
-    e.__dict__["tokens"] = count_blocks(e.blocks)
-    object.__setattr__(e, "__pydantic_fields_set__", _names_with_tokens(e.__pydantic_fields_set__))
+    _set_slot(e, "tokens", count_blocks(e.blocks))
+    _set_slot(e, "__pydantic_fields_set__", _names_with_tokens(e.__pydantic_fields_set__))
     return e
+
+
+_set_slot = object.__setattr__
 
 
 def _with_count(e: Event, n: int) -> Event:

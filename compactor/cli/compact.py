@@ -129,7 +129,6 @@ def _inline_run(args: argparse.Namespace) -> int:
     from compactor.cli.common import import_into, truncation_note
     from compactor.engine.compact import compact
     from compactor.engine.measure import render_request, view_tokens
-    from compactor.tokens import with_tokens
 
     path = Path(args.file)
     summarizer, llm, why = _inline_summarizer(args)  # refuses before any work when it cannot run
@@ -138,7 +137,7 @@ def _inline_run(args: argparse.Namespace) -> int:
     # the session beside the imported one.
     events: list[Any] = []
     imported = import_into(path, args.format, None,  # no store: big outputs are cut, and said so
-                           sink=lambda batch: events.extend(with_tokens(batch)), count=True)
+                           sink=events.extend, count=True)  # (counted: ``with_tokens`` would keep them)
     note = truncation_note(imported)
     if note:
         print(f"note: {note}", file=sys.stderr)

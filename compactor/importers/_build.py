@@ -31,6 +31,7 @@ from compactor.events import (
     Usage,
     _shared_fields_set,
     trusted,
+    trusted_event,
 )
 
 intern = sys.intern
@@ -172,23 +173,8 @@ def event(
         and type(meta) is dict
         and _STR.issuperset(map(type, meta))
     ):
-        return trusted(
-            Event,
-            {
-                "seq": seq,
-                "id": id,
-                "at": at,
-                "kind": kind,
-                "role": role,
-                "blocks": blocks[:],  # (exactly its length, as validation's copy)
-                "tokens": None,
-                "usage": usage,
-                "injected": injected,
-                "source": source,
-                "meta": meta,
-            },
-            EVENT_FIELDS_SET,
-        )
+        # ``blocks[:]``: a copy of exactly its length, as validation's
+        return trusted_event(seq, id, at, kind, role, blocks[:], None, usage, injected, source, meta, EVENT_FIELDS_SET)
     return Event(
         seq=seq,
         id=id,

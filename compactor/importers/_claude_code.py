@@ -92,9 +92,7 @@ def parse(src: Source, name: str) -> ImportResult:
                     meta={k: v for k, v in meta.items() if v is not None},
                 )
             continue
-        if typ in NON_CONVERSATION or typ not in ("user", "assistant"):
-            continue
-        msg = line.get("message")
+        msg = line.get("message")  # (``typ`` is "user" or "assistant" here: tested above)
         if not isinstance(msg, dict):
             b.skip(no, f"{typ} line without a message object")
             continue
@@ -141,13 +139,13 @@ def _assistant(
 ) -> None:
     blocks = _assistant_blocks(msg.get("content"), meta)
     mid = msg.get("id")
-    usage_raw = msg.get("usage") or {}
+    usage_raw = msg.get("usage")
     usage = usage_of(
         usage_raw.get("input_tokens"),
         usage_raw.get("output_tokens"),
         usage_raw.get("cache_read_input_tokens"),
         usage_raw.get("cache_creation_input_tokens"),
-    )
+    ) if usage_raw else None  # (``usage_of`` of four Nones is None)
     target = by_msg_id.get(mid) if mid else None
     if target is not None and _only_results_since(b, target):
         target.blocks.extend(blocks)

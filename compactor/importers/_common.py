@@ -263,16 +263,8 @@ class Builder:
         usage: Usage | None = None,
         meta: dict[str, Any] | None = None,
     ) -> Draft:
-        d = Draft(
-            role=role,
-            id=id,
-            at=at,
-            kind=kind,
-            injected=injected,
-            blocks=list(blocks or []),
-            usage=usage,
-            meta=dict(meta or {}),
-        )
+        # (positional: a fifth of the call's cost is binding keywords, once per imported event)
+        d = Draft(role, id, at, kind, injected, list(blocks) if blocks else [], usage, dict(meta) if meta else {})
         self.drafts.append(d)
         return d
 
@@ -331,18 +323,25 @@ class _Finisher:
         drafts = [d for d in drafts if d.blocks]
         self.orphans += _fix_tool_pairing(drafts, self.current, self.uses)
         seen_ids = self.seen_ids
+        fmt = self.fmt
+        make = build.event
+        add = self.stats.add
+        seq = self.seq
         events: list[Event] = []
         for d in drafts:
-            self.seq += 1
+            seq += 1
             eid = d.id[:240]
             if eid in seen_ids:
                 seen_ids[eid] += 1
                 eid = f"{eid}~{seen_ids[eid]}"
-            seen_ids.setdefault(eid, 1)
+                seen_ids.setdefault(eid, 1)
+            else:
+                seen_ids[eid] = 1
             # the draft's meta is its own (``Builder.new`` copied it): kept
-            e = build.event(self.seq, eid, d.at, d.kind, d.role, d.blocks, d.usage, d.injected, self.fmt, d.meta)
-            self.stats.add(e)
+            e = make(seq, eid, d.at, d.kind, d.role, d.blocks, d.usage, d.injected, fmt, d.meta)
+            add(e)
             events.append(e)
+        self.seq = seq
         return events
 
 
@@ -363,6 +362,8 @@ def _fix_tool_pairing(
     for d in drafts:
         blocks = d.blocks
         for i, b in enumerate(blocks):
+            if type(b) is TextBlock:  # (the most frequent block: neither a call nor a result)
+                continue
             old = b
             if isinstance(b, ToolUseBlock):
                 n = uses.get(b.id, 0) + 1
@@ -418,23 +419,30 @@ class _Stats:
         n = self.n
         results = 0
         for b in e.blocks:
-            if isinstance(b, ToolUseBlock):
+            t = type(b)
+            if t is TextBlock:  # (the most frequent block)
+                continue
+            if t is ToolUseBlock or isinstance(b, ToolUseBlock):
                 self.use_ids.add(b.id)
             elif isinstance(b, ToolResultBlock):
                 results += 1
                 self.result_ids.add(b.tool_use_id)
-        n["tool_results"] += results
+        if results:
+            n["tool_results"] += results
         n["events"] += 1
-        kind = e.kind
-        n["messages"] += kind == "message"
-        # ``e.is_user_request``, without filling the event's cached ``text`` and
-        # ``tool_results`` (a list and a string more per imported event, issue 17)
-        n["user_messages"] += (
-            kind == "message" and e.role == "user" and not e.injected and not results and _has_text(e.blocks)
-        )
-        n["compactions"] += kind == "compaction"
-        n["injected"] += e.injected
-        n["pinned"] += kind == "pinned"
+        kind = e.kind  # one of the three (the event is validated)
+        if kind == "message":
+            n["messages"] += 1
+            # ``e.is_user_request``, without filling the event's cached ``text`` and
+            # ``tool_results`` (a list and a string more per imported event, issue 17)
+            if not results and e.role == "user" and not e.injected and _has_text(e.blocks):
+                n["user_messages"] += 1
+        elif kind == "compaction":
+            n["compactions"] += 1
+        elif kind == "pinned":
+            n["pinned"] += 1
+        if e.injected:
+            n["injected"] += 1
 
     def result(self) -> dict[str, int]:
         n = self.n
@@ -576,20 +584,34 @@ def iter_jsonl(src: str | Source, builder: Builder) -> Iterator[tuple[int, dict[
     if isinstance(src, str):
         src = Source("<text>", data=src.encode("utf-8", "surrogatepass"))
     depth = src.limits.max_json_depth
+    scan = _SCAN
     for no, line in src.lines():
-        try:
-            obj = _loads(line, depth)
-        except TooDeep:
-            raise too_deep(src.name, depth, no) from None
-        except json.JSONDecodeError as e:
+        # ``_loads(line, depth)`` without its calls for the usual line (issue 17): one JSON
+        # object whose scan ends at its last character, with few enough brackets and no
+        # ``\u`` escape, is what ``_loads`` returns unchanged; any other line goes through it
+        obj = _UNSET
+        if line[0] == "{" and line[-1] == "}":
             try:
-                obj = _loads(_BAD_ESCAPE.sub(r"\\\\", line), depth, strict=False)
-                builder.repaired += 1
+                obj, end = scan(line, 0)
+            except Exception:
+                obj = _UNSET
+            else:
+                if end != len(line) or "\\u" in line or line.count("[") + line.count("{") > depth:
+                    obj = _UNSET
+        if obj is _UNSET:
+            try:
+                obj = _loads(line, depth)
             except TooDeep:
                 raise too_deep(src.name, depth, no) from None
-            except json.JSONDecodeError:
-                builder.skip(no, f"invalid JSON: {e.msg} (column {e.colno})")
-                continue
+            except json.JSONDecodeError as e:
+                try:
+                    obj = _loads(_BAD_ESCAPE.sub(r"\\\\", line), depth, strict=False)
+                    builder.repaired += 1
+                except TooDeep:
+                    raise too_deep(src.name, depth, no) from None
+                except json.JSONDecodeError:
+                    builder.skip(no, f"invalid JSON: {e.msg} (column {e.colno})")
+                    continue
         del line
         if not isinstance(obj, dict):
             builder.skip(no, "not a JSON object")
@@ -707,6 +729,8 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
 
 def result_block(tool_use_id: str, content: Any, is_error: bool, notes: dict[str, Any]) -> ToolResultBlock:
     """A ToolResultBlock from a string or a list of Anthropic-like text/image parts."""
+    if type(content) is str:  # (the usual output: ``as_text`` of it is itself)
+        return build.tool_result_block(tool_use_id, [build.text_block(content)] if content else [], bool(is_error))
     blocks: list[Any] = []
     if isinstance(content, list):
         for part in content:
@@ -774,7 +798,7 @@ def bound_tool_outputs(result: ImportResult, limit: int, spill: Spill | None) ->
 def bound_event(e: Event, limit: int, spill: Spill | None, truncs: list[Truncation]) -> Event:
     """``bound_tool_outputs`` of one event (the same event when nothing is over the limit)."""
     for b in e.blocks:
-        if isinstance(b, ToolResultBlock) and _any_over(b, limit):
+        if type(b) is not TextBlock and isinstance(b, ToolResultBlock) and _any_over(b, limit):
             break
     else:
         return e  # no tool output over the limit in it: nothing to change
