@@ -47,7 +47,7 @@ from compactor.engine.layers import (
     externalize_tool_results,
     summarize_range,
 )
-from compactor.engine.measure import streamed_view_tokens, view_tokens
+from compactor.engine.measure import quick_view_tokens, streamed_view_tokens, view_tokens
 from compactor.engine.policy import CompactionNeed, Policy, should_compact
 from compactor.records import Checkpoint, CompactionRecord, SeqRange
 from compactor.summarize.repair import drop_identifier_items, drop_identifier_lines
@@ -189,7 +189,11 @@ def plan(
         return safe[keep]
 
     late: list[int] = []
-    before = streamed_view_tokens(iter_view_roles(evs, prev, late=late), roles=True)  # (the view is not kept)
+    before = None
+    if prev is None or (prev.covers.empty and not prev.replacements):  # the view is the events
+        before = quick_view_tokens(evs, placed=True)
+    if before is None:
+        before = streamed_view_tokens(iter_view_roles(evs, prev, late=late), roles=True)  # (the view is not kept)
     if before is None:  # a provider compaction block: the request is rendered to count it
         before = view_tokens(build_view(evs, prev))
     elif _view is not None and not late and (prev is None or prev.covers.empty or prev.covers.start == 1):
