@@ -185,7 +185,7 @@ def plan(
 
     def safe_points(keep: bool) -> list[int]:
         if keep not in safe:  # both lists in one walk: the ladder may ask for the other
-            safe.update(safe_cut_points_both(evs, _prev_end(prev)))
+            safe.update(safe_cut_points_both(evs, _prev_end(prev), body_events=covered))
         return safe[keep]
 
     late: list[int] = []
@@ -367,8 +367,8 @@ def apply_layers(
     evs = prepare(events, prev)
     end0 = plan.prev_end
     target = plan.target_tokens
-    covered_text = CoveredText(evs)  # whole-session facts the checks share across candidates
     covered_all = body(evs, end0)  # what a summary may cover, in order
+    covered_text = CoveredText(evs, body=(end0, covered_all))  # whole-session facts the checks share
     covered_hash = PrefixHash(covered_all)  # the source hash of each candidate's covered prefix
     hash_lines = HashLines(covered_hash)  # each event's content-hash line, made once for both hashes
     ckpt_id = checkpoint_id or default_checkpoint_id(evs, policy, target, prev, lines=hash_lines)
