@@ -57,8 +57,11 @@ class CoveredText:
                     t = type(b)
                     if t is TextBlock or t is ToolUseBlock:
                         continue  # (no ref in them: most blocks)
-                    if t is ToolResultBlock and all(type(c) is TextBlock for c in b.content):
-                        continue
+                    if t is ToolResultBlock:
+                        content = b.content
+                        if (len(content) == 1 and type(content[0]) is TextBlock) or \
+                                all(type(c) is TextBlock for c in content):
+                            continue  # (most results: one text)
                     refs.update((r.sha256, r.uri) for r in _refs((b,)))
             self._source_refs = refs
         return self._source_refs
@@ -169,16 +172,8 @@ class CoveredText:
         calls = self._memo.get(("calls", prev_end))
         if calls is None:
             evs = self.body(prev_end)
-            last_result: dict[str, int] = {}
-            for e in evs:
-                results = e.tool_results
-                if results:
-                    seq = e.seq
-                    for r in results:
-                        uid = r.tool_use_id
-                        before = last_result.get(uid)
-                        if before is None or before < seq:  # (max, without the call)
-                            last_result[uid] = seq
+            # the seq of each call's last result: the body is in seq order, so the last written
+            last_result = {r.tool_use_id: e.seq for e in evs if e.tool_results for r in e.tool_results}
             calls = []
             get = last_result.get
             for pos, e in enumerate(evs):
