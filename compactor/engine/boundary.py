@@ -94,13 +94,14 @@ def safe_cut_points(
     return safe_cut_points_both(events, prev_end, not keep_latest_request)[keep_latest_request]
 
 
-def safe_cut_points_both(events: Sequence[Event], prev_end: int = 0, walk_past_request: bool = True
-                         ) -> dict[bool, list[int]]:
+def safe_cut_points_both(events: Sequence[Event], prev_end: int = 0, walk_past_request: bool = True, *,
+                         body_events: Sequence[Event] | None = None) -> dict[bool, list[int]]:
     """``{keep: safe_cut_points(events, prev_end, keep_latest_request=keep)}`` for both values
     of ``keep`` in one walk (the engine's ladder asks for both, issue 17): keeping the latest
     request only lowers the limit, so its list is the other's up to that limit.
-    ``walk_past_request=False``: only the ``True`` list is made (the other is not walked)."""
-    evs = body(events, prev_end)
+    ``walk_past_request=False``: only the ``True`` list is made (the other is not walked).
+    ``body_events``: ``body(events, prev_end)`` when the caller has it."""
+    evs = body(events, prev_end) if body_events is None else body_events
     if not evs:
         return {True: [], False: []} if walk_past_request else {True: []}
     # One walk for what pending_tool_uses, latest_request and the spans need (each walked the

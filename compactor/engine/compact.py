@@ -47,7 +47,7 @@ from compactor.engine.layers import (
     externalize_tool_results,
     summarize_range,
 )
-from compactor.engine.measure import streamed_view_tokens, view_tokens
+from compactor.engine.measure import quick_view_tokens, streamed_view_tokens, view_tokens
 from compactor.engine.policy import CompactionNeed, Policy, should_compact
 from compactor.records import Checkpoint, CompactionRecord, SeqRange
 from compactor.summarize.repair import drop_identifier_items, drop_identifier_lines
@@ -185,11 +185,15 @@ def plan(
 
     def safe_points(keep: bool) -> list[int]:
         if keep not in safe:  # both lists in one walk: the ladder may ask for the other
-            safe.update(safe_cut_points_both(evs, _prev_end(prev)))
+            safe.update(safe_cut_points_both(evs, _prev_end(prev), body_events=covered))
         return safe[keep]
 
     late: list[int] = []
-    before = streamed_view_tokens(iter_view_roles(evs, prev, late=late), roles=True)  # (the view is not kept)
+    before = None
+    if prev is None or (prev.covers.empty and not prev.replacements):  # the view is the events
+        before = quick_view_tokens(evs, placed=True)
+    if before is None:
+        before = streamed_view_tokens(iter_view_roles(evs, prev, late=late), roles=True)  # (the view is not kept)
     if before is None:  # a provider compaction block: the request is rendered to count it
         before = view_tokens(build_view(evs, prev))
     elif _view is not None and not late and (prev is None or prev.covers.empty or prev.covers.start == 1):
@@ -363,8 +367,8 @@ def apply_layers(
     evs = prepare(events, prev)
     end0 = plan.prev_end
     target = plan.target_tokens
-    covered_text = CoveredText(evs)  # whole-session facts the checks share across candidates
     covered_all = body(evs, end0)  # what a summary may cover, in order
+    covered_text = CoveredText(evs, body=(end0, covered_all))  # whole-session facts the checks share
     covered_hash = PrefixHash(covered_all)  # the source hash of each candidate's covered prefix
     hash_lines = HashLines(covered_hash)  # each event's content-hash line, made once for both hashes
     ckpt_id = checkpoint_id or default_checkpoint_id(evs, policy, target, prev, lines=hash_lines)

@@ -14,6 +14,7 @@ span two texts of the joined haystack) is left to the full search.
 from __future__ import annotations
 
 from bisect import bisect_right
+from itertools import accumulate
 from operator import itemgetter
 from typing import Any, Sequence
 
@@ -28,7 +29,9 @@ class CoveredText:
     """The searchable texts of ``events`` (as given to ``invariants.validate``), with a cache of
     the identifiers looked up. Build once per compaction; pass to ``validate``."""
 
-    def __init__(self, events: Sequence[Event]) -> None:
+    def __init__(self, events: Sequence[Event], *, body: tuple[int, list[Event]] | None = None) -> None:
+        """``body``: (prev_end, ``boundary.body(events, prev_end)``) when the caller has it
+        (the engine: the same list, not another walk of the session)."""
         self.events = events
         self._built = False
         self._bulk_built = False
@@ -36,6 +39,8 @@ class CoveredText:
         self._answered: set[str] | None = None
         self._source_refs: set[tuple[str, str]] | None = None
         self._memo: dict[Any, Any] = {}
+        if body is not None:
+            self._memo[("body", body[0])] = body[1]
 
     def answered(self) -> set[str]:
         """Ids of the calls a result in the events answers (read-only: shared)."""
@@ -52,8 +57,11 @@ class CoveredText:
                     t = type(b)
                     if t is TextBlock or t is ToolUseBlock:
                         continue  # (no ref in them: most blocks)
-                    if t is ToolResultBlock and all(type(c) is TextBlock for c in b.content):
-                        continue
+                    if t is ToolResultBlock:
+                        content = b.content
+                        if (len(content) == 1 and type(content[0]) is TextBlock) or \
+                                all(type(c) is TextBlock for c in content):
+                            continue  # (most results: one text)
                     refs.update((r.sha256, r.uri) for r in _refs((b,)))
             self._source_refs = refs
         return self._source_refs
@@ -144,10 +152,7 @@ class CoveredText:
         """``sum(count_event(e) for e in covered(prev_end, end))``, from prefix sums."""
         sums = self._memo.get(("sums", prev_end))
         if sums is None:
-            sums = [0]
-            for e in self.body(prev_end):
-                sums.append(sums[-1] + count_event(e))
-            self._memo[("sums", prev_end)] = sums
+            sums = self._memo[("sums", prev_end)] = [0, *accumulate(map(count_event, self.body(prev_end)))]
         return sums[bisect_right(self._body_seqs(prev_end), end)]
 
     def latest_request(self, prev_end: int = 0) -> Event | None:
@@ -167,16 +172,8 @@ class CoveredText:
         calls = self._memo.get(("calls", prev_end))
         if calls is None:
             evs = self.body(prev_end)
-            last_result: dict[str, int] = {}
-            for e in evs:
-                results = e.tool_results
-                if results:
-                    seq = e.seq
-                    for r in results:
-                        uid = r.tool_use_id
-                        before = last_result.get(uid)
-                        if before is None or before < seq:  # (max, without the call)
-                            last_result[uid] = seq
+            # the seq of each call's last result: the body is in seq order, so the last written
+            last_result = {r.tool_use_id: e.seq for e in evs if e.tool_results for r in e.tool_results}
             calls = []
             get = last_result.get
             for pos, e in enumerate(evs):

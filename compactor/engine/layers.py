@@ -18,7 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import re
+from functools import lru_cache
 from typing import TYPE_CHECKING, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -115,6 +115,15 @@ def _over_limit(text: str, policy: Policy) -> bool:
     return False
 
 
+def _under_every_limit(policy: Policy) -> int:
+    """A length of text at or under which ``_over_limit`` is False for any text (an ASCII one,
+    when the policy limits bytes): a character is at most one newline, at least one token's
+    worth, and one byte in ASCII."""
+    limits = [policy.tool_result_char_limit, policy.tool_result_token_limit, policy.tool_result_byte_limit,
+              None if policy.tool_result_line_limit is None else policy.tool_result_line_limit - 1]
+    return min((n for n in limits if n is not None), default=1 << 62)
+
+
 def _is_ref_only(r: ToolResultBlock) -> bool:
     return bool(r.content) and all(isinstance(c, ArtifactRefBlock) for c in r.content)
 
@@ -127,9 +136,18 @@ def externalize_tool_results(events: Sequence[Event], policy: Policy) -> LayerOu
     """
     out = LayerOutcome(layer=LAYER_EXTERNALIZE)
     freed = items = 0  # (set on ``out`` once: an assignment to the model is validated)
+    short = _under_every_limit(policy)
+    ascii_only = policy.tool_result_byte_limit is not None  # (a byte each: encoded, as _over_limit would)
     for e in events:
-        if e.kind == "pinned" or not e.tool_results:
+        if not e.tool_results or e.kind == "pinned":
             continue
+        results = e.tool_results
+        if len(results) == 1:  # (most: one result of one short text, under every limit)
+            content = results[0].content
+            if len(content) == 1 and type(content[0]) is TextBlock:
+                text = content[0].text
+                if len(text) <= short and (not ascii_only or text.isascii()):
+                    continue
         changed = False
         blocks: list[Block] = []
         for b in e.blocks:
@@ -163,49 +181,73 @@ def clear_old_tool_results(
     """
     keep = policy.keep_recent_tool_results if keep is None else keep
     out = LayerOutcome(layer=LAYER_CLEAR)
-    located: list[tuple[int, int]] = []  # (event index, block index) of live tool results
+    # (event index, block indices) of the live tool results, in order, and how many there are
+    located: list[tuple[int, list[int]]] = []
+    live = 0
     for i, e in enumerate(events):
-        if e.kind == "pinned" or not e.tool_results:  # (cached on the event: most have none)
+        if not e.tool_results or e.kind == "pinned":  # (cached on the event: most have none)
             continue
-        for j, b in enumerate(e.blocks):
-            if isinstance(b, ToolResultBlock) and not _is_cleared(b):
-                located.append((i, j))
-    if len(located) <= policy.clear_tool_results_after or len(located) <= keep:
+        blocks = e.blocks
+        if len(blocks) == 1 and type(blocks[0]) is ToolResultBlock:  # (most: one result alone)
+            if not _is_cleared(blocks[0]):
+                located.append((i, [0]))
+                live += 1
+            continue
+        js = [j for j, b in enumerate(blocks) if isinstance(b, ToolResultBlock) and not _is_cleared(b)]
+        if js:
+            located.append((i, js))
+            live += len(js)
+    if live <= policy.clear_tool_results_after or live <= keep:
         return out
-    victims = located[: len(located) - keep]
-    by_event: dict[int, list[int]] = {}
-    for i, j in victims:
-        by_event.setdefault(i, []).append(j)
-    artifacts = out.artifacts
-    freed = items = 0  # (set on ``out`` once: an assignment to the model is validated)
-    for i, idxs in by_event.items():
+    artifacts, replacements, counts = out.artifacts, out.replacements, out.counts
+    freed = 0  # (set on ``out`` once: an assignment to the model is validated)
+    left = live - keep  # the oldest results are cleared: all but the newest ``keep``
+    for i, idxs in located:
+        if left <= 0:
+            break
+        if len(idxs) > left:
+            idxs = idxs[:left]
+        left -= len(idxs)
         e = events[i]
         blocks: list[Block] = list(e.blocks)
         known: int | None = 0  # tokens of the cleared results, when _cleared knows them all
         for j in idxs:
-            new, arts, n = _cleared(blocks[j])  # type: ignore[arg-type]
-            artifacts.update(arts)
+            new, n = _cleared(blocks[j], artifacts)  # type: ignore[arg-type]
             blocks[j] = new
             known = None if n is None or known is None else known + n
-        items += len(idxs)
-        after = None
-        if known is not None:  # count_blocks(blocks): additive per block, a result always renders
-            rest = count_blocks([b for j, b in enumerate(blocks) if j not in idxs]) if len(blocks) > len(idxs) else 0
+        if known is None:
+            after = count_blocks(blocks)
+        elif len(blocks) == len(idxs):
+            after = MESSAGE_OVERHEAD + known
+        else:  # count_blocks(blocks): additive per block, a result always renders
+            rest = count_blocks([b for j, b in enumerate(blocks) if j not in idxs])
             after = MESSAGE_OVERHEAD + known + (rest - MESSAGE_OVERHEAD if rest else 0)
-        freed += _record(out, e, blocks, after)
-    out.items, out.freed_tokens = items, freed
+        seq = e.seq
+        replacements[seq] = blocks
+        counts[seq] = after
+        freed += count_event(e) - after  # (the count cached on the event: prepare counts every event)
+    out.items, out.freed_tokens = live - keep, freed
     return out
 
 
 def _is_cleared(r: ToolResultBlock) -> bool:
+    content = r.content
+    if len(content) == 1 and type(content[0]) is TextBlock:  # (most results: a text, no ref)
+        return False
     return any(isinstance(c, ArtifactRefBlock) and c.preview_head == CLEARED_TEXT for c in r.content)
 
 
-def _cleared(r: ToolResultBlock) -> tuple[ToolResultBlock, dict[str, bytes], int | None]:
-    """The cleared copy of ``r``, the artifacts it names, and its tokens in the request (the
-    result's share of ``count_blocks``) when it holds only a ref made here, else None."""
-    arts: dict[str, bytes] = {}
-    content: list = []
+def _cleared(r: ToolResultBlock, arts: dict[str, bytes]) -> tuple[ToolResultBlock, int | None]:
+    """The cleared copy of ``r`` (the artifacts it names put in ``arts``), and its tokens in
+    the request (the result's share of ``count_blocks``) when it holds only a ref made here,
+    else None."""
+    content: list = r.content
+    if len(content) == 1 and type(content[0]) is TextBlock and content[0].text:  # (most: one text)
+        data = content[0].text.encode("utf-8")
+        ref = _cleared_ref(data, "text/plain")
+        arts[ref.sha256] = data
+        return light_copy(r, {"content": [ref]}), _RESULT_TOKENS + cleared_ref_tokens(ref)
+    content = []
     text = r.text
     tokens: int | None = None
     if text:
@@ -233,7 +275,7 @@ def _cleared(r: ToolResultBlock) -> tuple[ToolResultBlock, dict[str, bytes], int
                 content.append(ref)
     if not content:
         content = [TextBlock(text=CLEARED_TEXT)]
-    return light_copy(r, {"content": content}), arts, tokens
+    return light_copy(r, {"content": content}), tokens
 
 
 _RESULT_TOKENS = 4
@@ -244,38 +286,59 @@ _RESULT_TOKENS = 4
 #   "); preview:]\n<CLEARED_TEXT>\n...\n"
 # and cl100k's pre-split cuts at each of those joints (a run of letters or digits never takes
 # the punctuation or space after it), so its count is the sum of the parts' counts. The two
-# hex parts are cut further into the pre-split's own pieces - a letter run (with the "/" or
-# space before it), a lone "/" or space, up to three digits - each counted once and
-# remembered: one ref costs a few dictionary lookups instead of a tokenizer call on 216
-# characters (the ref of nearly every result of a big session, issue 17). Checked against
-# count_text on random and all-letter/all-digit digests (tests/unit/test_layers.py).
+# hex parts are cut further into the pre-split's own pieces: a run of letters (the first with
+# the "/" or space before it, when the digest opens with a letter), a lone "/" or space (when
+# it opens with a digit), and each run of digits in pieces of up to three, one token each (all
+# 1,110 such strings are single tokens in cl100k). A letter run is counted once and
+# remembered: one ref costs two byte translations and a few dictionary lookups instead of a
+# tokenizer call on 216 characters (the ref of nearly every result of a big session, issue
+# 17). Checked against count_text on random and all-letter/all-digit digests
+# (tests/unit/test_layers.py).
 _REF_HEAD = "[output stored as artifact://sha256"
 _REF_TAIL = "); preview:]\n" + CLEARED_TEXT + "\n...\n"
-# The two hex parts are cut in one pass over "/<sha256> <sha256[:12]>": no piece spans the
-# space between them (a piece that ends in a letter or digit never takes a space after it).
-_HEX_PIECES = re.compile(r"[/ ]?[a-f]+|[/ ]|[0-9]{1,3}")
+_LETTER_RUNS = bytes.maketrans(b"0123456789", b" " * 10)  # digits -> spaces: split() gives the letter runs
+_DIGIT_RUNS = bytes.maketrans(b"abcdef", b" " * 6)  # letters -> spaces: split() gives the digit runs
+_DIGIT_RUN_TOKENS = [(n + 2) // 3 for n in range(80)]  # a run of n digits: pieces of up to three
 
 
 class _PieceTokens(dict):  # type: ignore[type-arg]
-    """piece -> its token count, counted on first lookup (``__missing__``: a lookup per piece
-    without a Python call when known; at most 65k pieces)."""
+    """piece (ASCII bytes) -> its token count, counted on first lookup (``__missing__``: a
+    lookup per piece without a Python call when known; at most 65k pieces)."""
 
-    def __missing__(self, piece: str) -> int:
+    def __missing__(self, piece: bytes) -> int:
         if len(self) > 1 << 16:
             self.clear()
-        n = self[piece] = len(encoding().encode_ordinary(piece))
+        n = self[piece] = len(encoding().encode_ordinary(piece.decode("ascii")))
         return n
 
 
 _PIECE_TOKENS = _PieceTokens()
 _piece_tokens = _PIECE_TOKENS.__getitem__
+_run_tokens = _DIGIT_RUN_TOKENS.__getitem__
+
+
+@lru_cache(maxsize=1)
+def _fixed_tokens() -> int:
+    return count_text(_REF_HEAD) + count_text(_REF_TAIL)
+
+
+@lru_cache(maxsize=1 << 12)
+def _size_tokens(size: int) -> int:
+    return count_text(f" ({size} bytes, sha256")
 
 
 def cleared_ref_tokens(ref: ArtifactRefBlock) -> int:
     """``count_text(render_artifact_ref(ref))`` for a ref made by ``_cleared_ref`` (see above)."""
     digest = ref.sha256
-    return (count_text(_REF_HEAD) + sum(map(_piece_tokens, _HEX_PIECES.findall("/" + digest + " " + digest[:12])))
-            + count_text(f" ({ref.bytes} bytes, sha256") + count_text(_REF_TAIL))
+    n = _fixed_tokens() + _size_tokens(ref.bytes)
+    hexes = (digest + " " + digest[:12]).encode("ascii")
+    letters = hexes.translate(_LETTER_RUNS).split()
+    n += sum(map(_piece_tokens, letters)) + sum(map(_run_tokens, map(len, hexes.translate(_DIGIT_RUNS).split())))
+    if not letters or digest[0].isdigit():
+        return n + _piece_tokens(b"/") + _piece_tokens(b" ")  # each alone before a digit
+    # the first letter run of each part takes the "/" or space before it
+    first, first12 = letters[0], letters[0][:12]
+    return n + _piece_tokens(b"/" + first) - _piece_tokens(first) + _piece_tokens(b" " + first12) - _piece_tokens(first12)
 
 
 _CLEARED_FIELDS = frozenset({"uri", "sha256", "bytes", "preview_head", "preview_tail", "media_type"})

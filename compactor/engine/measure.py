@@ -19,9 +19,9 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Sequence
 
-from compactor.events import CompactionBlock, Event, to_anthropic
+from compactor.events import CompactionBlock, Event, TextBlock, ToolResultBlock, ToolUseBlock, to_anthropic
 from compactor.tokens import MESSAGE_OVERHEAD, count_event, count_text
-from compactor.engine.view import LATE_RESULTS, message_role
+from compactor.engine.view import LATE_RESULTS, _renders, message_role
 
 
 NO_RESULT_TEXT = (
@@ -222,7 +222,101 @@ def _repair_tokens_rendered(view: Sequence[Event]) -> int:
 
 def view_tokens(view: Sequence[Event]) -> int:
     """Tokens of the request the view renders to (see the module docstring)."""
+    n = quick_view_tokens(view)
+    if n is not None:
+        return n
     return sum(count_event(e) for e in view) + repair_tokens(view)
+
+
+def quick_view_tokens(events: Iterable[Event], *, placed: bool = False) -> int | None:
+    """``view_tokens(events)`` in one loop (``count_event`` of each event and ``RepairCount``'s
+    walk, with ``message_role`` worked out inline), or None where that loop does not know the
+    answer: an event holding a provider compaction block or listing late results
+    (``LATE_RESULTS``), and with ``placed`` a result ``view.place_results`` would show as
+    text. ``placed``: the count of ``view.build_view(events, None)`` instead (the same events
+    when no result is placed as text), as ``streamed_view_tokens(iter_view_roles(events,
+    None), roles=True)`` counts it. Both ask every event of a session once or twice per
+    compaction (the default target, the plan; issue 17), at ~1/3 of the cost of the general
+    walk; ``tests/unit/test_measure_repair.py`` compares them."""
+    total = 0
+    first: str | None = None  # RepairCount's state, in locals (see RepairCount.add)
+    missing: list[str] = []
+    extra = 0
+    prole: str | None = None
+    pcalls: list[str] | None = None
+    role: str | None = None
+    calls: list[str] | None = None
+    results: set[str] | None = None
+    for e in events:
+        n = e.tokens
+        total += count_event(e) if n is None else n
+        if e.meta and e.meta.get(LATE_RESULTS):
+            return None
+        renders = False  # message_role(e), and no provider compaction block (RepairCount.add)
+        for b in e.blocks:
+            t = type(b)
+            if t is TextBlock:
+                if not renders and b.text.strip():
+                    renders = True
+            elif t is ToolUseBlock or t is ToolResultBlock:
+                renders = True
+            elif isinstance(b, CompactionBlock):
+                if b.raw is not None:
+                    return None
+                if not renders and b.content.strip():
+                    renders = True
+            elif not renders and _renders(b):
+                renders = True
+        if not renders:
+            continue
+        r = e.role
+        if r == "system":
+            if e.kind == "pinned" or e.injected:
+                continue
+            r = "user"
+        uses = e.tool_uses
+        res = e.tool_results
+        if placed and res and r == "user":
+            # view._placed: a result shown as text, for not answering a call of the assistant
+            # message before, or answering one this user message answered already
+            if role == "user":
+                asked, got = pcalls, results
+            else:
+                asked, got = (calls if role == "assistant" else None), None
+            for x in res:
+                uid = x.tool_use_id
+                if asked is None or uid not in asked or (got is not None and uid in got):
+                    return None  # the general walk
+        if r != role:  # a new message: the one before the last is complete, and so is its next
+            if first is None:
+                first = r
+            elif pcalls and prole == "assistant":
+                got = results if role == "user" and results else ()
+                lost = [u for u in pcalls if u not in got]
+                if lost:
+                    missing += lost
+                    if role != "user":
+                        extra += MESSAGE_OVERHEAD
+            prole, pcalls = role, calls
+            role, calls, results = r, None, None
+        if uses:
+            if calls is None:
+                calls = []
+            if len(uses) == 1:
+                calls.append(uses[0].id)
+            else:
+                calls.extend([u.id for u in uses])
+        if res:
+            if results is None:
+                results = set()
+            if len(res) == 1:
+                results.add(res[0].tool_use_id)
+            else:
+                results.update([x.tool_use_id for x in res])
+    count = RepairCount()  # its total() from the state reached
+    count._first, count._missing, count._extra = first, missing, extra
+    count._prole, count._pcalls, count._role, count._calls, count._results = prole, pcalls, role, calls, results
+    return total + count.total()
 
 
 def streamed_view_tokens(view: Iterable[Any], count: Callable[[Event], int] = count_event, *,

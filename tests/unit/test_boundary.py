@@ -1,5 +1,6 @@
 from compactor.engine.boundary import (
     abandoned_tool_uses,
+    body,
     choose_cut,
     pending_tool_uses,
     safe_cut_points,
@@ -180,5 +181,7 @@ def test_safe_cut_points_match_the_definition_on_random_sessions():
                 assert safe_cut_points(events, prev_end, keep_latest_request=keep) == \
                     _naive_safe_cut_points(events, prev_end, keep), (trial, keep, prev_end)
         for prev_end in (0, 3):  # both lists in one walk (the engine's plan and ladder)
-            assert safe_cut_points_both(events, prev_end) == \
-                {keep: _naive_safe_cut_points(events, prev_end, keep) for keep in (True, False)}
+            naive = {keep: _naive_safe_cut_points(events, prev_end, keep) for keep in (True, False)}
+            assert safe_cut_points_both(events, prev_end) == naive
+            # the caller's body list (plan's) in place of the function's own walk
+            assert safe_cut_points_both(events, prev_end, body_events=body(events, prev_end)) == naive

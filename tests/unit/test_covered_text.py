@@ -64,6 +64,7 @@ def test_validate_with_the_per_cut_facts_gives_the_walks_violations() -> None:
     """Batches, constraints, unknown outcomes, ranges, the latest request and the summary's
     size read from the index give the violations walking the events per candidate gives: at
     every 5th cut (splitting calls from their results too), replacements that keep or drop a result, and a view that shows a covered event."""
+    from compactor.engine.boundary import body
     from compactor.engine.invariants import validate
     from compactor.engine.layers import clear_old_tool_results
     from compactor.engine.policy import make_policy
@@ -76,6 +77,7 @@ def test_validate_with_the_per_cut_facts_gives_the_walks_violations() -> None:
         repl = clear_old_tool_results(evs, make_policy("default"), keep=3).replacements
         text_repl = {s: [TextBlock(text="late result as text")] for s in list(repl)[-2:]}
         index = CoveredText(evs)
+        shared = CoveredText(evs, body=(0, body(evs, 0)))  # the engine's: its body list given
         for end in [e.seq for e in evs][::5]:
             for replacements in ({}, repl, {**repl, **text_repl}):
                 kept = {s: b for s, b in replacements.items() if s > end}
@@ -88,6 +90,7 @@ def test_validate_with_the_per_cut_facts_gives_the_walks_violations() -> None:
                 got = validate(events=evs, checkpoint=ckpt, view=view, target_tokens=None, index=index)
                 want = validate(events=evs, checkpoint=ckpt, view=view, target_tokens=None)
                 assert got == want, end
+                assert validate(events=evs, checkpoint=ckpt, view=view, target_tokens=None, index=shared) == want
                 codes |= {v.code for v in got}
     assert {"event_duplicated", "latest_request_missing", "constraint_dropped"} <= codes, codes
     assert codes & {"tool_pairing", "batch_split"}, codes

@@ -139,6 +139,14 @@ def test_a_cleared_refs_count_is_the_tokenizers_count_of_its_rendered_text():
         assert cleared_ref_tokens(ref) == count_text(render_artifact_ref(ref)), (digest, size)
 
 
+def test_every_string_of_one_to_three_digits_is_one_token():
+    """What ``layers.cleared_ref_tokens`` counts a digest's digit runs by (pieces of up to
+    three digits, one token each)."""
+    from compactor.tokens import count_text
+
+    assert all(count_text(f"{i:0{w}d}") == 1 for w in (1, 2, 3) for i in range(10 ** w))
+
+
 def test_the_clearing_layer_counts_each_cleared_event_as_count_blocks_does():
     from compactor.tokens import count_blocks
 
@@ -171,3 +179,54 @@ def test_a_replaced_event_is_what_with_gives():
         assert got == want and got.__dict__ == want.__dict__
         assert got.__pydantic_fields_set__ == want.__pydantic_fields_set__
         assert got.tool_results == want.tool_results and got.model_dump() == want.model_dump()
+
+
+def test_externalize_skips_only_results_under_every_limit(monkeypatch):
+    """A result of one text at or under the policy's shortest limit is passed over without
+    its checks (``layers._under_every_limit``): the same outcome as checking every result, for
+    texts around each limit (newlines, multi-byte characters, a lone surrogate) and each
+    policy, the limits of one set by hand too."""
+    import random
+
+    from compactor.engine import layers
+    from compactor.engine.presets import PRESETS
+
+    rnd = random.Random(23)
+    policies = [make_policy(name) for name in PRESETS] + [
+        make_policy("default").model_copy(update=u) for u in (
+            {"tool_result_char_limit": 40, "tool_result_token_limit": None},
+            {"tool_result_line_limit": 5, "tool_result_token_limit": None, "tool_result_char_limit": None},
+            {"tool_result_byte_limit": 60, "tool_result_token_limit": None, "tool_result_char_limit": None},
+            {"tool_result_token_limit": 30, "tool_result_char_limit": None},
+        )]
+
+    def outcome(events, policy, skip):
+        if not skip:
+            monkeypatch.setattr(layers, "_under_every_limit", lambda p: -1)
+        try:
+            out = externalize_tool_results(events, policy)
+        except UnicodeEncodeError:
+            return "raised"
+        finally:
+            monkeypatch.undo()
+        return out.replacements, out.artifacts, out.counts, out.freed_tokens, out.items
+
+    checked = 0
+    for policy in policies:
+        short = layers._under_every_limit(policy)
+        c = Conv()
+        c.user("go")
+        for i in range(40):
+            n = max(0, short + rnd.randint(-3, 3) if i % 4 == 0 and short < 100_000 else rnd.randint(0, 200))
+            alphabet = rnd.choice(["ab ", "a\n", "é€\n", "x"])
+            piece = "".join(rnd.choice(alphabet) for _ in range(64))
+            c.call("Bash", {"command": "cat f"}, (piece * (n // 64 + 1))[:n])
+        got = outcome(c.events, policy, True)
+        assert got == outcome(c.events, policy, False)
+        checked += got != "raised" and got[4] > 0  # (some results over a limit)
+        if policy.tool_result_byte_limit is not None:  # a lone surrogate is encoded, as before: raises
+            c = Conv()
+            c.user("go")
+            c.call("Bash", {"command": "cat f"}, "a\ud800")
+            assert outcome(c.events, policy, True) == outcome(c.events, policy, False) == "raised"
+    assert checked >= 4  # (the hand-set limits at least)

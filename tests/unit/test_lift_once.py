@@ -180,7 +180,7 @@ def _without_shared_work(monkeypatch: pytest.MonkeyPatch) -> None:
     session for its checks (no ``CoveredText``) and was validated at once (no lazy verdict)."""
     from compactor.engine import compact as engine
 
-    monkeypatch.setattr(engine, "CoveredText", lambda events: None)
+    monkeypatch.setattr(engine, "CoveredText", lambda events, **kw: None)
     monkeypatch.setattr(engine._Candidate, "fits", property(lambda self: not self.violations))
 
 

@@ -4,6 +4,7 @@ rendered request adds: placeholder results for unanswered calls, a "(continued)"
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 from compactor.bench.synthetic import synthetic_sessions
 from compactor.engine.measure import _repair_tokens_rendered, render_request, repair_tokens, view_tokens
@@ -74,3 +75,59 @@ def test_a_view_counted_as_it_is_made_counts_what_the_built_view_does() -> None:
             if i in stops:
                 assert count.total() == repair_tokens(view[: i + 1])
     assert cleared > 20
+
+
+def _fixture_sessions(tmp: Path) -> list[list[Event]]:
+    """The sessions above, every importable fixture, and a generated session of small events."""
+    from compactor.bench.scale import write_session
+    from compactor.importers import import_file
+    from tests.conftest import FIXTURES
+
+    out = _sessions()
+    for p in sorted(FIXTURES.rglob("*")):
+        if p.is_file() and p.suffix in (".jsonl", ".json"):
+            try:
+                out.append(import_file(p).events)
+            except Exception:  # (fixtures of malformed input)
+                continue
+    write_session(tmp / "small.jsonl", 600)
+    out.append(import_file(tmp / "small.jsonl").events)
+    return out
+
+
+def test_the_quick_count_is_the_general_count_or_declines(tmp_path: Path) -> None:
+    """``quick_view_tokens`` (one loop) gives ``view_tokens``'s general walk, and with
+    ``placed`` the count of the built view (``streamed_view_tokens(iter_view_roles(...))``, as
+    ``plan`` counted it), on whole sessions and on random windows with events dropped (calls
+    left unanswered, results without their call, views opening on an assistant turn); it
+    declines (None) only where a result is placed as text, a provider compaction block or
+    a late-result list is shown."""
+    from compactor.engine.measure import quick_view_tokens, streamed_view_tokens
+    from compactor.engine.view import LATE_RESULTS, iter_view_roles
+    from compactor.events import CompactionBlock
+
+    def special(evs: list[Event]) -> bool:
+        return any(e.meta.get(LATE_RESULTS) or any(isinstance(b, CompactionBlock) and b.raw is not None
+                                                   for b in e.blocks) for e in evs)
+
+    rnd = random.Random(11)
+    counted = declined = 0
+    for events in _fixture_sessions(tmp_path):
+        windows = [events]
+        for _ in range(10):
+            a = rnd.randrange(len(events)) if events else 0
+            b = rnd.randrange(a, len(events)) + 1 if events else 0
+            windows.append([e for e in events[a:b] if rnd.random() > 0.15])
+        for evs in windows:
+            general = sum(count_event(e) for e in evs) + repair_tokens(evs)
+            quick = quick_view_tokens(evs)
+            assert quick == general or (quick is None and special(evs))
+            late: list[int] = []
+            shown = streamed_view_tokens(iter_view_roles(evs, None, late=late), roles=True)
+            got = quick_view_tokens(evs, placed=True)
+            assert got == shown or (got is None and (late or special(evs)))
+            if shown is not None:
+                assert shown == view_tokens(build_view(evs, None))
+            counted += got is not None
+            declined += got is None
+    assert counted > 100 and declined > 10
