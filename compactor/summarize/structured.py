@@ -711,11 +711,11 @@ there, and no fewer of them (a file only read keeps its ``defines:`` line within
 and everything without a budget; a changed file's detail line is budgeted and not counted)."""
 
 
-def _min_tokens(doc: _Doc, sections: frozenset[str]) -> int:
+def _min_tokens(doc: _Doc, sections: frozenset[str], limit: int | None = None) -> int:
     """A lower bound of the tokens of any summary that shows every item line of ``sections``
     in ``doc``: each line of text holding a non-space character starts at least one token of
     its own (no piece of cl100k's pre-split holds a newline followed by a non-space
-    character)."""
+    character). With ``limit``: counted only until it is passed (a number over ``limit``)."""
     n = 0
     for ln in doc.lines:
         if ln.section in sections and not ln.detail:
@@ -724,6 +724,8 @@ def _min_tokens(doc: _Doc, sections: frozenset[str]) -> int:
                 n += sum(1 for part in text.split("\n") if part and not part.isspace())
             elif text and not text.isspace():
                 n += 1
+            if limit is not None and n > limit:
+                break  # (the caller only asks whether the budget is passed)
     return n
 
 
@@ -744,7 +746,7 @@ def render_summary(state: LiftedState, budget_tokens: int, *, latest_full: bool 
     # Whole reports and reasons when everything fits; their budget shares apply only when
     # the summary has to give something up.
     budgeted = _build(state, budget=budget_tokens)
-    if _min_tokens(budgeted, _FIXED_SECTIONS) <= budget_tokens:
+    if _min_tokens(budgeted, _FIXED_SECTIONS, budget_tokens) <= budget_tokens:
         # (else the whole state cannot fit: its lists alone hold more lines than the budget
         # has tokens, and a session of thousands of commands is not rendered twice, issue 17)
         doc = _build(state)
