@@ -365,14 +365,13 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     get_hit = memo.get if memo is not None else {}.get
     for i in latest_runs:
         c = commands[i]
-        command = c.command
-        status = c.status
-        n = counts[command] if counts is not None else 1
+        n = counts[c.command] if counts is not None else 1
         gist = i in gists
         hit = get_hit(id(c))
         if hit is not None and hit[0] is c and hit[1] == n and hit[2] == gist:
-            text, installish = hit[3], hit[4]  # the same item in the previous rung's state: the same line
+            text, tier = hit[3], hit[4]  # the same item in the previous rung's state: the same line
         else:
+            command, status = c.command, c.status
             if c.exit_code is not None:
                 outcome = f"exit {c.exit_code}"
             else:
@@ -381,18 +380,18 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
             detail = f": {c.detail}" if c.detail else ""
             cmd_text = _code(command, GIST_COMMAND_CHARS if gist else 200)  # (the answer is the point)
             text = f"- #{c.seq} {cmd_text} → {outcome}{times}{detail}"
-            installish = None  # (asked below only when the tiers before it do not apply)
+            # (a cut answer's line under Errors says what it got: its command line is history too)
+            tier = (_TIER_COMMAND_FAILED if status == "failed"
+                    else _TIER_OUTPUT_GIST if gist
+                    else _TIER_INSTALL if c.detail.startswith("partial") or is_install(command)
+                    else _TIER_COMMAND_OK)  # (an answer past the share: the log has it)
             if memo is not None:
-                installish = c.detail.startswith("partial") or is_install(command)
-                memo[id(c)] = (c, n, gist, text, installish)  # (c held: its id is not reused meanwhile)
-        # (a cut answer's line under Errors says what it got: its command line is history too)
-        tier = (_TIER_COMMAND_EXPLAINED if c.tool_use_id in explained and (status == "failed" or c.detail.startswith("partial"))
-                else _TIER_COMMAND_FAILED if status == "failed"
-                else _TIER_COMMAND_RECENT_OK if i in recent_ok
-                else _TIER_OUTPUT_GIST if gist
-                else _TIER_INSTALL if (installish if installish is not None
-                                       else c.detail.startswith("partial") or is_install(command))
-                else _TIER_COMMAND_OK)  # (an answer past the share: the log has it)
+                memo[id(c)] = (c, n, gist, text, tier)  # (c held: its id is not reused meanwhile)
+        # what the rung's own lists say of it: told in full under Errors, or one of the newest
+        if explained and c.tool_use_id in explained and (c.status == "failed" or c.detail.startswith("partial")):
+            tier = _TIER_COMMAND_EXPLAINED
+        elif tier != _TIER_COMMAND_FAILED and i in recent_ok:
+            tier = _TIER_COMMAND_RECENT_OK
         lines.append(_Line(COMMANDS, text, tier, c.seq, len(lines)))
 
     last_test_by_cmd: dict[str, int] = {}
