@@ -9,27 +9,17 @@ from pathlib import Path
 import pytest
 
 from compactor import tokens
-from compactor.bench.scale import write_session
-from compactor.importers import import_file
 from compactor.lifting.lift import Lifter
 from compactor.summarize import structured
 from compactor.summarize.structured import begin_ladder_memo, end_ladder_memo, render_summary
 from compactor.tokens import count_lines, count_text
-from tests.conftest import corpus_files
-
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+from tests.unit.test_summary_fit import _sessions
 
 
 def _states(tmp_path: Path, sizes: tuple[int, ...]) -> list:
-    files = []
-    for n in sizes:
-        path = tmp_path / f"small{n}.jsonl"
-        write_session(path, n)
-        files.append(path)
-    files += [*sorted((FIXTURES / "claude-code").glob("*.jsonl"))[:6], *corpus_files()]
+    """States at 3 cuts of one lifting pass of generated sessions, fixtures and the corpus."""
     states = []
-    for path in files:
-        events = import_file(path).events
+    for events in _sessions(tmp_path, sizes):
         seqs = [e.seq for e in events]
         lifter = Lifter(events)
         states += [lifter.state_at(seqs[int((len(seqs) - 1) * f)]) for f in (0.3, 0.7, 1.0)]
