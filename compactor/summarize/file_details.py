@@ -8,6 +8,7 @@ Per changed file, newest first: the agent's own note on it and the facts its tex
 from __future__ import annotations
 
 import re
+from operator import attrgetter
 
 from compactor.lifting.state import FileRef
 from compactor.tokens import count_text
@@ -46,6 +47,8 @@ def signature_of(fact: str) -> str:
     return fact[:m.end() - 2] + (": " + "; ".join(numeric) if numeric else "")
 
 
+_SEQ = attrgetter("seq")
+
 READ_SHARE = 0.1
 """Share of the summary budget for what files the agent only read define (a setup.py's extras, a base
 class's methods): the facts the work built on, newest files first; changed files come first."""
@@ -60,8 +63,8 @@ def file_details(files: list[FileRef], budget: int | None, share: float = ARTIFA
     left = None if budget is None else max(floor, int(budget * share))
     out: dict[str, str] = {}
     shown_in: dict[str, str] = {}  # fact -> the (newer) file whose line already says it
-    local = {f.path.rsplit("/", 1)[-1].split(".", 1)[0] for f in files}  # the project's own modules
-    for rank, f in enumerate(sorted(files, key=lambda x: x.seq, reverse=True)):
+    local: set[str] | None = None  # the project's own modules (made when an import needs them)
+    for rank, f in enumerate(sorted(files, key=_SEQ, reverse=True)):
         if left is not None and left < 12:
             break
         parts: list[str] = []
@@ -80,6 +83,8 @@ def file_details(files: list[FileRef], budget: int | None, share: float = ARTIFA
                 if not fact:
                     continue
             if fact.startswith(IMPORTS):  # a dependency is what is not the project's own
+                if local is None:  # (a big session's read files: 100k names nothing asks for, issue 17)
+                    local = {g.path.rsplit("/", 1)[-1].split(".", 1)[0] for g in files}
                 names = [n for n in fact[len(IMPORTS):].split(", ") if n not in local]
                 if not names:
                     continue

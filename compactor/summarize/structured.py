@@ -28,6 +28,8 @@ from __future__ import annotations
 import re
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
+from itertools import accumulate
+from collections import Counter
 from operator import attrgetter
 
 from pydantic import BaseModel, Field
@@ -46,7 +48,7 @@ from compactor.lifting.narrative import (
 )
 from compactor.summarize.failure_lines import build_failure_lines, code as _code, one_line as _one_line, shown_soft
 from compactor.summarize.file_details import ARTIFACT_SHARE, file_details, read_details
-from compactor.tokens import count_lines, count_text
+from compactor.tokens import COUNT_PIECE, SHORT_TEXT, _LINE_CUT, _pieces, count_lines, count_text
 
 GOAL = "Goal"
 REQUESTS = "User requests"
@@ -324,50 +326,52 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
             doc.add(FILES_CHANGED, details[f.path], tier, f.seq, detail=True)
 
     changed = {f.path for f in state.files_changed}
-    read_only = [f for f in state.files_read if f.path not in changed]
+    read_only = [f for f in state.files_read if f.path not in changed] if changed else state.files_read
     read_facts = read_details(read_only, budget)
     lines = doc.lines  # (the loops below append their lines as ``doc.add`` does, without a call each)
-    for f in read_only:
-        if facts := read_facts.get(f.path):  # what it defines is what the work built on: kept with its line
-            lines.append(_Line(FILES_READ, f"- {f.path}\n{facts}", _TIER_READ_DETAIL, f.seq, len(lines)))
-        else:
-            lines.append(_Line(FILES_READ, f"- {f.path}", _TIER_FILE_READ, f.seq, len(lines)))
+    get_facts = read_facts.get
+    # (what a file only read defines is what the work built on: kept with its line)
+    lines += [_Line(FILES_READ, f"- {f.path}\n{facts}", _TIER_READ_DETAIL, f.seq, k)
+              if (facts := get_facts(f.path)) else _Line(FILES_READ, f"- {f.path}", _TIER_FILE_READ, f.seq, k)
+              for k, f in enumerate(read_only, len(lines))]
 
     failure_lines = build_failure_lines(state.failed_approaches, state.files_changed)  # [line, tier, seq, tool ids]
     explained = {i for fl in failure_lines for i in fl[3]}  # failed runs the errors section tells in full
 
     # Commands: one line per distinct command, showing the latest run.
-    latest_by_cmd: dict[str, int] = {}
-    counts: dict[str, int] = {}
-    for i, c in enumerate(state.commands):
-        latest_by_cmd[c.command] = i
-        counts[c.command] = counts.get(c.command, 0) + 1
+    commands = state.commands
+    latest_by_cmd = {c.command: i for i, c in enumerate(commands)}
+    latest_runs = sorted(latest_by_cmd.values())  # the latest run of each distinct command, in order
+    counts = Counter(map(_COMMAND, commands)) if len(latest_runs) < len(commands) else None  # (None: each ran once)
     # the newest distinct commands that worked are how the agent got where it is: kept longer
-    recent_ok = [i for i in sorted(set(latest_by_cmd.values())) if state.commands[i].status != "failed"]
-    recent_ok = set(recent_ok[-_RECENT_OK_COMMANDS:])
+    recent_ok: set[int] = set()
+    for i in reversed(latest_runs):
+        if len(recent_ok) == _RECENT_OK_COMMANDS:
+            break
+        if commands[i].status != "failed":
+            recent_ok.add(i)
     # what fetches and queries answered (a status, the documents and items that came back, code a
     # response printed): what the agent learned and acted on, within a share
     gist_room = None if budget is None else int(budget * GIST_SHARE)
     gists: set[int] = set()
-    answers = [(count_text(c.command[:GIST_COMMAND_CHARS] + c.detail) + 4, -i) for i in set(latest_by_cmd.values())
-               if (c := state.commands[i]).status == "ok" and "got" in c.detail[:40]]
+    answers = [(count_text(c.command[:GIST_COMMAND_CHARS] + c.detail) + 4, -i) for i in latest_runs
+               if (c := commands[i]).status == "ok" and "got" in c.detail[:40]]
     for cost, neg in sorted(answers):  # the shortest answers first (a status, a title), then the newest
         if gist_room is not None and cost > gist_room:
             continue
         gists.add(-neg)
         gist_room = None if gist_room is None else gist_room - cost
     memo = _LADDER_MEMO.get()
-    for i, c in enumerate(state.commands):
-        command = c.command
-        if latest_by_cmd[command] != i:
-            continue
-        status = c.status
-        n = counts[command]
+    get_hit = memo.get if memo is not None else {}.get
+    for i in latest_runs:
+        c = commands[i]
+        n = counts[c.command] if counts is not None else 1
         gist = i in gists
-        hit = memo.get(id(c)) if memo is not None else None
+        hit = get_hit(id(c))
         if hit is not None and hit[0] is c and hit[1] == n and hit[2] == gist:
-            text, installish = hit[3], hit[4]  # the same item in the previous rung's state: the same line
+            text, tier = hit[3], hit[4]  # the same item in the previous rung's state: the same line
         else:
+            command, status = c.command, c.status
             if c.exit_code is not None:
                 outcome = f"exit {c.exit_code}"
             else:
@@ -376,18 +380,18 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
             detail = f": {c.detail}" if c.detail else ""
             cmd_text = _code(command, GIST_COMMAND_CHARS if gist else 200)  # (the answer is the point)
             text = f"- #{c.seq} {cmd_text} → {outcome}{times}{detail}"
-            installish = None  # (asked below only when the tiers before it do not apply)
+            # (a cut answer's line under Errors says what it got: its command line is history too)
+            tier = (_TIER_COMMAND_FAILED if status == "failed"
+                    else _TIER_OUTPUT_GIST if gist
+                    else _TIER_INSTALL if c.detail.startswith("partial") or is_install(command)
+                    else _TIER_COMMAND_OK)  # (an answer past the share: the log has it)
             if memo is not None:
-                installish = c.detail.startswith("partial") or is_install(command)
-                memo[id(c)] = (c, n, gist, text, installish)  # (c held: its id is not reused meanwhile)
-        # (a cut answer's line under Errors says what it got: its command line is history too)
-        tier = (_TIER_COMMAND_EXPLAINED if c.tool_use_id in explained and (status == "failed" or c.detail.startswith("partial"))
-                else _TIER_COMMAND_FAILED if status == "failed"
-                else _TIER_COMMAND_RECENT_OK if i in recent_ok
-                else _TIER_OUTPUT_GIST if gist
-                else _TIER_INSTALL if (installish if installish is not None
-                                       else c.detail.startswith("partial") or is_install(command))
-                else _TIER_COMMAND_OK)  # (an answer past the share: the log has it)
+                memo[id(c)] = (c, n, gist, text, tier)  # (c held: its id is not reused meanwhile)
+        # what the rung's own lists say of it: told in full under Errors, or one of the newest
+        if explained and c.tool_use_id in explained and (c.status == "failed" or c.detail.startswith("partial")):
+            tier = _TIER_COMMAND_EXPLAINED
+        elif tier != _TIER_COMMAND_FAILED and i in recent_ok:
+            tier = _TIER_COMMAND_RECENT_OK
         lines.append(_Line(COMMANDS, text, tier, c.seq, len(lines)))
 
     last_test_by_cmd: dict[str, int] = {}
@@ -410,8 +414,7 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     # An error name is said by the failure line of the call that hit it when that line quotes it
     # (command, cause, status: "what failed, why, fixed or not" in one line, which then keeps
     # as long as the error would); otherwise on its own line, with the call that hit it.
-    what_failed = {c.tool_use_id: c.command for c in state.commands if c.tool_use_id}
-    what_failed.update({fa.tool_use_id: fa.what for fa in state.failed_approaches if fa.tool_use_id})
+    what_failed: dict[str, str] | None = None  # tool call id -> what it ran (made when an error needs it)
     for name, items in by_name.items():
         seqs = ", ".join(f"#{e.seq}" for e in items[:4]) + (", …" if len(items) > 4 else "")
         fixed = [resolved_at.get(e.tool_use_id) for e in items]
@@ -423,6 +426,9 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
             for fl in carriers:
                 fl[1] = max(fl[1], tier)
             continue
+        if what_failed is None:
+            what_failed = {c.tool_use_id: c.command for c in state.commands if c.tool_use_id}
+            what_failed.update({fa.tool_use_id: fa.what for fa in state.failed_approaches if fa.tool_use_id})
         where = what_failed.get(items[-1].tool_use_id or "")
         where_text = f" in {_code(where, 90)}" if where else ""
         doc.add(ERRORS, f"- {name} ({seqs}{done}){where_text}: {_one_line(items[-1].message, 200)}",
@@ -509,14 +515,13 @@ def _fit(doc: _Doc, budget: int, tokens: int,
          rendered: tuple[str, dict[str, list[str]], dict[str, int]]) -> tuple[str, dict[str, list[str]], dict[str, int], int]:
     """Drop droppable lines, lowest tier and oldest first, until the text fits (or none left).
 
-    ``rendered``: ``_render(doc)``, whose count is ``tokens``. Each batch drops the lines that
+    ``rendered``: ``_render(doc)``, whose count is ``tokens`` (``_measure``: which also sized
+    each droppable line, ``ln.tokens``). Each batch drops the lines that
     should cover the surplus, then the text of what is left is rendered and counted exactly;
     only the kept lines are rendered (a big state's first batch drops nearly all of its ~100k
     lines, issue 17), with the same result as ``_render(doc)`` after each batch."""
     candidates = sorted((ln for ln in doc.lines if ln.tier is not None), key=_DROP_ORDER)
     text, sections, dropped = rendered
-    for ln in candidates:  # (only a droppable line's size is read)
-        ln.tokens = count_text(ln.text) + 1
     fixed = [ln for ln in doc.lines if ln.tier is None]
     n_dropped: dict[str, int] = {}
     n = len(candidates)
@@ -544,7 +549,127 @@ def _fit(doc: _Doc, budget: int, tokens: int,
     return text, sections, dropped, tokens
 
 
+def _measure(doc: _Doc) -> tuple[str, dict[str, list[str]], dict[str, int], int]:
+    """``_render(doc)`` of a document with no line dropped, and ``count_lines`` of its text, with
+    every droppable line sized for ``_fit`` (``ln.tokens``: its text's count plus its newline).
+
+    The text's count is summed from the lines' own counts, the ones ``_fit`` sizes them by,
+    instead of splitting and looking up the whole text again (a state of 100k items renders
+    a text of ~100k lines per rung of the shrink ladder, issue 17). The same number as
+    ``count_lines(text)``: the text is cut where ``count_lines`` cuts it (before a line
+    starting with a non-space character, which the tokenizer never joins to the newline
+    before it), and across ``count_lines``' own cuts of a text over ``COUNT_PIECE``; a text
+    laid out otherwise than ``_render`` lays it out is counted with ``count_lines``."""
+    text, sections, dropped = _render(doc)
+    tokens = _sum_lines(doc.lines, text) if len(text) > SHORT_TEXT else None
+    if tokens is None:  # (a short text, or one not laid out as expected)
+        for ln in doc.lines:
+            if ln.tier is not None:
+                ln.tokens = count_text(ln.text) + 1
+        tokens = count_lines(text)
+    return text, sections, dropped, tokens
+
+
+def _sum_lines(lines: list[_Line], text: str) -> int | None:
+    """``count_lines(text)`` of ``_render``'s text of ``lines`` (none dropped), summed from the
+    lines' counts (see ``_measure``), sizing the droppable ones; None: not laid out so."""
+    total = 0
+    size = 0  # characters laid out so far (a check of the layout against the text)
+    region: list[str] | None = None  # the text since the last cut, when a line cannot start a region
+    alnum = _ALNUM
+    section = None
+    rank = -1
+    last = len(lines) - 1
+    for i, ln in enumerate(lines):
+        t = ln.text
+        c = count_text(t)
+        if ln.tier is not None:
+            ln.tokens = c + 1
+        if ln.section != section:  # a section starts: its heading comes first
+            section = ln.section
+            k = _SECTION_RANK.get(section, -1)
+            if k <= rank:  # (not the order ``_render`` lays the sections out in)
+                return None
+            rank = k
+            head = _HEADINGS[section]
+            size += len(head)
+            if t[:1].isspace() or not t:
+                region = [head]
+            else:
+                total += count_text(head)
+        # the separator after this line, and whether a cut follows it
+        if i == last:
+            sep, cut = "", True
+        elif lines[i + 1].section == section:
+            sep = "\n"
+            nt = lines[i + 1].text
+            cut = bool(nt) and not nt[0].isspace()
+        else:
+            sep, cut = "\n\n", True  # (the next section's heading)
+        size += len(t) + len(sep)
+        if region is not None:
+            region.append(t)
+            region.append(sep)
+            if cut:
+                total += count_text("".join(region))
+                region = None
+        elif not cut:
+            region = [t, sep]
+        elif sep == "\n" and t[-1] in alnum:
+            total += c + 1  # a newline after a letter or digit is a token of its own
+        else:
+            total += count_text(t + sep) if sep else c
+    if size != len(text):
+        return None
+    if len(text) > COUNT_PIECE:
+        extra = _piece_corrections(text)
+        if extra is None:
+            return None
+        total += extra
+    return total
+
+
+_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+_SECTION_RANK = {name: k for k, name in enumerate(SECTION_NAMES)}
+_HEADINGS = {name: f"## {name}\n" for name in SECTION_NAMES}
+
+
+
+def _piece_corrections(text: str) -> int | None:
+    """What ``count_lines(text)`` counts beyond the whole text's count for a text over
+    ``COUNT_PIECE``: it counts the text in ``_pieces``, whose cuts may split a line the tokenizer
+    would not have split (a newline after punctuation is one piece with it), so each line a
+    piece cut falls in is counted as its two halves. None: a line longer than a piece."""
+    extra = 0
+    cuts = list(accumulate(len(piece) for piece in _pieces(text)))[:-1]
+    prev = 0
+    for n, pos in enumerate(cuts):
+        # the line (between two of ``count_lines``' cuts) that holds the piece cut at ``pos``
+        start = pos
+        while True:
+            j = text.rfind("\n", 0, start)
+            if j < 0:
+                start = 0
+                break
+            if not text[j + 1].isspace():
+                start = j + 1
+                break
+            start = j
+        m = _LINE_CUT.search(text, pos + 1)
+        end = m.start() if m is not None else len(text)
+        if start < prev or (n + 1 < len(cuts) and end > cuts[n + 1]):
+            return None  # (a line over two piece cuts: a giant item)
+        prev = pos
+        if start == pos:
+            continue  # a line cut already
+        line = text[start:end]
+        k = pos - start
+        extra += count_text(line[:k]) + count_text(line[k:]) - count_text(line)
+    return extra
+
+
 _ORDER = attrgetter("order")
+_COMMAND = attrgetter("command")
 
 
 def _render_kept(kept: list[_Line], dropped: dict[str, int]) -> tuple[str, dict[str, list[str]]]:
@@ -585,11 +710,11 @@ there, and no fewer of them (a file only read keeps its ``defines:`` line within
 and everything without a budget; a changed file's detail line is budgeted and not counted)."""
 
 
-def _min_tokens(doc: _Doc, sections: frozenset[str]) -> int:
+def _min_tokens(doc: _Doc, sections: frozenset[str], limit: int | None = None) -> int:
     """A lower bound of the tokens of any summary that shows every item line of ``sections``
     in ``doc``: each line of text holding a non-space character starts at least one token of
     its own (no piece of cl100k's pre-split holds a newline followed by a non-space
-    character)."""
+    character). With ``limit``: counted only until it is passed (a number over ``limit``)."""
     n = 0
     for ln in doc.lines:
         if ln.section in sections and not ln.detail:
@@ -598,6 +723,8 @@ def _min_tokens(doc: _Doc, sections: frozenset[str]) -> int:
                 n += sum(1 for part in text.split("\n") if part and not part.isspace())
             elif text and not text.isspace():
                 n += 1
+            if limit is not None and n > limit:
+                break  # (the caller only asks whether the budget is passed)
     return n
 
 
@@ -618,17 +745,15 @@ def render_summary(state: LiftedState, budget_tokens: int, *, latest_full: bool 
     # Whole reports and reasons when everything fits; their budget shares apply only when
     # the summary has to give something up.
     budgeted = _build(state, budget=budget_tokens)
-    if _min_tokens(budgeted, _FIXED_SECTIONS) <= budget_tokens:
+    if _min_tokens(budgeted, _FIXED_SECTIONS, budget_tokens) <= budget_tokens:
         # (else the whole state cannot fit: its lists alone hold more lines than the budget
         # has tokens, and a session of thousands of commands is not rendered twice, issue 17)
         doc = _build(state)
-        text, sections, dropped = _render(doc)
-        tokens = count_lines(text)
+        text, sections, dropped, tokens = _measure(doc)
         if tokens <= budget_tokens:
             return RenderedSummary(text=text, sections=sections, tokens=tokens, dropped=dropped)
     doc = budgeted
-    text, sections, dropped = _render(doc)
-    tokens = count_lines(text)
+    text, sections, dropped, tokens = _measure(doc)
     if tokens <= budget_tokens:
         return RenderedSummary(text=text, sections=sections, tokens=tokens, dropped=dropped)
 
@@ -637,8 +762,8 @@ def render_summary(state: LiftedState, budget_tokens: int, *, latest_full: bool 
     if tokens > budget_tokens:
         # Last resort: the goal and latest request shrink to head quotes pointing at the log.
         short = _build(state, short_requests=True, budget=budget_tokens, latest_full=latest_full)
-        short_rendered = _render(short)
-        out2 = _fit(short, budget_tokens, count_lines(short_rendered[0]), short_rendered)
+        *short_rendered, short_tokens = _measure(short)
+        out2 = _fit(short, budget_tokens, short_tokens, tuple(short_rendered))
         if out2[3] < tokens:
             text, sections, dropped, tokens = out2
             weight = _left_out_weight(short)

@@ -206,7 +206,7 @@ def _plain_render(monkeypatch: pytest.MonkeyPatch) -> None:
     from compactor.summarize import structured
     from compactor.tokens import count_text
 
-    monkeypatch.setattr(structured, "_min_tokens", lambda doc, sections: 0)
+    monkeypatch.setattr(structured, "_min_tokens", lambda doc, sections, limit=None: 0)
     monkeypatch.setattr(structured, "count_lines", count_text)
 
 

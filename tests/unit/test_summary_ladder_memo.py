@@ -84,3 +84,20 @@ def test_a_memo_left_from_other_states_changes_nothing(tmp_path: Path, budget: i
     finally:
         end_ladder_memo(token)
     assert with_memo == _renders(calls, memo=False)
+
+
+def test_a_command_newest_in_one_rung_and_older_in_the_next_keeps_its_place_by_the_rung() -> None:
+    """The memo keeps a command's own tier; being one of the newest that worked is the rung's:
+    the two lines the early rung keeps longer are ordinary ok runs in the later one."""
+    from compactor.lifting.lift import LiftedState
+
+    cmds = [Command(seq=i, command=f"step {i}", status="ok", exit_code=0) for i in range(1, 9)]
+    early, late = LiftedState(commands=cmds[:2]), LiftedState(commands=cmds)
+    token = begin_ladder_memo()
+    try:
+        tiers = [[ln.tier for ln in structured._build(s, budget=5_000).lines] for s in (early, late)]
+    finally:
+        end_ladder_memo(token)
+    assert tiers == [[ln.tier for ln in structured._build(s, budget=5_000).lines] for s in (early, late)]
+    assert tiers[0] == [structured._TIER_COMMAND_RECENT_OK] * 2
+    assert tiers[1][:2] == [structured._TIER_COMMAND_OK] * 2
