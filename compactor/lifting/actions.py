@@ -82,6 +82,9 @@ _SWE_EDIT_FAILED = "Your proposed edit has introduced new syntax error"
 _EDITOR_TOOLS = frozenset({"str_replace_editor", "str_replace_based_edit_tool", "text_editor"})
 _SWE_READ = {"open", "goto"}
 _SWE_CHANGE = {"create", "edit", "insert", "append"}
+_SWE_VERBS = frozenset({*_SWE_READ, *_SWE_CHANGE, "submit", "scroll_down", "scroll_up", "find_file", "search_dir",
+                        "search_file"})
+"""Every verb ``_swe_command`` answers for."""
 
 
 def _clip(text: str, n: int = MAX_ITEM_CHARS) -> str:
@@ -311,6 +314,8 @@ def _swe_command(command: str) -> tuple[str, list[str]] | None:
     if not toks:
         return None
     verb = toks[0]
+    if verb not in _SWE_VERBS:
+        return None  # (most commands: one set look-up)
     if verb in _SWE_READ:
         args = [t.strip("'\"") for t in toks[1:2]]
         return verb, [a for a in args if a and not a.isdigit()]
@@ -441,15 +446,17 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
         act.is_test = is_test_command(command)
         files = shell_files(command)
         reads, changes = files.reads, files.changes
-        act.paths = list(changes)
-        act.shell_ops = changes
-        if files.writes:  # (else the action's own empty dicts)
+        if changes:  # (else the shared empty defaults: most commands change no file)
+            act.paths = list(changes)
+            act.shell_ops = changes
+        if files.writes:  # (else the shared empty maps)
             act.digests = {p: _digests.write_digest(p, text, append=changes[p].endswith(("append", "-a")))
                            for p, text in files.writes.items()}
             act.texts = dict(files.writes)
         act.partial = any(op.endswith(("append", "-a")) for op in changes.values()) if changes else False
         act.change_op = "shell"
-        act.reads = reads
+        if reads:
+            act.reads = reads
         act.summary = f"{name}: {_one_line(command, 160)}"
         return act
 
