@@ -155,3 +155,20 @@ def test_a_call_without_files_shares_read_only_empty_maps() -> None:
         b.paths.append("f")  # type: ignore[attr-defined]
     c = actions.classify(ToolUseBlock(id="3", name="Write", input={"file_path": "a.py", "content": "X = 1\n"}))
     assert c.paths == ["a.py"] and c.texts == {"a.py": "X = 1\n"} and c.texts is not a.texts
+
+
+def test_the_sentence_gap_and_glue_checks_answer_as_the_patterns_they_stand_for() -> None:
+    from compactor.lifting import constraints
+
+    rnd = random.Random(5)
+    alphabet = "aZq.!? \t\n\r\x0b\u00a0\u2028é1"
+    texts = _texts() + ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 14))) for _ in range(40_000)]
+    gaps = glued = 0
+    for t in texts:
+        gap = constraints._SENTENCE_GAP_RE.search(t) is not None
+        assert gap == (constraints._SENTENCE_GAP_PRE.search(t) is not None), repr(t[:80])
+        glue = re.search(r"[a-z][.!?][A-Z]", t) is not None
+        assert glue == (constraints._GLUED_PRE_RE.search(t) is not None), repr(t[:80])
+        gaps += gap
+        glued += glue
+    assert gaps > 100 and glued > 100
