@@ -16,30 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from compactor.bench.scale import small_session_lines
-from compactor.bench.synthetic import synthetic_sessions
-from compactor.events import Event, TextBlock, ToolUseBlock
-from compactor.importers import import_file
+from compactor.events import Event, TextBlock, ToolResultBlock, ToolUseBlock
 from compactor.lifting import actions, content, failures, lift, notes
-from tests.conftest import corpus_files
-
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+from tests.unit.test_lift_trusted import _generated, _sessions as _transcripts
 
 
 @functools.lru_cache(maxsize=1)
 def _sessions() -> tuple[tuple[str, list], ...]:
-    out: list[tuple[str, list]] = []
-    files = [p for p in sorted(FIXTURES.rglob("*")) if p.is_file() and p.suffix in (".jsonl", ".json")]
-    for path in files + corpus_files():
-        try:
-            events = import_file(path).events
-        except Exception:  # noqa: BLE001 - a fixture of another format (a bad-input case): not a transcript
-            continue
-        if events:
-            out.append((path.name, events))
-    out += [(name, list(evs)) for name, evs in synthetic_sessions(4, seed=9)]
-    out.append(("needles", _needle_session()))
-    return tuple(out)
+    """The fixtures, the corpus and synthetic sessions (``test_lift_trusted``'s), and the needles."""
+    return (*_transcripts(), ("needles", _needle_session()))
 
 
 _NEEDLE_WORDS = [*lift._DECISION_NEEDLES, *lift._FAILED_NEEDLES, *failures._SOFT_FAIL_NEEDLES,
@@ -66,19 +51,12 @@ def _needle_session() -> list[Event]:
         events.append(Event(seq=seq, id=f"a{k}", role="assistant", blocks=[
             TextBlock(text=text), ToolUseBlock(id=uid, name="Bash", input={"command": cmd})]))
         seq += 1
-        from compactor.events import ToolResultBlock  # (local: only this builder makes results)
         events.append(Event(seq=seq, id=f"r{k}", role="user", blocks=[ToolResultBlock(
             tool_use_id=uid, content=[TextBlock(text=rnd.choice(["ok", "0 of 4 passed", "def f(x):\n    return 1\n"]))])]))
         if rnd.random() < 0.3:  # a reply without a call after a result
             seq += 1
             events.append(Event(seq=seq, id=f"m{k}", role="assistant", blocks=[TextBlock(text=text)]))
     return events
-
-
-def _generated(tmp_path: Path, n: int) -> list:
-    path = tmp_path / "small.jsonl"
-    path.write_text("\n".join(small_session_lines(n)) + "\n")
-    return import_file(path).events
 
 
 def _dumps(events: list) -> list[str]:
