@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
-from typing import Any, Iterable
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
 
 from compactor.lifting import digests as _digests
 from compactor.lifting.content import written_text
-from compactor.events import ArtifactRefBlock, ToolResultBlock, ToolUseBlock
+from compactor.events import ArtifactRefBlock, TextBlock, ToolResultBlock, ToolUseBlock
 from compactor.lifting.state import ActionKind, TestStatus, Todo
 from compactor.lifting.shell import plausible_path, scripts_of, shell_files
 
@@ -79,8 +79,12 @@ _AIDER_RUNNING_RE = re.compile(r"^>\s*Running (.+?)\s*$", re.MULTILINE)
 _SWE_FILE_HEADER_RE = re.compile(r"^\[File: (.+?) \(\d+ lines total\)\]", re.MULTILINE)
 _SWE_OPEN_FILE_RE = re.compile(r"\(Open file: (.+?)\)")
 _SWE_EDIT_FAILED = "Your proposed edit has introduced new syntax error"
+_EDITOR_TOOLS = frozenset({"str_replace_editor", "str_replace_based_edit_tool", "text_editor"})
 _SWE_READ = {"open", "goto"}
 _SWE_CHANGE = {"create", "edit", "insert", "append"}
+_SWE_VERBS = frozenset({*_SWE_READ, *_SWE_CHANGE, "submit", "scroll_down", "scroll_up", "find_file", "search_dir",
+                        "search_file"})
+"""Every verb ``_swe_command`` answers for."""
 
 
 def _clip(text: str, n: int = MAX_ITEM_CHARS) -> str:
@@ -162,24 +166,44 @@ def error_names(text: str, failed: bool) -> list[tuple[str, str]]:
 # --- tool classification ----------------------------------------------------------------------
 
 
+class _NoFiles(dict):  # type: ignore[type-arg]
+    """The empty file maps ``_Action``s share: read-only, and hashable as a dataclass default must be."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return 0
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("an _Action's shared empty mapping is read-only: assign a new one")
+
+    __setitem__ = __delitem__ = setdefault = pop = popitem = clear = update = __ior__ = _read_only
+
+
+_NO_FILES: Mapping[str, str] = _NoFiles()
+
+
 @dataclass(slots=True)
 class _Action:
     """What a tool_use is, independent of its result.
 
     A plain dataclass, not a pydantic model: one is built per tool call and set attribute by
-    attribute, and it never leaves the lifter (what is stored is the state's own models)."""
+    attribute, and it never leaves the lifter (what is stored is the state's own models). It is
+    read, never changed in place: a call without paths or files shares the empty defaults (a
+    tuple, a read-only mapping: issue 17, five containers fewer per call, kept while the pass
+    lives) and ``classify`` assigns new ones."""
 
     tool: str
     kind: ActionKind = "other"
     command: str | None = None
-    paths: list[str] = field(default_factory=list)
+    paths: Sequence[str] = ()
     change_op: str = ""
     is_test: bool = False
-    reads: list[str] = field(default_factory=list)  # files a shell command reads
-    shell_ops: dict[str, str] = field(default_factory=dict)  # file -> how a shell command changed it
+    reads: Sequence[str] = ()  # files a shell command reads
+    shell_ops: Mapping[str, str] = _NO_FILES  # file -> how a shell command changed it
     swe_edit: bool = False  # SWE-agent `edit`: the file is the one open, named by the result
-    digests: dict[str, str] = field(default_factory=dict)  # file -> what this call put there
-    texts: dict[str, str] = field(default_factory=dict)  # file -> the text it wrote (new lines of an edit)
+    digests: Mapping[str, str] = _NO_FILES  # file -> what this call put there
+    texts: Mapping[str, str] = _NO_FILES  # file -> the text it wrote (new lines of an edit)
     facts: dict[str, list[str]] | None = None  # file -> facts of its text, when known without the text
     partial: bool = False  # the texts are fragments (an edit's new lines), not whole files
     todos: list[Todo] | None = None
@@ -290,6 +314,8 @@ def _swe_command(command: str) -> tuple[str, list[str]] | None:
     if not toks:
         return None
     verb = toks[0]
+    if verb not in _SWE_VERBS:
+        return None  # (most commands: one set look-up)
     if verb in _SWE_READ:
         args = [t.strip("'\"") for t in toks[1:2]]
         return verb, [a for a in args if a and not a.isdigit()]
@@ -344,7 +370,7 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
     patches = _patch_files(inp)
     patch_files = _dedupe(pf.path for pf in patches) if patches else []
 
-    if low == "str_replace_editor" or low == "str_replace_based_edit_tool" or low == "text_editor":
+    if low in _EDITOR_TOOLS:
         sub = str(inp.get("command", ""))
         paths = _path_of(inp)
         if sub == "view":
@@ -420,15 +446,17 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
         act.is_test = is_test_command(command)
         files = shell_files(command)
         reads, changes = files.reads, files.changes
-        act.paths = list(changes)
-        act.shell_ops = changes
-        if files.writes:  # (else the action's own empty dicts)
+        if changes:  # (else the shared empty defaults: most commands change no file)
+            act.paths = list(changes)
+            act.shell_ops = changes
+        if files.writes:  # (else the shared empty maps)
             act.digests = {p: _digests.write_digest(p, text, append=changes[p].endswith(("append", "-a")))
                            for p, text in files.writes.items()}
             act.texts = dict(files.writes)
         act.partial = any(op.endswith(("append", "-a")) for op in changes.values()) if changes else False
         act.change_op = "shell"
-        act.reads = reads
+        if reads:
+            act.reads = reads
         act.summary = f"{name}: {_one_line(command, 160)}"
         return act
 
@@ -457,8 +485,11 @@ class _Outcome:
 
 
 def _result_text(r: ToolResultBlock) -> str:
+    content = r.content
+    if len(content) == 1 and type(content[0]) is TextBlock:
+        return content[0].text  # (most results: one text block, joined alone it is itself)
     parts: list[str] = []
-    for c in r.content:
+    for c in content:
         if isinstance(c, ArtifactRefBlock):
             parts.append(c.preview_head)
             parts.append(c.preview_tail)

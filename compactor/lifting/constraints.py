@@ -60,9 +60,12 @@ def is_genuine_request(e: Event) -> bool:
 # --- sentences ------------------------------------------------------------------------------------
 
 _SENTENCE_GAP_RE = re.compile(r"(?<=[.!?])[ \t]+(?=\S)")
+# Whether a line has a sentence gap: the same answer, found by a pattern that opens with a character
+# set, so the search skips to the sentence ends instead of trying the lookbehind everywhere (issue 17)
+_SENTENCE_GAP_PRE = re.compile(r"[.!?][ \t]+\S")
 # "as we wish.This means": a full stop with no space before a word that opens sentences (never
 # "torch.Tensor" or "os.Path": only these openers count)
-_GLUED_PRE_RE = re.compile(r"[a-z][.!?][A-Z]")
+_GLUED_PRE_RE = re.compile(r"[.!?](?<=[a-z].)[A-Z]")  # ([a-z][.!?][A-Z], searched from the stops)
 _GLUED_RE = re.compile(r"(?<=[a-z]{3}[.!?])(?=(?:This|That|The|These|Those|Let's|Let|We|It|So|Now|Next|Another|"
                        r"However|But|And|Then|There|Which|Since|If|Our|Unfortunately|Finally|First|Also)\b)")
 _LIST_ITEM_RE = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)]|#{1,6})\s*")
@@ -79,7 +82,7 @@ def split_sentences(text: str) -> list[str]:
     if "." in text and _GLUED_PRE_RE.search(text) and _GLUED_RE.search(text):
         text = _GLUED_RE.sub(" ", text)  # the space the writer left out; pieces stay verbatim
     for line in text.splitlines():
-        if "." not in line and "!" not in line and "?" not in line or _SENTENCE_GAP_RE.search(line) is None:
+        if "." not in line and "!" not in line and "?" not in line or _SENTENCE_GAP_PRE.search(line) is None:
             piece = line.strip()  # no sentence end inside (none followed by a space): the line is one piece
             if piece:
                 out.append(piece)

@@ -246,14 +246,18 @@ def content_facts(path: str, text: str, whole: bool = True, *, kind: str | None 
     sig = _SIGS.get(kind)
     bodies: list[tuple[int, int, str]] = []  # functions said with their statements (span, line)
     if sig is not None:
-        sigs = [(m.start(), m.end(), _flat(m.group(1))) for m in _sig_matches(kind, sig, text)]
+        # (a kind's signatures open with one of its words: a text without any has none, no scan)
+        sigs = [(m.start(), m.end(), _flat(m.group(1))) for m in _sig_matches(kind, sig, text)] if (
+            kind not in _SIG_WORDS or any(map(text.__contains__, _SIG_WORDS[kind]))) else []
         said = _behaviour.function_lines(kind, text, sigs) if kind == "js" or kind == "py" and (
             sigs and _py_bodies_possible(text)) else {}
-        bodies = [(a, b, line) for line, (a, b) in said.values()]
+        if said:
+            bodies = [(a, b, line) for line, (a, b) in said.values()]
         # a signature that says nothing a reader asks for (``def __init__(self)``) goes last
-        found += [(2, start, said[start][0]) if start in said else
-                  (5 if ("self" in s or "constructor" in s) and _BARE_SIG.search(s) else 2, start, s)
-                  for start, _, s in sigs]
+        if sigs:
+            found += [(2, start, said[start][0]) if start in said else
+                      (5 if ("self" in s or "constructor" in s) and _BARE_SIG.search(s) else 2, start, s)
+                      for start, _, s in sigs]
         if kind == "js" and not whole:
             found += [(2, pos, line) for pos, line in _behaviour.branch_lines(text, [(a, b) for a, b, _ in bodies])]
     const = _CONSTS.get(kind) if assigns else None
@@ -272,12 +276,15 @@ def content_facts(path: str, text: str, whole: bool = True, *, kind: str | None 
         found += [(4, m.start(), f"{m.group(1)} = {_value(m.group(2))}") for m in local.finditer(text)
                   if m.group(2) not in _TRIVIAL]
     if kind == "py":
-        found += [(4, m.start(), f"{m.group(1)} = {_flat(m.group(2).split('  #')[0], FORMULA_CHARS)}")
-                  for m in (_PY_NUMERIC_SET.finditer(text) if assigns else ())
-                  if _NUMBER.search(m.group(2)) and m.group(2).strip() not in _TRIVIAL
-                  and not m.group(1).isupper()]  # constants are said above
-        found += [(4, m.start(), f"for {m.group(1)} in range({_flat(m.group(2), 30)})")
-                  for m in (_PY_RANGE.finditer(text) if "range(" in text else ())]
+        # (each comprehension only where its pattern can match: an empty one still costs a call)
+        if assigns:
+            found += [(4, m.start(), f"{m.group(1)} = {_flat(m.group(2).split('  #')[0], FORMULA_CHARS)}")
+                      for m in _PY_NUMERIC_SET.finditer(text)
+                      if _NUMBER.search(m.group(2)) and m.group(2).strip() not in _TRIVIAL
+                      and not m.group(1).isupper()]  # constants are said above
+        if "range(" in text:
+            found += [(4, m.start(), f"for {m.group(1)} in range({_flat(m.group(2), 30)})")
+                      for m in _PY_RANGE.finditer(text)]
         if not whole:
             found += [(4, m.start(), _flat(f"{m.group(1)}: {m.group(2).strip()}", FORMULA_CHARS))
                       for m in [b for b in _PY_BRANCH.finditer(text) if "__name__" not in b.group(1)][:MAX_BRANCHES]]
@@ -290,8 +297,8 @@ def content_facts(path: str, text: str, whole: bool = True, *, kind: str | None 
     if kind not in ("json", "yaml", "toml", "env", "") and quoted:
         for m in _DATA_FILE.finditer(text):
             found.append((3, m.start(), "uses " + m.group(1)))
-    if kind in ("py", "js", "rs", "go", "sh"):
-        found += [(3, pos, fact) for pos, fact in _used(text)]
+    if kind in ("py", "js", "rs", "go", "sh") and (used := _used(text)):
+        found += [(3, pos, fact) for pos, fact in used]
     if kind in ("py", "js"):
         found += io_facts(kind, text)
     if bodies:  # a setting a function's line already says whole is not said twice
@@ -309,7 +316,7 @@ def content_facts(path: str, text: str, whole: bool = True, *, kind: str | None 
     # the most telling first (the file's own line, constants, config, ids, signatures, data
     # files, then settings) up to MAX_FACTS, shown in file order
     if len(found) <= 1:
-        return [f[2] for f in found]  # (one fact: kept whatever its priority, nothing to order)
+        return [found[0][2]] if found else []  # (one fact: kept whatever its priority, nothing to order)
     if any(p < 5 for p, _, _ in found):
         found = [f for f in found if f[0] < 5]  # a bare ``def __init__(self)`` only when nothing else is said
     written = {f[2][len("writes "):] for f in found if f[2].startswith("writes ")}
@@ -509,7 +516,7 @@ def read_facts(path: str, text: str) -> list[str]:
     lines = text.splitlines()
     # (a listing needs 3 numbered lines: a shorter text is not matched line by line)
     numbered = [m for m in (_NUMBERED.match(ln) for ln in lines) if m] if len(lines) >= 3 else []
-    if len(numbered) >= max(3, len(lines) // 2):
+    if numbered and len(numbered) >= max(3, len(lines) // 2):
         first = int(numbered[0].group(1))
         body = "\n".join(ln[m.end():] for ln in lines if (m := _NUMBERED.match(ln)))
         facts = content_facts(path, body, whole=first == 1, kind=kind)

@@ -166,7 +166,7 @@ def command_key(command: str) -> str:
     while toks and (_ASSIGN_RE.match(toks[0]) or toks[0] in ("timeout", "time", "sudo")
                     or _DURATION_RE.fullmatch(toks[0])):
         toks = toks[1:]
-    if toks[:2] == ["python", "-m"] or toks[:2] == ["python3", "-m"]:
+    if len(toks) >= 2 and toks[1] == "-m" and toks[0] in ("python", "python3"):
         toks = toks[2:]
     return " ".join(toks) if "-" not in s else " ".join([t for t in toks if not t.startswith("-")])
 
@@ -459,9 +459,11 @@ class SoftCalls:
     def on_command(self, use_id: str, command: str, use_seq: int, result_seq: int, ok: bool) -> None:
         self.call = (use_id, command, use_seq, result_seq) if ok else None
 
-    def on_text(self, seq: int, sentences: list[str], failed: list[FailedApproach]
+    def on_text(self, seq: int, sentences: list[str], failed: list[FailedApproach], low: str | None = None
                 ) -> tuple[list[FailedApproach], FailedApproach | None]:
-        """(``failed`` with a confirmed soft failure's next move set, a new soft failure or None)."""
+        """(``failed`` with a confirmed soft failure's next move set, a new soft failure or None).
+
+        ``low``: the message lowercased when it is ASCII (its sentences are pieces of it), else None."""
         if self.open is not None and self.call is not None and self.call[3] > self.open[1]:
             said = confirmation(sentences)
             if said:
@@ -472,6 +474,8 @@ class SoftCalls:
         call, self.call = self.call, None
         if call is None or call[3] >= seq:
             return failed, None
+        if low is not None and _SOFT_FAIL_PRE.search(low) is None:
+            return failed, None  # (no sentence of it holds a needle: none says the call did nothing)
         symptom, why = soft_symptom(sentences)
         if not symptom:
             return failed, None

@@ -32,8 +32,11 @@ from typing import Any, Sequence
 
 from compactor.events import (
     ArtifactRefBlock,
+    CompactionBlock,
     Event,
     ImageBlock,
+    TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
 )
@@ -120,6 +123,7 @@ _DECISION_NEEDLES = ("ll use", "will use", "switch", "instead of", "decide", "de
                      "rather than", "approach is", "plan is")
 _FAILED_NEEDLES = ("t work", "failed", "not working", "no luck", "still fail")
 _DECISION_PRE = re.compile("|".join(map(re.escape, _DECISION_NEEDLES)))  # (one search of the literals)
+_DECISION_FAILED_PRE = re.compile("|".join(map(re.escape, _DECISION_NEEDLES + _FAILED_NEEDLES)))
 _FAILED_PRE = re.compile("|".join(map(re.escape, _FAILED_NEEDLES)))
 
 # "`<>` doesn't work with strings, unless the string is `ARGV`": how a thing behaves, not an attempt that failed
@@ -209,9 +213,13 @@ class _Acc:
 
     # assistant text ---------------------------------------------------------------------
     def add_assistant_text(self, e: Event) -> None:
-        text = e.text
+        text, seq = e.text, e.seq
         sentences = split_sentences(text)
-        for s in sentences:
+        # An ASCII text none of whose needles (lowercased) occur holds no decision or failure
+        # sentence: each sentence is a piece of it (a space split_sentences puts back after a
+        # full stop joins no needle), so its sentences are not searched one by one (issue 17).
+        low_text = text.lower() if text.isascii() else None
+        for s in sentences if low_text is None or _DECISION_FAILED_PRE.search(low_text) else ():
             if len(s) > 400 or len(s) < 12:
                 continue
             probe = s.replace("\u2019", "'")
@@ -220,19 +228,20 @@ class _Acc:
                 key = _norm(s)
                 if key not in self._decision_keys:
                     self._decision_keys.add(key)
-                    self.decisions.append(Decision(seq=e.seq, text=_clip(s)))
+                    self.decisions.append(Decision(seq=seq, text=_clip(s)))
             elif ((low is None or _FAILED_PRE.search(low)) and _FAILED_TEXT_RE.search(probe)
                   and not _RULE_TEXT_RE.search(s)):
-                self._add_failed(FailedApproach(seq=e.seq, what=_clip(s)))
-        self.failed, soft = self._soft.on_text(e.seq, sentences, self.failed)
+                self._add_failed(FailedApproach(seq=seq, what=_clip(s)))
+        self.failed, soft = self._soft.on_text(seq, sentences, self.failed, low_text)
         if soft is not None:
             self._add_failed(soft)
-        self._text_actions(e)
-        self.notes.on_text(e.seq, text)
-        if not e.tool_uses and e.seq > self._last_seq:
+        if "<<<<<<< SEARCH" in text or "Applied edit to" in text or "Running " in text:
+            self._text_actions(e)  # (its three markers)
+        self.notes.on_text(seq, text)
+        if seq > self._last_seq and not e.tool_uses:
             first = next((s for s in sentences if len(s) >= 12), sentences[0] if sentences else "")
-            self._last, self._last_seq, self._last_out = ("reply", e.seq, first), e.seq, None
-        self.note_move(e.seq, _failures.next_words(sentences), False)
+            self._last, self._last_seq, self._last_out = ("reply", seq, first), seq, None
+        self.note_move(seq, _failures.next_words(sentences), False)
 
     def _text_actions(self, e: Event) -> None:
         """Aider writes its actions as text: 'Applied edit to X', '> Running cmd'."""
@@ -350,11 +359,12 @@ class _Acc:
     def add_pair(self, use: ToolUseBlock, use_seq: int, act: _Action,
                  result: ToolResultBlock, result_seq: int) -> None:
         out = _outcome(result)
+        use_id = use.id  # (read once: a model's attribute reads pass its __getattr__ hook)
         if out.failed and not result.is_error and no_match(act.command, out):
             out = dataclasses.replace(out, failed=False, error_line="")  # "grep found nothing"
         elif not out.failed and act.command is None and (err := _failures.error_only_result(out.text)):
             out = dataclasses.replace(out, failed=True, error_line=err)  # a tool that answers with an error
-        self._last_result(use.id, out, result_seq)
+        self._last_result(use_id, out, result_seq)
         text = out.text
         # (SWE-agent's markers: searched only where their literal is)
         m = _SWE_OPEN_FILE_RE.search(text[-600:]) if text and "(Open file: " in text else None
@@ -379,28 +389,28 @@ class _Acc:
                 self.todos_seq = use_seq
         elif act.kind == "read" and not out.failed:
             for p in paths:  # (what a file read defines: one file's listing only)
-                self._touch(self.files_read, p, use_seq, "read", use.id,
+                self._touch(self.files_read, p, use_seq, "read", use_id,
                             facts=_content.read_facts(p, text) if len(paths) == 1 else [])
         elif act.kind == "change" and not out.failed:
             if was and len(paths) == 1:
                 # what the range held before: the first of the file's facts
                 digest = act.digests.get(paths[0]) or act.digests.get("", "")
-                self._touch(self.files_changed, paths[0], use_seq, act.change_op, use.id, digest, "",
+                self._touch(self.files_changed, paths[0], use_seq, act.change_op, use_id, digest, "",
                             [was, *_content.content_facts(paths[0], act.texts.get(paths[0]) or act.texts.get("", ""),
                                                           False)])
             for p in (paths if not (was and len(paths) == 1) else []):
                 aider = self._aider_digests if use.name == "apply_edit" else {}
                 aider_text = self._aider_texts.get(p, "") if use.name == "apply_edit" else ""
-                self._touch(self.files_changed, p, use_seq, act.change_op, use.id,
+                self._touch(self.files_changed, p, use_seq, act.change_op, use_id,
                             act.digests.get(p) or act.digests.get("", "") or aider.get(p, ""),
                             act.texts.get(p) or act.texts.get("", "") or aider_text,
                             (act.facts.get(p) or act.facts.get("", [])) if act.facts is not None else None,
                             (p not in self._aider_partial) if aider_text and not act.texts else not act.partial)
 
         if act.kind == "command" and act.command is not None:
-            self._soft.on_command(use.id, act.command, use_seq, result_seq, not out.failed)
-            if use.id not in self._command_ids:
-                self._command_ids.add(use.id)
+            self._soft.on_command(use_id, act.command, use_seq, result_seq, not out.failed)
+            if use_id not in self._command_ids:
+                self._command_ids.add(use_id)
                 status: CommandStatus = "failed" if out.failed else "ok"
                 install = _outputs.is_install(act.command)
                 detail = ((_outputs.install_outcome(text) if install
@@ -409,21 +419,21 @@ class _Acc:
                     gist = _outputs.output_gist(text)  # what a fetch or a query answered
                     detail = f"{detail}; {gist}" if detail and gist else detail or gist
                 self.commands.append(run_command(seq=use_seq, command=act.command, tool=act.tool,
-                                                 tool_use_id=use.id, exit_code=out.exit_code,
+                                                 tool_use_id=use_id, exit_code=out.exit_code,
                                                  status=status, result_seq=result_seq, detail=detail))
             if not out.failed:
                 for p in act.paths:
-                    self._touch(self.files_changed, p, use_seq, act.shell_ops.get(p, "shell"), use.id,
+                    self._touch(self.files_changed, p, use_seq, act.shell_ops.get(p, "shell"), use_id,
                                 act.digests.get(p, ""), act.texts.get(p, ""),
                                 act.facts.get(p, []) if act.facts is not None else None, not act.partial)
                 for p in act.reads:
-                    self._touch(self.files_read, p, use_seq, "read", use.id,
+                    self._touch(self.files_read, p, use_seq, "read", use_id,
                                 facts=_content.read_facts(p, text) if len(act.reads) == 1 and not act.paths else [])
-            if act.is_test and use.id not in self._test_ids:
-                self._test_ids.add(use.id)
+            if act.is_test and use_id not in self._test_ids:
+                self._test_ids.add(use_id)
                 summary = _test_summary(text)
                 tstatus = _test_status(out, summary)
-                self.tests.append(TestRun(seq=use_seq, command=act.command, tool_use_id=use.id,
+                self.tests.append(TestRun(seq=use_seq, command=act.command, tool_use_id=use_id,
                                           status=tstatus, exit_code=out.exit_code, summary=summary,
                                           result_seq=result_seq))
 
@@ -435,11 +445,11 @@ class _Acc:
             cause = _failures.failure_cause(text) if text else ""
             wrong = _failures.rejected_edit_detail(act.command, text) if act.kind == "change" and text else ""
             self._add_failed(FailedApproach(seq=use_seq, what=_clip(what, 200),
-                                            error=out.error_line, tool_use_id=use.id,
+                                            error=out.error_line, tool_use_id=use_id,
                                             cause=f"{cause}: {wrong}" if wrong else cause,
                                             result_seq=result_seq, key=key,
                                             params=_failures.call_params(use.input)))
-        soft = (_failures.soft_failures(act.command, text, use.id, use_seq, result_seq, key, not out.failed)
+        soft = (_failures.soft_failures(act.command, text, use_id, use_seq, result_seq, key, not out.failed)
                 if text else [])
         for f in soft:  # "worked", yet got nothing (0/49), or proposed and never run (declined)
             self._add_failed(f)
@@ -449,7 +459,7 @@ class _Acc:
             if key:
                 self._ok_params[(key, use_seq)] = use.input  # (its call_params when a failure it resolved is read)
         for name, line in error_names(text, out.failed) if text else []:
-            self._add_error(ErrorItem(seq=result_seq, name=name, message=line, tool_use_id=use.id))
+            self._add_error(ErrorItem(seq=result_seq, name=name, message=line, tool_use_id=use_id))
         if out.failed and result.is_error and not error_names(text, True):
             pass  # shown under failed approaches with its first line
 
@@ -550,6 +560,8 @@ class _Acc:
 
 
 _SEQ = attrgetter("seq")
+_NO_ARTIFACT = frozenset({TextBlock, ToolUseBlock, ThinkingBlock, CompactionBlock})
+"""Block types that are no artifact and hold none (exact types: none of them subclasses another)."""
 
 
 def _norm(text: str) -> str:
@@ -633,12 +645,16 @@ class Lifter:
         if seq > acc.covers_end:
             acc.covers_end = seq
         for b in e.blocks:
+            if type(b) in _NO_ARTIFACT:
+                continue  # (text, a call, thinking: the common blocks, one look-up)
             if isinstance(b, ArtifactRefBlock):
                 acc.add_artifact(b, e.seq)
             elif isinstance(b, ImageBlock) and b.ref is not None:
                 acc.add_artifact(b.ref, e.seq)
             elif isinstance(b, ToolResultBlock):
                 for c in b.content:
+                    if type(c) is TextBlock:
+                        continue
                     if isinstance(c, ArtifactRefBlock):
                         acc.add_artifact(c, e.seq)
                     elif isinstance(c, ImageBlock) and c.ref is not None:
@@ -646,7 +662,7 @@ class Lifter:
         if e.kind != "message":
             return
         role, text, here = e.role, e.text, e.tool_results
-        if role == "user" and is_genuine_request(e):
+        if role == "user" and not here and is_genuine_request(e):  # (a request carries no result)
             acc.add_request(e)
             acc.narrative.on_request(seq)
         elif role == "assistant" and text:
@@ -661,14 +677,15 @@ class Lifter:
             acc.narrative.on_call()
 
         for use in calls:
-            if use.id in uses:
+            uid = use.id
+            if uid in uses:
                 continue
             act = classify(use, acc.open_file)
-            uses[use.id] = (use, seq, act)
+            uses[uid] = (use, seq, act)
             if role == "assistant":
                 acc.note_move(seq, act.command or act.summary or use.name, True)
                 acc.on_call(e, use, act)
-            got = results.get(use.id)
+            got = results.get(uid)
             if got is not None and (cut is None or got[1] <= cut):
                 acc.add_pair(use, seq, act, got[0], got[1])
             else:
@@ -678,9 +695,10 @@ class Lifter:
                 if act.kind == "todo" and act.todos is not None and seq >= acc.todos_seq:
                     # the plan the agent wrote is its intent even if the write is unconfirmed
                     acc.todos, acc.todos_seq = list(act.todos), seq
-        for r in here:
-            if r.tool_use_id not in uses and r.tool_use_id in acc.unknown:
-                acc.resolve(acc.unknown[r.tool_use_id], r, seq)
+        for r in here if acc.unknown else ():  # (a result resolves only a call left unknown)
+            rid = r.tool_use_id
+            if rid not in uses and rid in acc.unknown:
+                acc.resolve(acc.unknown[rid], r, seq)
 
 
 def reconcile(state: LiftedState, new_events: Sequence[Event]) -> tuple[LiftedState, list[str]]:

@@ -61,11 +61,14 @@ INTENT_MIN_CHARS = 25
 _SENTENCE_END = re.compile(r"(?<=[.!?。])\s+")
 
 
-def _intent(text: str) -> str:
+def _intent(text: str, names_file: bool | None = None) -> str:
     """What the agent says it is about to do, when its message names no file: the message itself
-    when short, else its last sentence; "" for a question, a look-around, or a message naming a file."""
+    when short, else its last sentence; "" for a question, a look-around, or a message naming a file.
+
+    ``names_file``: ``_names_file(text)`` when the caller has it (the same answer as for the text
+    with its whitespace collapsed: a path token holds no whitespace and is delimited alike by any)."""
     flat = " ".join(text.split())
-    if not flat or _names_file(flat) or "```" in text:
+    if not flat or (_names_file(flat) if names_file is None else names_file) or "```" in text:
         return ""
     last = flat if len(flat) <= INTENT_CHARS else _SENTENCE_END.split(flat)[-1]
     if len(last) < INTENT_MIN_CHARS or len(last) > INTENT_CHARS or last.endswith(("?", ":")) or _LOOKS.search(last):
@@ -108,11 +111,12 @@ class NoteAcc:
     def on_text(self, seq: int, text: str) -> None:
         self.last_text_seq = seq
         self.last_mentions = []
-        intent = _intent(text)
+        names = _names_file(text)
+        intent = _intent(text, names)
         self.last_intent = (seq, intent) if intent else None
         if intent:
             self.last_mentions.append(FileNote(key=INTENT_KEY, seq=seq, text=intent))
-        if not _names_file(text):
+        if not names:
             return  # no file named: the common case, one search
         for unit in report_units(text):
             if "." not in unit:

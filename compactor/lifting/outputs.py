@@ -35,7 +35,7 @@ def is_install(command: str) -> bool:
     # (memo for short commands: the lift asks twice per command, and each ladder candidate's
     # render once more; a long script is searched each time rather than kept alive in the memo)
     return _is_install_short(command) if len(command) <= 512 else (
-        any(n in command for n in _INSTALLERS) and bool(_INSTALL_RE.search(command)))
+        any(map(command.__contains__, _INSTALLERS)) and bool(_INSTALL_RE.search(command)))
 
 
 _INSTALLERS = ("pip", "uv", "npm", "yarn", "bun", "apt", "brew", "cargo", "gem", "poetry", "conda")
@@ -44,7 +44,7 @@ _INSTALLERS = ("pip", "uv", "npm", "yarn", "bun", "apt", "brew", "cargo", "gem",
 
 @lru_cache(maxsize=1 << 16)
 def _is_install_short(command: str) -> bool:
-    return any(n in command for n in _INSTALLERS) and bool(_INSTALL_RE.search(command))
+    return any(map(command.__contains__, _INSTALLERS)) and bool(_INSTALL_RE.search(command))  # (no generator)
 
 
 def install_outcome(text: str) -> str:
