@@ -71,6 +71,10 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     files = sorted(p for p in args.corpus.rglob("*") if p.is_file() and p.name != "README.md") \
         if args.corpus.is_dir() else []
+    # said, not silent: run from a tree without ../shared beside it, the default finds nothing and
+    # two trees' HASHES would compare the generated sessions only
+    print(f"{len(files)} transcripts from {args.corpus}" + ("" if files else " (none there: pass --corpus DIR)"),
+          file=sys.stderr)
     for n in parse_sizes(args.sizes):
         gen = out / f"small{n}.jsonl"
         if not gen.exists():
