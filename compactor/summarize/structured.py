@@ -28,7 +28,6 @@ from __future__ import annotations
 import re
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
-from itertools import accumulate
 from collections import Counter
 from operator import attrgetter
 
@@ -48,7 +47,7 @@ from compactor.lifting.narrative import (
 )
 from compactor.summarize.failure_lines import build_failure_lines, code as _code, one_line as _one_line, shown_soft
 from compactor.summarize.file_details import ARTIFACT_SHARE, file_details, read_details
-from compactor.tokens import COUNT_PIECE, SHORT_TEXT, _LINE_CUT, _pieces, count_lines, count_text
+from compactor.tokens import SHORT_TEXT, count_lines, count_text, piece_cut_extra
 
 GOAL = "Goal"
 REQUESTS = "User requests"
@@ -558,7 +557,7 @@ def _measure(doc: _Doc) -> tuple[str, dict[str, list[str]], dict[str, int], int]
     a text of ~100k lines per rung of the shrink ladder, issue 17). The same number as
     ``count_lines(text)``: the text is cut where ``count_lines`` cuts it (before a line
     starting with a non-space character, which the tokenizer never joins to the newline
-    before it), and across ``count_lines``' own cuts of a text over ``COUNT_PIECE``; a text
+    before it), and across ``count_lines``' own cuts of a long text (``piece_cut_extra``); a text
     laid out otherwise than ``_render`` lays it out is counted with ``count_lines``."""
     text, sections, dropped = _render(doc)
     tokens = _sum_lines(doc.lines, text) if len(text) > SHORT_TEXT else None
@@ -621,51 +620,13 @@ def _sum_lines(lines: list[_Line], text: str) -> int | None:
             total += count_text(t + sep) if sep else c
     if size != len(text):
         return None
-    if len(text) > COUNT_PIECE:
-        extra = _piece_corrections(text)
-        if extra is None:
-            return None
-        total += extra
-    return total
+    extra = piece_cut_extra(text)
+    return None if extra is None else total + extra
 
 
 _ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 _SECTION_RANK = {name: k for k, name in enumerate(SECTION_NAMES)}
 _HEADINGS = {name: f"## {name}\n" for name in SECTION_NAMES}
-
-
-
-def _piece_corrections(text: str) -> int | None:
-    """What ``count_lines(text)`` counts beyond the whole text's count for a text over
-    ``COUNT_PIECE``: it counts the text in ``_pieces``, whose cuts may split a line the tokenizer
-    would not have split (a newline after punctuation is one piece with it), so each line a
-    piece cut falls in is counted as its two halves. None: a line longer than a piece."""
-    extra = 0
-    cuts = list(accumulate(len(piece) for piece in _pieces(text)))[:-1]
-    prev = 0
-    for n, pos in enumerate(cuts):
-        # the line (between two of ``count_lines``' cuts) that holds the piece cut at ``pos``
-        start = pos
-        while True:
-            j = text.rfind("\n", 0, start)
-            if j < 0:
-                start = 0
-                break
-            if not text[j + 1].isspace():
-                start = j + 1
-                break
-            start = j
-        m = _LINE_CUT.search(text, pos + 1)
-        end = m.start() if m is not None else len(text)
-        if start < prev or (n + 1 < len(cuts) and end > cuts[n + 1]):
-            return None  # (a line over two piece cuts: a giant item)
-        prev = pos
-        if start == pos:
-            continue  # a line cut already
-        line = text[start:end]
-        k = pos - start
-        extra += count_text(line[:k]) + count_text(line[k:]) - count_text(line)
-    return extra
 
 
 _ORDER = attrgetter("order")

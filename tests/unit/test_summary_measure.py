@@ -64,7 +64,6 @@ def test_random_documents(monkeypatch: pytest.MonkeyPatch) -> None:
         _assert_measured(_random_doc(rng))
     # a text over the piece size: counted across the pieces ``count_lines`` cuts it into
     monkeypatch.setattr(tokens, "COUNT_PIECE", 700)
-    monkeypatch.setattr(structured, "COUNT_PIECE", 700)
     for _ in range(300):
         doc = _random_doc(rng)
         text, _, _, n = structured._measure(doc)
