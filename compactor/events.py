@@ -80,10 +80,7 @@ def trusted(cls: type[_M], values: dict[str, Any], names: set[str]) -> _M:
         return trusted_event(**values, names=names)  # type: ignore[return-value]
     m = object.__new__(cls)
     _set_slot(m, "__dict__", values)
-    _set_slot(m, "__pydantic_fields_set__", names)
-    _set_slot(m, "__pydantic_extra__", None)
-    _set_slot(m, "__pydantic_private__", None)
-    return m
+    return _validated_state(m, names)
 
 
 def trusted_event(seq: int, id: str, at: datetime | None, kind: str, role: str, blocks: list[Any],
@@ -105,13 +102,18 @@ def trusted_event(seq: int, id: str, at: datetime | None, kind: str, role: str, 
     _set_slot(m, "injected", injected)
     _set_slot(m, "source", source)
     _set_slot(m, "meta", meta)
+    return _validated_state(m, names)
+
+
+_new = object.__new__
+
+
+def _validated_state(m: _M, names: set[str]) -> _M:
+    """What validation sets on a model beside its fields: the names set, no extra, no private."""
     _set_slot(m, "__pydantic_fields_set__", names)
     _set_slot(m, "__pydantic_extra__", None)
     _set_slot(m, "__pydantic_private__", None)
     return m
-
-
-_new = object.__new__
 
 
 # --- blocks -----------------------------------------------------------------------------------

@@ -172,7 +172,7 @@ def count_lines(text: str) -> int:
         for line in _LINE_CUT.split(piece):
             if len(line) > SHORT_TEXT:
                 total += _count_cached(line)
-            elif len(line) > 1 and line[-1] == "\n" and line[-2] in _ASCII_ALNUM:
+            elif len(line) > 1 and line[-1] == "\n" and line[-2] in ASCII_ALNUM:
                 # a newline after a letter or digit is a piece, and a token, of its own: the
                 # line's count is its text's plus one, through the memo the summary's
                 # ``_fit`` sizes its items with (each item tokenized once, not twice)
@@ -182,7 +182,9 @@ def count_lines(text: str) -> int:
     return total
 
 
-_ASCII_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+#: A newline after one of these is a piece, and a token, of its own (``count_lines``; the
+#: summary's renders count their lines the same way).
+ASCII_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 
 
 def piece_cut_extra(text: str) -> int | None:

@@ -47,7 +47,7 @@ from compactor.lifting.narrative import (
 )
 from compactor.summarize.failure_lines import build_failure_lines, code as _code, one_line as _one_line, shown_soft
 from compactor.summarize.file_details import ARTIFACT_SHARE, file_details, read_details
-from compactor.tokens import SHORT_TEXT, count_lines, count_text, piece_cut_extra
+from compactor.tokens import ASCII_ALNUM, SHORT_TEXT, count_lines, count_text, piece_cut_extra
 
 GOAL = "Goal"
 REQUESTS = "User requests"
@@ -575,7 +575,7 @@ def _sum_lines(lines: list[_Line], text: str) -> int | None:
     total = 0
     size = 0  # characters laid out so far (a check of the layout against the text)
     region: list[str] | None = None  # the text since the last cut, when a line cannot start a region
-    alnum = _ALNUM
+    alnum = ASCII_ALNUM
     section = None
     rank = -1
     last = len(lines) - 1
@@ -624,7 +624,6 @@ def _sum_lines(lines: list[_Line], text: str) -> int | None:
     return None if extra is None else total + extra
 
 
-_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 _SECTION_RANK = {name: k for k, name in enumerate(SECTION_NAMES)}
 _HEADINGS = {name: f"## {name}\n" for name in SECTION_NAMES}
 
