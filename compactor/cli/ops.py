@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from compactor.cli.common import (
@@ -216,13 +217,28 @@ async def _dev(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     configure_from_settings(settings)
+    import tempfile
+
+    from compactor.errors import TemporalUnavailable
+
+    # The server's own log, kept while it runs: said when it dies right after opening its port
+    # (e.g. its UI port was taken meanwhile), instead of a bare "connection refused".
+    server_log = tempfile.NamedTemporaryFile(prefix="compactor-dev-temporal-", suffix=".log", delete=False)
+    server_log.close()
     server = await asyncio.to_thread(
-        start_temporal, args.port, args.ui_port, False, args.db, None, 90.0
+        start_temporal, args.port, args.ui_port, False, args.db, server_log.name, 90.0
     )
     try:
         store = open_store(settings.store)
         tel = WorkerTelemetry.create(settings)
-        client = await connect(settings, server.address, s3_client=_store_s3_client(store), runtime=tel.runtime)
+        try:
+            client = await connect(settings, server.address, s3_client=_store_s3_client(store),
+                                   runtime=tel.runtime)
+        except TemporalUnavailable as e:
+            died = _server_died(server, server_log.name)
+            if died:
+                raise TemporalUnavailable(f"{e}: {died}", address=server.address) from e
+            raise
         workers = build_workers(client, settings, store)
         queues = [w.config()["task_queue"] for w in workers]
         metrics = (f"http://127.0.0.1:{settings.metrics_port}/metrics"
@@ -244,7 +260,21 @@ async def _dev(args: argparse.Namespace) -> int:
                                       grace_s=settings.graceful_shutdown_s, model_grace_s=model_call_grace_s(settings))
     finally:
         await asyncio.to_thread(server.stop)
+        Path(server_log.name).unlink(missing_ok=True)
     return 0
+
+
+def _server_died(server: Any, log_path: str, lines: int = 5) -> str | None:
+    """If the dev server has exited: its exit code and the last lines of its log, one line."""
+    code = server.proc.poll()
+    if code is None:
+        return None
+    try:
+        tail = Path(log_path).read_text(errors="replace").strip().splitlines()[-lines:]
+    except OSError:
+        tail = []
+    said = " | ".join(x.strip() for x in tail if x.strip())
+    return f"the Temporal dev server exited with code {code}" + (f"; its log ends: {said}" if said else "")
 
 
 async def _serve_until_signal(workers: list[Any], quiet: bool = False, on_stop: Any = None,

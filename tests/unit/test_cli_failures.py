@@ -101,3 +101,25 @@ def test_a_failed_connect_never_aborts_the_process_at_exit():
             p = subprocess.run([sys.executable, "-c", PROBE.format(port=port)], cwd=ROOT,
                                capture_output=True, text=True, timeout=60)
             assert (p.returncode, p.stdout.strip()) == (0, "TemporalUnavailable"), p.stderr[-500:]
+
+
+def test_a_dev_server_that_died_after_opening_its_port_is_named_with_its_log(tmp_path):
+    """`compactor dev`: when Temporal is unreachable because the dev server it started has
+    exited (its UI port taken meanwhile, say), the error says so with the server's last log
+    lines, not only "connection refused"; a live server adds nothing."""
+    from compactor.cli.ops import _server_died
+    from workers.devstack import Proc
+
+    log = tmp_path / "temporal.log"
+    log.write_text("starting\nfailed to start UI server: listen tcp 127.0.0.1:8233: bind: address already in use\n")
+    dead = Proc(subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"]), "127.0.0.1:1")
+    dead.proc.wait()
+    said = _server_died(dead, str(log))
+    assert said is not None and "exited with code 3" in said and "address already in use" in said
+
+    alive = Proc(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]), "127.0.0.1:1")
+    try:
+        assert _server_died(alive, str(log)) is None
+    finally:
+        alive.proc.kill()
+        alive.proc.wait()
