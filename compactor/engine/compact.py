@@ -173,13 +173,16 @@ def plan(
     provider_usage: int | None = None,
     _safe: dict[bool, list[int]] | None = None,
     _view: dict[str, int] | None = None,
+    _counted: int | None = None,
 ) -> Plan:
     """Decide the target, the tail budgets and the layers for ``events`` (see ``compact``).
 
     ``_safe``: filled with the safe cut points computed here (keep_latest_request -> seqs),
     for ``apply_layers`` on the same events (``compact`` passes it on: one walk each).
     ``_view``: gets ``tokens``, the count of the view, when a replacement layer's view can be
-    counted from it (``apply_layers``: ``_derived_count``)."""
+    counted from it (``apply_layers``: ``_derived_count``). ``_counted``: with no previous
+    checkpoint, ``quick_view_tokens(events, placed=True)`` of these very events, in this
+    order, when the caller has it (``compact``'s ``tokens_before``): not counted again."""
     evs = prepare(events, prev)
     safe = {} if _safe is None else _safe
 
@@ -190,7 +193,9 @@ def plan(
 
     late: list[int] = []
     before = None
-    if prev is None or (prev.covers.empty and not prev.replacements):  # the view is the events
+    if prev is None and _counted is not None:
+        before = _counted
+    elif prev is None or (prev.covers.empty and not prev.replacements):  # the view is the events
         before = quick_view_tokens(evs, placed=True)
     if before is None:
         before = streamed_view_tokens(iter_view_roles(evs, prev, late=late), roles=True)  # (the view is not kept)
@@ -745,20 +750,24 @@ def compact(
     trigger: str = "manual",
     record_id: str | None = None,
     provider_usage: int | None = None,
+    tokens_before: int | None = None,
 ) -> CompactResult:
     """Compact ``events`` so their view fits ``target_tokens`` (default: the policy's
     post-compaction size).
 
     ``events``: every event of the log after ``prev.covers.end`` plus all pinned events (the
     whole log when ``prev`` is None). Same inputs -> same view, checkpoint and record (but for
-    ``record.durations_ms``).
+    ``record.durations_ms``). ``tokens_before``: ``measure.quick_view_tokens(events,
+    placed=True)`` when the caller counted it already (the CLI, for its default target): with
+    no ``prev``, and ``events`` in seq order with every one counted, it is the plan's count of
+    the view, which is then not made again (issue 17: a walk of the session); else ignored.
     """
     if target_tokens is not None and target_tokens < 1:
         raise InvalidInput(f"target_tokens must be a positive number of tokens, not {target_tokens}")
     with collector_paused():
         return _compact(events, policy, target_tokens, prev, checkpoint_id=checkpoint_id, now=now,
                         tenant=tenant, session=session, trigger=trigger, record_id=record_id,
-                        provider_usage=provider_usage)
+                        provider_usage=provider_usage, counted=tokens_before)
 
 
 def _compact(
@@ -774,12 +783,18 @@ def _compact(
     trigger: str,
     record_id: str | None,
     provider_usage: int | None,
+    counted: int | None = None,
 ) -> CompactResult:
     t0 = time.perf_counter()
     evs = prepare(events, prev)
     safe: dict[bool, list[int]] = {}  # plan's safe cut points, for the ladder on the same events
     shown: dict[str, int] = {}  # plan's count of the view, for the replacement layers' views
-    p = plan(evs, policy, target_tokens, prev, provider_usage=provider_usage, _safe=safe, _view=shown)
+    if counted is not None and (prev is not None or len(evs) != len(events) or not all(map(is_, evs, events))):
+        # plan counts prepare(events): the caller's count holds only for the very same events in
+        # the same order (prepare drops none, sorts none, copies none to count it)
+        counted = None
+    p = plan(evs, policy, target_tokens, prev, provider_usage=provider_usage, _safe=safe, _view=shown,
+             _counted=counted)
     plan_ms = (time.perf_counter() - t0) * 1000
     tenant = tenant or (prev.tenant if prev is not None else "inline")
     session = session or (prev.session if prev is not None else "inline")
