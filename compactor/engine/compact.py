@@ -174,6 +174,8 @@ def plan(
     _safe: dict[bool, list[int]] | None = None,
     _view: dict[str, int] | None = None,
     _counted: int | None = None,
+    _prepared: bool = False,
+    _body: list[list[Event]] | None = None,
 ) -> Plan:
     """Decide the target, the tail budgets and the layers for ``events`` (see ``compact``).
 
@@ -182,8 +184,10 @@ def plan(
     ``_view``: gets ``tokens``, the count of the view, when a replacement layer's view can be
     counted from it (``apply_layers``: ``_derived_count``). ``_counted``: with no previous
     checkpoint, ``quick_view_tokens(events, placed=True)`` of these very events, in this
-    order, when the caller has it (``compact``'s ``tokens_before``): not counted again."""
-    evs = prepare(events, prev)
+    order, when the caller has it (``compact``'s ``tokens_before``): not counted again.
+    ``_prepared``: ``events`` are ``prepare(events, prev)``'s already (``compact``: a copy of
+    the session's list fewer). ``_body``: gets the events' ``body``, for ``apply_layers``."""
+    evs = list(events) if _prepared else prepare(events, prev)
     safe = {} if _safe is None else _safe
 
     def safe_points(keep: bool) -> list[int]:
@@ -207,12 +211,14 @@ def plan(
     pinned = [e for e in evs if e.kind == "pinned"]
     pinned_tokens = view_tokens(pinned) if pinned else 0
     end = _prev_end(prev)
-    snapshot = max((e.seq for e in evs), default=end)
+    snapshot = evs[-1].seq if evs else end  # (the largest: prepare sorts by seq)
     available = max(0, target - pinned_tokens - _frame_tokens(snapshot))
     tail_budget = min(policy.tail_budget_tokens, int(available * TAIL_SHARE))
     tail_max = min(policy.tail_max_tokens, int(available * TAIL_MAX_SHARE))
     tail_min = min(policy.tail_min_tokens, tail_budget)
     covered = body(evs, end)  # what both cuts below walk back over
+    if _body is not None:
+        _body.append(covered)
     cut = choose_cut(
         evs, policy, tail_budget, tail_min=tail_min, tail_max=tail_max, prev_end=end,
         safe_fn=lambda: safe_points(True), body_events=covered,
@@ -362,17 +368,22 @@ def apply_layers(
     session: str | None = None,
     _safe: dict[bool, list[int]] | None = None,
     _view: dict[str, int] | None = None,
+    _prepared: bool = False,
+    _body: list[Event] | None = None,
 ) -> LayerResult:
     """Run the layers cheapest first, stopping as soon as the view fits ``plan.target_tokens``.
 
     ``_safe``: the safe cut points ``plan`` computed on the same events (``compact``);
-    ``_view``: what ``plan`` filled in on them (its count of the view)."""
+    ``_view``: what ``plan`` filled in on them (its count of the view); ``_prepared``,
+    ``_body``: as ``plan``'s (the events prepared already, and their body)."""
     if (prev.id if prev is not None else None) != plan.prev_checkpoint:
         raise ValueError("plan was made for a different previous checkpoint")
-    evs = prepare(events, prev)
+    evs = list(events) if _prepared else prepare(events, prev)
     end0 = plan.prev_end
     target = plan.target_tokens
-    covered_all = body(evs, end0)  # what a summary may cover, in order
+    covered_all = body(evs, end0) if _body is None else _body  # what a summary may cover, in order
+    # The layers' input, the events they may replace: every event of evs that is not pinned
+    # (evs holds only pinned events and those after end0, in seq order: that is the body).
     covered_text = CoveredText(evs, body=(end0, covered_all))  # whole-session facts the checks share
     covered_hash = PrefixHash(covered_all)  # the source hash of each candidate's covered prefix
     hash_lines = HashLines(covered_hash)  # each event's content-hash line, made once for both hashes
@@ -407,7 +418,7 @@ def apply_layers(
             repl.update({s: list(b) for s, b in (prev.replacements.items() if prev is not None else [])
                          if s > end0})
             for name in layers:
-                again = layer_fns[name](apply_replacements([e for e in evs if e.kind != "pinned"], repl), policy)
+                again = layer_fns[name](apply_replacements(covered_all, repl), policy)
                 repl.update(again.replacements)
                 counted.update((s, (b, again.counts[s])) for s, b in again.replacements.items())
             released[0] = end0
@@ -481,7 +492,7 @@ def apply_layers(
         if name not in plan.layers:
             continue
         t = time.perf_counter()
-        shown = apply_replacements([e for e in evs if e.kind != "pinned"], repl)
+        shown = apply_replacements(covered_all, repl)
         out = fn(shown, policy)
         durations[name] = (time.perf_counter() - t) * 1000
         if not out.items:
@@ -800,8 +811,9 @@ def _compact(
         # plan counts prepare(events): the caller's count holds only for the very same events in
         # the same order (prepare drops none, sorts none, copies none to count it)
         counted = None
+    walked: list[list[Event]] = []  # plan's body of the events, for the layers
     p = plan(evs, policy, target_tokens, prev, provider_usage=provider_usage, _safe=safe, _view=shown,
-             _counted=counted)
+             _counted=counted, _prepared=True, _body=walked)
     plan_ms = (time.perf_counter() - t0) * 1000
     tenant = tenant or (prev.tenant if prev is not None else "inline")
     session = session or (prev.session if prev is not None else "inline")
@@ -829,7 +841,8 @@ def _compact(
                        prev_checkpoint=prev)
         return noop(vio, None, {"plan": plan_ms}, view)
     res = apply_layers(evs, p, policy, prev=prev, checkpoint_id=checkpoint_id, now=now,
-                       tenant=tenant, session=session, _safe=safe, _view=shown)
+                       tenant=tenant, session=session, _safe=safe, _view=shown, _prepared=True,
+                       _body=walked[0] if walked else None)
     ckpt = res.checkpoint
     assert ckpt is not None
     if not res.layers or res.tokens_after >= p.tokens_before:
