@@ -1,7 +1,7 @@
 """CPU seconds of each phase of an inline compaction (issue 17's per-phase figures).
 
 Runs what ``compactor compact --inline FILE`` runs - the import with each event counted as
-it arrives, the default target's count, ``engine.compact`` - in this process, with the
+it arrives, the default target's count (handed to the engine), ``engine.compact`` - in this process, with the
 collector paused as the CLI pauses it, and prints CPU milliseconds (``time.process_time``)
 per step: the import + count, the target's count, and the record's own phases (the engine's
 clock is set to the process's CPU clock for the run, so ``durations_ms`` are CPU ms), plus a
@@ -44,7 +44,7 @@ def main() -> int:
     from compactor.cli.compact import default_target
     from compactor.engine import compact as engine
     from compactor.engine.gc_pause import collector_paused
-    from compactor.engine.measure import render_request, view_tokens
+    from compactor.engine.measure import quick_view_tokens, render_request, view_tokens
     from compactor.engine.policy import make_policy
     from compactor.events import content_hash
     from compactor.tokens import with_tokens
@@ -59,7 +59,10 @@ def main() -> int:
         out["events"] = len(events)
         policy = make_policy(args.policy)
         t = cpu()
-        target = args.target_tokens or default_target(view_tokens(events))
+        target, counted = args.target_tokens, None
+        if not target:  # as the CLI: the count handed to the engine's plan
+            counted = quick_view_tokens(events, placed=True)
+            target = default_target(view_tokens(events) if counted is None else counted)
         out["target_count_ms"] = round((cpu() - t) * 1000, 1)
         t = cpu()
         content_hash(events)
@@ -72,9 +75,9 @@ def main() -> int:
             import pstats
 
             prof = cProfile.Profile()
-            res = prof.runcall(engine.compact, events, policy, target, now=now)
+            res = prof.runcall(engine.compact, events, policy, target, now=now, tokens_before=counted)
         else:
-            res = engine.compact(events, policy, target, now=now)
+            res = engine.compact(events, policy, target, now=now, tokens_before=counted)
         out["compact_ms"] = round((cpu() - t) * 1000, 1)
         out["durations_ms"] = {k: round(v, 1) for k, v in res.record.durations_ms.items()}
         system, messages = render_request(res.view)

@@ -128,7 +128,7 @@ def _inline(args: argparse.Namespace) -> int:
 def _inline_run(args: argparse.Namespace) -> int:
     from compactor.cli.common import import_into, truncation_note
     from compactor.engine.compact import compact
-    from compactor.engine.measure import render_request, view_tokens
+    from compactor.engine.measure import quick_view_tokens, render_request, view_tokens
 
     path = Path(args.file)
     summarizer, llm, why = _inline_summarizer(args)  # refuses before any work when it cannot run
@@ -145,10 +145,14 @@ def _inline_run(args: argparse.Namespace) -> int:
 
     policy = make_policy(args.policy, window=args.window, max_output=args.max_output)
     target = args.target_tokens
+    counted = None
     if target is None:
-        target = default_target(view_tokens(events))
+        # The count of the view the engine's plan makes (no result placed as text: then it is
+        # view_tokens(events) too), handed to it instead of made twice (issue 17).
+        counted = quick_view_tokens(events, placed=True)
+        target = default_target(view_tokens(events) if counted is None else counted)
     now = args.now_at or datetime.now(timezone.utc)
-    result = compact(events, policy, target, now=now, session=args.session_id)
+    result = compact(events, policy, target, now=now, session=args.session_id, tokens_before=counted)
     if llm is not None:
         from compactor.cli.inline_model import summarize_inline
 

@@ -173,14 +173,21 @@ def plan(
     provider_usage: int | None = None,
     _safe: dict[bool, list[int]] | None = None,
     _view: dict[str, int] | None = None,
+    _counted: int | None = None,
+    _prepared: bool = False,
+    _body: list[list[Event]] | None = None,
 ) -> Plan:
     """Decide the target, the tail budgets and the layers for ``events`` (see ``compact``).
 
     ``_safe``: filled with the safe cut points computed here (keep_latest_request -> seqs),
     for ``apply_layers`` on the same events (``compact`` passes it on: one walk each).
     ``_view``: gets ``tokens``, the count of the view, when a replacement layer's view can be
-    counted from it (``apply_layers``: ``_derived_count``)."""
-    evs = prepare(events, prev)
+    counted from it (``apply_layers``: ``_derived_count``). ``_counted``: with no previous
+    checkpoint, ``quick_view_tokens(events, placed=True)`` of these very events, in this
+    order, when the caller has it (``compact``'s ``tokens_before``): not counted again.
+    ``_prepared``: ``events`` are ``prepare(events, prev)``'s already (``compact``: a copy of
+    the session's list fewer). ``_body``: gets the events' ``body``, for ``apply_layers``."""
+    evs = list(events) if _prepared else prepare(events, prev)
     safe = {} if _safe is None else _safe
 
     def safe_points(keep: bool) -> list[int]:
@@ -190,7 +197,9 @@ def plan(
 
     late: list[int] = []
     before = None
-    if prev is None or (prev.covers.empty and not prev.replacements):  # the view is the events
+    if prev is None and _counted is not None:
+        before = _counted
+    elif prev is None or (prev.covers.empty and not prev.replacements):  # the view is the events
         before = quick_view_tokens(evs, placed=True)
     if before is None:
         before = streamed_view_tokens(iter_view_roles(evs, prev, late=late), roles=True)  # (the view is not kept)
@@ -202,12 +211,14 @@ def plan(
     pinned = [e for e in evs if e.kind == "pinned"]
     pinned_tokens = view_tokens(pinned) if pinned else 0
     end = _prev_end(prev)
-    snapshot = max((e.seq for e in evs), default=end)
+    snapshot = evs[-1].seq if evs else end  # (the largest: prepare sorts by seq)
     available = max(0, target - pinned_tokens - _frame_tokens(snapshot))
     tail_budget = min(policy.tail_budget_tokens, int(available * TAIL_SHARE))
     tail_max = min(policy.tail_max_tokens, int(available * TAIL_MAX_SHARE))
     tail_min = min(policy.tail_min_tokens, tail_budget)
     covered = body(evs, end)  # what both cuts below walk back over
+    if _body is not None:
+        _body.append(covered)
     cut = choose_cut(
         evs, policy, tail_budget, tail_min=tail_min, tail_max=tail_max, prev_end=end,
         safe_fn=lambda: safe_points(True), body_events=covered,
@@ -357,17 +368,22 @@ def apply_layers(
     session: str | None = None,
     _safe: dict[bool, list[int]] | None = None,
     _view: dict[str, int] | None = None,
+    _prepared: bool = False,
+    _body: list[Event] | None = None,
 ) -> LayerResult:
     """Run the layers cheapest first, stopping as soon as the view fits ``plan.target_tokens``.
 
     ``_safe``: the safe cut points ``plan`` computed on the same events (``compact``);
-    ``_view``: what ``plan`` filled in on them (its count of the view)."""
+    ``_view``: what ``plan`` filled in on them (its count of the view); ``_prepared``,
+    ``_body``: as ``plan``'s (the events prepared already, and their body)."""
     if (prev.id if prev is not None else None) != plan.prev_checkpoint:
         raise ValueError("plan was made for a different previous checkpoint")
-    evs = prepare(events, prev)
+    evs = list(events) if _prepared else prepare(events, prev)
     end0 = plan.prev_end
     target = plan.target_tokens
-    covered_all = body(evs, end0)  # what a summary may cover, in order
+    covered_all = body(evs, end0) if _body is None else _body  # what a summary may cover, in order
+    # The layers' input, the events they may replace: every event of evs that is not pinned
+    # (evs holds only pinned events and those after end0, in seq order: that is the body).
     covered_text = CoveredText(evs, body=(end0, covered_all))  # whole-session facts the checks share
     covered_hash = PrefixHash(covered_all)  # the source hash of each candidate's covered prefix
     hash_lines = HashLines(covered_hash)  # each event's content-hash line, made once for both hashes
@@ -402,7 +418,7 @@ def apply_layers(
             repl.update({s: list(b) for s, b in (prev.replacements.items() if prev is not None else [])
                          if s > end0})
             for name in layers:
-                again = layer_fns[name](apply_replacements([e for e in evs if e.kind != "pinned"], repl), policy)
+                again = layer_fns[name](apply_replacements(covered_all, repl), policy)
                 repl.update(again.replacements)
                 counted.update((s, (b, again.counts[s])) for s, b in again.replacements.items())
             released[0] = end0
@@ -428,6 +444,12 @@ def apply_layers(
             snapshot_version=plan.snapshot_version, created_at=now, **base,  # type: ignore[arg-type]
         )
 
+    def view_of(ckpt: Checkpoint) -> list[Event]:
+        """``build_view(evs, ckpt)``: ``evs`` are in seq order (``prepare``), so a summary
+        candidate's tail is found by bisection (``build_view``'s ``at``)."""
+        facts = covered_text.range_facts() if covered_text is not None else None
+        return build_view(evs, ckpt, at=None if facts is None else (facts[1], facts[3]))
+
     def candidate(ckpt: Checkpoint, *, lazy: bool = False,
                   remake: Callable[[], Checkpoint] | None = None, tokens: int | None = None) -> _Candidate:
         t = time.perf_counter()
@@ -452,7 +474,7 @@ def apply_layers(
             lazy_cand = _Candidate(ckpt, None, n, check=check, target=target,
                                    rebuild=lambda: build_view(evs, lazy_cand.checkpoint), remake=remake)
             return lazy_cand
-        view = build_view(evs, ckpt)
+        view = view_of(ckpt)
         n = view_tokens(view)
         vio = validate(events=evs, checkpoint=ckpt, view=view, target_tokens=target,
                        artifacts=artifacts, prev_checkpoint=prev, tokens=n, index=covered_text)
@@ -470,7 +492,7 @@ def apply_layers(
         if name not in plan.layers:
             continue
         t = time.perf_counter()
-        shown = apply_replacements([e for e in evs if e.kind != "pinned"], repl)
+        shown = apply_replacements(covered_all, repl)
         out = fn(shown, policy)
         durations[name] = (time.perf_counter() - t) * 1000
         if not out.items:
@@ -649,7 +671,8 @@ def repair_candidate(
         "summary": text, "sections": drop_identifier_items(dict(ckpt.sections), idents),
         "summary_tokens": count_text(text),
     })
-    view2 = build_view(evs, fixed)
+    facts = index.range_facts() if index is not None and index.events is evs else None
+    view2 = build_view(evs, fixed, at=None if facts is None else (facts[1], facts[3]))
     n2 = view_tokens(view2)
     vio2 = validate(events=evs, checkpoint=fixed, view=view2, target_tokens=target,
                     artifacts=artifacts, prev_checkpoint=prev, tokens=n2, index=index)
@@ -745,20 +768,24 @@ def compact(
     trigger: str = "manual",
     record_id: str | None = None,
     provider_usage: int | None = None,
+    tokens_before: int | None = None,
 ) -> CompactResult:
     """Compact ``events`` so their view fits ``target_tokens`` (default: the policy's
     post-compaction size).
 
     ``events``: every event of the log after ``prev.covers.end`` plus all pinned events (the
     whole log when ``prev`` is None). Same inputs -> same view, checkpoint and record (but for
-    ``record.durations_ms``).
+    ``record.durations_ms``). ``tokens_before``: ``measure.quick_view_tokens(events,
+    placed=True)`` when the caller counted it already (the CLI, for its default target): with
+    no ``prev``, and ``events`` in seq order with every one counted, it is the plan's count of
+    the view, which is then not made again (issue 17: a walk of the session); else ignored.
     """
     if target_tokens is not None and target_tokens < 1:
         raise InvalidInput(f"target_tokens must be a positive number of tokens, not {target_tokens}")
     with collector_paused():
         return _compact(events, policy, target_tokens, prev, checkpoint_id=checkpoint_id, now=now,
                         tenant=tenant, session=session, trigger=trigger, record_id=record_id,
-                        provider_usage=provider_usage)
+                        provider_usage=provider_usage, counted=tokens_before)
 
 
 def _compact(
@@ -774,12 +801,19 @@ def _compact(
     trigger: str,
     record_id: str | None,
     provider_usage: int | None,
+    counted: int | None = None,
 ) -> CompactResult:
     t0 = time.perf_counter()
     evs = prepare(events, prev)
     safe: dict[bool, list[int]] = {}  # plan's safe cut points, for the ladder on the same events
     shown: dict[str, int] = {}  # plan's count of the view, for the replacement layers' views
-    p = plan(evs, policy, target_tokens, prev, provider_usage=provider_usage, _safe=safe, _view=shown)
+    if counted is not None and (prev is not None or len(evs) != len(events) or not all(map(is_, evs, events))):
+        # plan counts prepare(events): the caller's count holds only for the very same events in
+        # the same order (prepare drops none, sorts none, copies none to count it)
+        counted = None
+    walked: list[list[Event]] = []  # plan's body of the events, for the layers
+    p = plan(evs, policy, target_tokens, prev, provider_usage=provider_usage, _safe=safe, _view=shown,
+             _counted=counted, _prepared=True, _body=walked)
     plan_ms = (time.perf_counter() - t0) * 1000
     tenant = tenant or (prev.tenant if prev is not None else "inline")
     session = session or (prev.session if prev is not None else "inline")
@@ -807,7 +841,8 @@ def _compact(
                        prev_checkpoint=prev)
         return noop(vio, None, {"plan": plan_ms}, view)
     res = apply_layers(evs, p, policy, prev=prev, checkpoint_id=checkpoint_id, now=now,
-                       tenant=tenant, session=session, _safe=safe, _view=shown)
+                       tenant=tenant, session=session, _safe=safe, _view=shown, _prepared=True,
+                       _body=walked[0] if walked else None)
     ckpt = res.checkpoint
     assert ckpt is not None
     if not res.layers or res.tokens_after >= p.tokens_before:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from bisect import bisect_right
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from compactor.events import (
@@ -54,13 +55,19 @@ LATE_RESULTS = "late_results"
 ``place_results``); ``invariants.check_tool_pairing`` and ``measure.render_request`` read it."""
 
 
-def build_view(events: Sequence[Event], ckpt: Checkpoint | None) -> list[Event]:
+def build_view(events: Sequence[Event], ckpt: Checkpoint | None, *,
+               at: tuple[Sequence[int], Sequence[int]] | None = None) -> list[Event]:
     """View = pinned events + summary (if any) + events after the checkpoint's range.
 
     ``events`` are all events of the log in seq order (or at least every pinned event and
     every event after the checkpoint). A tool_result that does not answer the message just
     before it (DESIGN §7.1: a late result, or one whose call the summary covers) is shown as
     text naming its call (``place_results``).
+
+    ``at``: the seqs of ``events`` and the positions of their pinned events, when ``events``
+    are sorted by seq (the engine's: ``covered_text.CoveredText.range_facts``): the tail is
+    then found by bisection, not by a walk of every event (a summary candidate's view is a
+    short tail of a long session, issue 17).
     """
     if ckpt is None or ckpt.covers.empty:
         out = list(events)
@@ -68,6 +75,11 @@ def build_view(events: Sequence[Event], ckpt: Checkpoint | None) -> list[Event]:
             out = [_replace(e, ckpt) for e in out]
         return place_results(out, ckpt)
     end = ckpt.covers.end
+    if at is not None:
+        seqs, pinned_at = at
+        pinned = [e for e in map(events.__getitem__, pinned_at) if e.seq <= end]
+        tail = [_replace(e, ckpt) for e in events[bisect_right(seqs, end):]]
+        return pinned + [summary_event(ckpt)] + place_results(tail, ckpt)
     pinned = [e for e in events if e.kind == "pinned" and e.seq <= end]
     tail = [_replace(e, ckpt) for e in events if e.seq > end]
     return pinned + [summary_event(ckpt)] + place_results(tail, ckpt)
