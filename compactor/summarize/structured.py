@@ -329,10 +329,14 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     read_facts = read_details(read_only, budget)
     lines = doc.lines  # (the loops below append their lines as ``doc.add`` does, without a call each)
     get_facts = read_facts.get
+    memo = _LADDER_MEMO.get()
     # (what a file only read defines is what the work built on: kept with its line)
-    lines += [_Line(FILES_READ, f"- {f.path}\n{facts}", _TIER_READ_DETAIL, f.seq, k)
-              if (facts := get_facts(f.path)) else _Line(FILES_READ, f"- {f.path}", _TIER_FILE_READ, f.seq, k)
-              for k, f in enumerate(read_only, len(lines))]
+    if memo is None:
+        lines += [_Line(FILES_READ, f"- {f.path}\n{facts}", _TIER_READ_DETAIL, f.seq, k)
+                  if (facts := get_facts(f.path)) else _Line(FILES_READ, f"- {f.path}", _TIER_FILE_READ, f.seq, k)
+                  for k, f in enumerate(read_only, len(lines))]
+    else:
+        lines += _read_lines(read_only, get_facts, len(lines), memo.files)
 
     failure_lines = build_failure_lines(state.failed_approaches, state.files_changed)  # [line, tier, seq, tool ids]
     explained = {i for fl in failure_lines for i in fl[3]}  # failed runs the errors section tells in full
@@ -360,15 +364,14 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
             continue
         gists.add(-neg)
         gist_room = None if gist_room is None else gist_room - cost
-    memo = _LADDER_MEMO.get()
-    get_hit = memo.get if memo is not None else {}.get
+    get_hit = memo.commands.get if memo is not None else {}.get
     for i in latest_runs:
         c = commands[i]
         n = counts[c.command] if counts is not None else 1
         gist = i in gists
         hit = get_hit(id(c))
         if hit is not None and hit[0] is c and hit[1] == n and hit[2] == gist:
-            text, tier = hit[3], hit[4]  # the same item in the previous rung's state: the same line
+            text, tier, size = hit[3], hit[4], hit[5]  # the same item in the previous rung's state: the same line
         else:
             command, status = c.command, c.status
             if c.exit_code is not None:
@@ -384,14 +387,16 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
                     else _TIER_OUTPUT_GIST if gist
                     else _TIER_INSTALL if c.detail.startswith("partial") or is_install(command)
                     else _TIER_COMMAND_OK)  # (an answer past the share: the log has it)
+            size = 0  # (sized by ``_measure``)
             if memo is not None:
-                memo[id(c)] = (c, n, gist, text, tier)  # (c held: its id is not reused meanwhile)
+                size = count_text(text) + 1
+                memo.commands[id(c)] = (c, n, gist, text, tier, size)  # (c held: its id is not reused meanwhile)
         # what the rung's own lists say of it: told in full under Errors, or one of the newest
         if explained and c.tool_use_id in explained and (c.status == "failed" or c.detail.startswith("partial")):
             tier = _TIER_COMMAND_EXPLAINED
         elif tier != _TIER_COMMAND_FAILED and i in recent_ok:
             tier = _TIER_COMMAND_RECENT_OK
-        lines.append(_Line(COMMANDS, text, tier, c.seq, len(lines)))
+        lines.append(_Line(COMMANDS, text, tier, c.seq, len(lines), size))
 
     last_test_by_cmd: dict[str, int] = {}
     for i, t in enumerate(state.tests):
@@ -581,7 +586,7 @@ def _sum_lines(lines: list[_Line], text: str) -> int | None:
     last = len(lines) - 1
     for i, ln in enumerate(lines):
         t = ln.text
-        c = count_text(t)
+        c = ln.tokens - 1 if ln.tokens else count_text(t)  # (a line from the ladder's memo: sized there)
         if ln.tier is not None:
             ln.tokens = c + 1
         if ln.section != section:  # a section starts: its heading comes first
@@ -645,22 +650,58 @@ def _render_kept(kept: list[_Line], dropped: dict[str, int]) -> tuple[str, dict[
 
 _DROP_ORDER = attrgetter("tier", "seq", "order")
 
-_LADDER_MEMO: ContextVar[dict[int, tuple] | None] = ContextVar("structured_ladder_memo", default=None)
-"""Command lines already built for an item of an earlier rung's state (id -> item, inputs, line).
+@dataclass(slots=True)
+class _LadderMemo:
+    """Lines already built, and sized, for the items of an earlier rung's state."""
+
+    commands: dict[int, tuple] = field(default_factory=dict)
+    """id -> (command, its run count, gist or not, line, own tier, tokens with its newline)."""
+    files: dict[int, tuple] = field(default_factory=dict)
+    """id -> (file only read, its facts line or None, line, tier, tokens with its newline)."""
+
+
+_LADDER_MEMO: ContextVar[_LadderMemo | None] = ContextVar("structured_ladder_memo", default=None)
+"""Command and file-read lines already built for an item of an earlier rung's state.
 
 The shrink ladder renders the states of growing cuts, which share their items (one lifting
-pass): a command's line is built once per compaction instead of once per rung (issue 17).
+pass): a command's or a read file's line is built and counted once per compaction instead of
+once per rung (issue 17: at 300k events a rung's ~300k lines no longer fit the count memo of
+``compactor.tokens``, so every rung tokenized each of them again).
 Set by ``begin_ladder_memo`` for the ladder; None elsewhere (no memo, nothing kept)."""
 
 
 def begin_ladder_memo() -> Token:
-    """From here on (in this context) ``render_summary`` reuses the command lines it built before;
-    ``end_ladder_memo(token)`` lets them go."""
-    return _LADDER_MEMO.set({})
+    """From here on (in this context) ``render_summary`` reuses the command and file-read lines
+    it built before; ``end_ladder_memo(token)`` lets them go."""
+    return _LADDER_MEMO.set(_LadderMemo())
 
 
 def end_ladder_memo(token: Token) -> None:
     _LADDER_MEMO.reset(token)
+
+
+def _read_lines(files: list, get_facts, start: int, memo: dict[int, tuple]) -> list[_Line]:
+    """The "Files read" lines of ``files`` (orders from ``start``), each built and sized once per
+    ladder: a file's line changes only with its item (a new read is a new one) or its facts."""
+    out: list[_Line] = []
+    append = out.append
+    get = memo.get
+    for k, f in enumerate(files, start):
+        facts = get_facts(f.path)
+        hit = get(id(f))
+        if hit is not None and hit[0] is f and hit[1] == facts:
+            text, tier, size = hit[2], hit[3], hit[4]
+        else:
+            if facts:
+                text, tier = f"- {f.path}\n{facts}", _TIER_READ_DETAIL
+            else:
+                text, tier = f"- {f.path}", _TIER_FILE_READ
+            size = count_text(text) + 1
+            memo[id(f)] = (f, facts, text, tier, size)  # (f held: its id is not reused meanwhile)
+        append(_Line(FILES_READ, text, tier, f.seq, k, size))
+    return out
+
+
 _OUTCOME_WORDS = {"ok": "ok", "failed": "failed", "unknown": "no exit status recorded"}
 
 
