@@ -336,7 +336,7 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
                   if (facts := get_facts(f.path)) else _Line(FILES_READ, f"- {f.path}", _TIER_FILE_READ, f.seq, k)
                   for k, f in enumerate(read_only, len(lines))]
     else:
-        lines += _read_lines(read_only, get_facts, len(lines), memo.files)
+        lines += _read_lines(read_only, get_facts, len(lines), memo)
 
     failure_lines = build_failure_lines(state.failed_approaches, state.files_changed)  # [line, tier, seq, tool ids]
     explained = {i for fl in failure_lines for i in fl[3]}  # failed runs the errors section tells in full
@@ -364,14 +364,16 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
             continue
         gists.add(-neg)
         gist_room = None if gist_room is None else gist_room - cost
-    get_hit = memo.commands.get if memo is not None else {}.get
+    if memo is not None and len(memo.cmd_items) < len(commands):
+        memo.grow_commands(len(commands))
     for i in latest_runs:
         c = commands[i]
         n = counts[c.command] if counts is not None else 1
         gist = i in gists
-        hit = get_hit(id(c))
-        if hit is not None and hit[0] is c and hit[1] == n and hit[2] == gist:
-            text, tier, size = hit[3], hit[4], hit[5]  # the same item in the previous rung's state: the same line
+        key = 2 * n + gist
+        if memo is not None and memo.cmd_items[i] is c and memo.cmd_keys[i] == key:
+            # the same item at the same place in the previous rung's state: the same line
+            text, tier, size = memo.cmd_texts[i], memo.cmd_tiers[i], memo.cmd_sizes[i]
         else:
             command, status = c.command, c.status
             if c.exit_code is not None:
@@ -390,7 +392,8 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
             size = 0  # (sized by ``_measure``)
             if memo is not None:
                 size = count_text(text) + 1
-                memo.commands[id(c)] = (c, n, gist, text, tier, size)  # (c held: its id is not reused meanwhile)
+                memo.cmd_items[i], memo.cmd_keys[i], memo.cmd_texts[i] = c, key, text
+                memo.cmd_tiers[i], memo.cmd_sizes[i] = tier, size
         # what the rung's own lists say of it: told in full under Errors, or one of the newest
         if explained and c.tool_use_id in explained and (c.status == "failed" or c.detail.startswith("partial")):
             tier = _TIER_COMMAND_EXPLAINED
@@ -524,7 +527,11 @@ def _fit(doc: _Doc, budget: int, tokens: int,
     should cover the surplus, then the text of what is left is rendered and counted exactly;
     only the kept lines are rendered (a big state's first batch drops nearly all of its ~100k
     lines, issue 17), with the same result as ``_render(doc)`` after each batch."""
-    candidates = sorted((ln for ln in doc.lines if ln.tier is not None), key=_DROP_ORDER)
+    # (tier, seq, order) order: two stable sorts of the lines in their order, by seq then by tier,
+    # without a key tuple per line (a rung of a big state sorts ~100k-300k of them, issue 17)
+    candidates = [ln for ln in doc.lines if ln.tier is not None]
+    candidates.sort(key=_SEQ)
+    candidates.sort(key=_TIER)
     text, sections, dropped = rendered
     fixed = [ln for ln in doc.lines if ln.tier is None]
     n_dropped: dict[str, int] = {}
@@ -648,16 +655,32 @@ def _render_kept(kept: list[_Line], dropped: dict[str, int]) -> tuple[str, dict[
     return _join(sections, dropped), sections
 
 
-_DROP_ORDER = attrgetter("tier", "seq", "order")
+_SEQ = attrgetter("seq")
+_TIER = attrgetter("tier")
 
 @dataclass(slots=True)
 class _LadderMemo:
-    """Lines already built, and sized, for the items of an earlier rung's state."""
+    """Lines already built, and sized, for the items of an earlier rung's state, by their place
+    in its lists (the rungs' lists grow by appending; an item at the same place is checked by
+    identity). Parallel lists, not a tuple per item: ~40 bytes a line (issue 17, memory)."""
 
-    commands: dict[int, tuple] = field(default_factory=dict)
-    """id -> (command, its run count, gist or not, line, own tier, tokens with its newline)."""
-    files: dict[int, tuple] = field(default_factory=dict)
-    """id -> (file only read, its facts line or None, line, tier, tokens with its newline)."""
+    read_items: list = field(default_factory=list)
+    """The files only read (``_read_lines``), their facts lines (None: none), lines and tokens."""
+    read_facts: list = field(default_factory=list)
+    read_texts: list = field(default_factory=list)
+    read_sizes: list = field(default_factory=list)
+    cmd_items: list = field(default_factory=list)
+    """By index in ``state.commands``: the command whose line is kept (None: none), 2 x its run
+    count + its gist flag, its line, its own tier and its tokens with the newline."""
+    cmd_keys: list = field(default_factory=list)
+    cmd_texts: list = field(default_factory=list)
+    cmd_tiers: list = field(default_factory=list)
+    cmd_sizes: list = field(default_factory=list)
+
+    def grow_commands(self, n: int) -> None:
+        more = [None] * (n - len(self.cmd_items))
+        for column in (self.cmd_items, self.cmd_keys, self.cmd_texts, self.cmd_tiers, self.cmd_sizes):
+            column += more
 
 
 _LADDER_MEMO: ContextVar[_LadderMemo | None] = ContextVar("structured_ladder_memo", default=None)
@@ -680,25 +703,28 @@ def end_ladder_memo(token: Token) -> None:
     _LADDER_MEMO.reset(token)
 
 
-def _read_lines(files: list, get_facts, start: int, memo: dict[int, tuple]) -> list[_Line]:
+def _read_lines(files: list, get_facts, start: int, memo: _LadderMemo) -> list[_Line]:
     """The "Files read" lines of ``files`` (orders from ``start``), each built and sized once per
     ladder: a file's line changes only with its item (a new read is a new one) or its facts."""
     out: list[_Line] = []
     append = out.append
-    get = memo.get
-    for k, f in enumerate(files, start):
+    items, known, texts, sizes = memo.read_items, memo.read_facts, memo.read_texts, memo.read_sizes
+    n_known = len(items)
+    for k, f in enumerate(files):
         facts = get_facts(f.path)
-        hit = get(id(f))
-        if hit is not None and hit[0] is f and hit[1] == facts:
-            text, tier, size = hit[2], hit[3], hit[4]
+        if k < n_known and items[k] is f and known[k] == facts:
+            text, size = texts[k], sizes[k]
         else:
-            if facts:
-                text, tier = f"- {f.path}\n{facts}", _TIER_READ_DETAIL
-            else:
-                text, tier = f"- {f.path}", _TIER_FILE_READ
+            text = f"- {f.path}\n{facts}" if facts else f"- {f.path}"
             size = count_text(text) + 1
-            memo[id(f)] = (f, facts, text, tier, size)  # (f held: its id is not reused meanwhile)
-        append(_Line(FILES_READ, text, tier, f.seq, k, size))
+            if k < n_known:
+                items[k], known[k], texts[k], sizes[k] = f, facts, text, size
+            else:  # (k == len(items): the lines are met in order)
+                items.append(f)
+                known.append(facts)
+                texts.append(text)
+                sizes.append(size)
+        append(_Line(FILES_READ, text, _TIER_READ_DETAIL if facts else _TIER_FILE_READ, f.seq, start + k, size))
     return out
 
 
