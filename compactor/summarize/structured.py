@@ -329,10 +329,14 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     read_facts = read_details(read_only, budget)
     lines = doc.lines  # (the loops below append their lines as ``doc.add`` does, without a call each)
     get_facts = read_facts.get
+    memo = _LADDER_MEMO.get()
     # (what a file only read defines is what the work built on: kept with its line)
-    lines += [_Line(FILES_READ, f"- {f.path}\n{facts}", _TIER_READ_DETAIL, f.seq, k)
-              if (facts := get_facts(f.path)) else _Line(FILES_READ, f"- {f.path}", _TIER_FILE_READ, f.seq, k)
-              for k, f in enumerate(read_only, len(lines))]
+    if memo is None:
+        lines += [_Line(FILES_READ, f"- {f.path}\n{facts}", _TIER_READ_DETAIL, f.seq, k)
+                  if (facts := get_facts(f.path)) else _Line(FILES_READ, f"- {f.path}", _TIER_FILE_READ, f.seq, k)
+                  for k, f in enumerate(read_only, len(lines))]
+    else:
+        lines += _read_lines(read_only, get_facts, len(lines), memo)
 
     failure_lines = build_failure_lines(state.failed_approaches, state.files_changed)  # [line, tier, seq, tool ids]
     explained = {i for fl in failure_lines for i in fl[3]}  # failed runs the errors section tells in full
@@ -360,15 +364,16 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
             continue
         gists.add(-neg)
         gist_room = None if gist_room is None else gist_room - cost
-    memo = _LADDER_MEMO.get()
-    get_hit = memo.get if memo is not None else {}.get
+    if memo is not None and len(memo.cmd_items) < len(commands):
+        memo.grow_commands(len(commands))
     for i in latest_runs:
         c = commands[i]
         n = counts[c.command] if counts is not None else 1
         gist = i in gists
-        hit = get_hit(id(c))
-        if hit is not None and hit[0] is c and hit[1] == n and hit[2] == gist:
-            text, tier = hit[3], hit[4]  # the same item in the previous rung's state: the same line
+        key = 2 * n + gist
+        if memo is not None and memo.cmd_items[i] is c and memo.cmd_keys[i] == key:
+            # the same item at the same place in the previous rung's state: the same line
+            text, tier, size = memo.cmd_texts[i], memo.cmd_tiers[i], memo.cmd_sizes[i]
         else:
             command, status = c.command, c.status
             if c.exit_code is not None:
@@ -384,14 +389,17 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
                     else _TIER_OUTPUT_GIST if gist
                     else _TIER_INSTALL if c.detail.startswith("partial") or is_install(command)
                     else _TIER_COMMAND_OK)  # (an answer past the share: the log has it)
+            size = 0  # (sized by ``_measure``)
             if memo is not None:
-                memo[id(c)] = (c, n, gist, text, tier)  # (c held: its id is not reused meanwhile)
+                size = count_text(text) + 1
+                memo.cmd_items[i], memo.cmd_keys[i], memo.cmd_texts[i] = c, key, text
+                memo.cmd_tiers[i], memo.cmd_sizes[i] = tier, size
         # what the rung's own lists say of it: told in full under Errors, or one of the newest
         if explained and c.tool_use_id in explained and (c.status == "failed" or c.detail.startswith("partial")):
             tier = _TIER_COMMAND_EXPLAINED
         elif tier != _TIER_COMMAND_FAILED and i in recent_ok:
             tier = _TIER_COMMAND_RECENT_OK
-        lines.append(_Line(COMMANDS, text, tier, c.seq, len(lines)))
+        lines.append(_Line(COMMANDS, text, tier, c.seq, len(lines), size))
 
     last_test_by_cmd: dict[str, int] = {}
     for i, t in enumerate(state.tests):
@@ -519,7 +527,11 @@ def _fit(doc: _Doc, budget: int, tokens: int,
     should cover the surplus, then the text of what is left is rendered and counted exactly;
     only the kept lines are rendered (a big state's first batch drops nearly all of its ~100k
     lines, issue 17), with the same result as ``_render(doc)`` after each batch."""
-    candidates = sorted((ln for ln in doc.lines if ln.tier is not None), key=_DROP_ORDER)
+    # (tier, seq, order) order: two stable sorts of the lines in their order, by seq then by tier,
+    # without a key tuple per line (a rung of a big state sorts ~100k-300k of them, issue 17)
+    candidates = [ln for ln in doc.lines if ln.tier is not None]
+    candidates.sort(key=_SEQ)
+    candidates.sort(key=_TIER)
     text, sections, dropped = rendered
     fixed = [ln for ln in doc.lines if ln.tier is None]
     n_dropped: dict[str, int] = {}
@@ -581,7 +593,7 @@ def _sum_lines(lines: list[_Line], text: str) -> int | None:
     last = len(lines) - 1
     for i, ln in enumerate(lines):
         t = ln.text
-        c = count_text(t)
+        c = ln.tokens - 1 if ln.tokens else count_text(t)  # (a line from the ladder's memo: sized there)
         if ln.tier is not None:
             ln.tokens = c + 1
         if ln.section != section:  # a section starts: its heading comes first
@@ -643,24 +655,79 @@ def _render_kept(kept: list[_Line], dropped: dict[str, int]) -> tuple[str, dict[
     return _join(sections, dropped), sections
 
 
-_DROP_ORDER = attrgetter("tier", "seq", "order")
+_SEQ = attrgetter("seq")
+_TIER = attrgetter("tier")
 
-_LADDER_MEMO: ContextVar[dict[int, tuple] | None] = ContextVar("structured_ladder_memo", default=None)
-"""Command lines already built for an item of an earlier rung's state (id -> item, inputs, line).
+@dataclass(slots=True)
+class _LadderMemo:
+    """Lines already built, and sized, for the items of an earlier rung's state, by their place
+    in its lists (the rungs' lists grow by appending; an item at the same place is checked by
+    identity). Parallel lists, not a tuple per item: ~40 bytes a line (issue 17, memory)."""
+
+    read_items: list = field(default_factory=list)
+    """The files only read (``_read_lines``), their facts lines (None: none), lines and tokens."""
+    read_facts: list = field(default_factory=list)
+    read_texts: list = field(default_factory=list)
+    read_sizes: list = field(default_factory=list)
+    cmd_items: list = field(default_factory=list)
+    """By index in ``state.commands``: the command whose line is kept (None: none), 2 x its run
+    count + its gist flag, its line, its own tier and its tokens with the newline."""
+    cmd_keys: list = field(default_factory=list)
+    cmd_texts: list = field(default_factory=list)
+    cmd_tiers: list = field(default_factory=list)
+    cmd_sizes: list = field(default_factory=list)
+
+    def grow_commands(self, n: int) -> None:
+        more = [None] * (n - len(self.cmd_items))
+        for column in (self.cmd_items, self.cmd_keys, self.cmd_texts, self.cmd_tiers, self.cmd_sizes):
+            column += more
+
+
+_LADDER_MEMO: ContextVar[_LadderMemo | None] = ContextVar("structured_ladder_memo", default=None)
+"""Command and file-read lines already built for an item of an earlier rung's state.
 
 The shrink ladder renders the states of growing cuts, which share their items (one lifting
-pass): a command's line is built once per compaction instead of once per rung (issue 17).
+pass): a command's or a read file's line is built and counted once per compaction instead of
+once per rung (issue 17: at 300k events a rung's ~300k lines no longer fit the count memo of
+``compactor.tokens``, so every rung tokenized each of them again).
 Set by ``begin_ladder_memo`` for the ladder; None elsewhere (no memo, nothing kept)."""
 
 
 def begin_ladder_memo() -> Token:
-    """From here on (in this context) ``render_summary`` reuses the command lines it built before;
-    ``end_ladder_memo(token)`` lets them go."""
-    return _LADDER_MEMO.set({})
+    """From here on (in this context) ``render_summary`` reuses the command and file-read lines
+    it built before; ``end_ladder_memo(token)`` lets them go."""
+    return _LADDER_MEMO.set(_LadderMemo())
 
 
 def end_ladder_memo(token: Token) -> None:
     _LADDER_MEMO.reset(token)
+
+
+def _read_lines(files: list, get_facts, start: int, memo: _LadderMemo) -> list[_Line]:
+    """The "Files read" lines of ``files`` (orders from ``start``), each built and sized once per
+    ladder: a file's line changes only with its item (a new read is a new one) or its facts."""
+    out: list[_Line] = []
+    append = out.append
+    items, known, texts, sizes = memo.read_items, memo.read_facts, memo.read_texts, memo.read_sizes
+    n_known = len(items)
+    for k, f in enumerate(files):
+        facts = get_facts(f.path)
+        if k < n_known and items[k] is f and known[k] == facts:
+            text, size = texts[k], sizes[k]
+        else:
+            text = f"- {f.path}\n{facts}" if facts else f"- {f.path}"
+            size = count_text(text) + 1
+            if k < n_known:
+                items[k], known[k], texts[k], sizes[k] = f, facts, text, size
+            else:  # (k == len(items): the lines are met in order)
+                items.append(f)
+                known.append(facts)
+                texts.append(text)
+                sizes.append(size)
+        append(_Line(FILES_READ, text, _TIER_READ_DETAIL if facts else _TIER_FILE_READ, f.seq, start + k, size))
+    return out
+
+
 _OUTCOME_WORDS = {"ok": "ok", "failed": "failed", "unknown": "no exit status recorded"}
 
 

@@ -4,6 +4,7 @@ rendering the whole document after each batch."""
 from __future__ import annotations
 
 import random
+from operator import attrgetter
 from pathlib import Path
 
 import pytest
@@ -20,8 +21,9 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
 def _reference_fit(doc, budget, tokens, rendered):
-    """The drop loop as it was: every batch renders and counts the whole document."""
-    candidates = sorted((ln for ln in doc.lines if ln.tier is not None), key=structured._DROP_ORDER)
+    """The drop loop as it was: every batch renders and counts the whole document, the lines
+    dropped lowest tier, then oldest, then first in the document first."""
+    candidates = sorted((ln for ln in doc.lines if ln.tier is not None), key=attrgetter("tier", "seq", "order"))
     text, sections, dropped = rendered
     for ln in candidates:
         ln.tokens = structured.count_text(ln.text) + 1

@@ -101,3 +101,38 @@ def test_a_command_newest_in_one_rung_and_older_in_the_next_keeps_its_place_by_t
     assert tiers == [[ln.tier for ln in structured._build(s, budget=5_000).lines] for s in (early, late)]
     assert tiers[0] == [structured._TIER_COMMAND_RECENT_OK] * 2
     assert tiers[1][:2] == [structured._TIER_COMMAND_OK] * 2
+
+
+def test_a_file_read_whose_facts_leave_the_share_in_a_later_rung_loses_them_there() -> None:
+    """A read file's line is memoized with its facts: when newer files take the read share in a
+    later rung, the same item's line is rebuilt without them (and sized again)."""
+    from compactor.lifting.lift import LiftedState
+    from compactor.lifting.state import FileRef
+
+    files = [FileRef(path=f"src/m{i}.py", seq=i, ops=["read"], facts=[f"def f{i}(value_{i}, other_{i}): return {i}"])
+             for i in range(1, 40)]
+    early, late = LiftedState(files_read=files[:2]), LiftedState(files_read=files)
+    token = begin_ladder_memo()
+    try:
+        got = [render_summary(s, 400) for s in (early, late, early)]
+    finally:
+        end_ladder_memo(token)
+    assert got == [render_summary(s, 400) for s in (early, late, early)]
+    first = "- src/m1.py"
+    assert any(x.startswith(first + "\n") for x in got[0].sections[structured.FILES_READ])
+    assert first in got[1].sections.get(structured.FILES_READ, []) or got[1].dropped.get(structured.FILES_READ)
+    assert not any(x.startswith(first + "\n") for x in got[1].sections.get(structured.FILES_READ, []))
+
+
+def test_the_memo_sizes_its_lines_as_the_text_counts_them(tmp_path: Path) -> None:
+    """Every line built from the memo carries the count ``_measure`` would give it."""
+    path = tmp_path / "s.jsonl"
+    write_session(path, 2000)
+    token = begin_ladder_memo()
+    try:
+        for s, b in _ladder(import_file(path).events, (5_000,)):
+            for ln in structured._build(s, budget=b).lines:
+                if ln.tokens:
+                    assert ln.tokens == structured.count_text(ln.text) + 1
+    finally:
+        end_ladder_memo(token)
