@@ -240,3 +240,9 @@ def test_the_write_patterns_match_only_where_a_needle_is() -> None:
                 hits += 1
                 assert any(n in t for n in needles), t[:80]
     assert hits >= 8
+
+
+def test_a_file_kind_is_read_from_its_name_after_the_last_slash() -> None:
+    cases = {"src/mod_1.py": "py", "a/.env.local": "env", "x.ENV": "env", "dir.py/file": "", "a/b.": "",
+             "web/App.TSX": "js", "x.tar.gz": "", "": "", "/": "", ".": "", "conf/app.yml": "yaml", "a.b/c.rs": "rs"}
+    assert {p: content.kind_of(p) for p in cases} == cases
