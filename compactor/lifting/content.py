@@ -140,10 +140,11 @@ _KINDS = {
 
 
 def kind_of(path: str) -> str:
-    base = path.rsplit("/", 1)[-1].lower()
-    if base.startswith(".env") or base.endswith(".env"):
+    base = path[path.rfind("/") + 1:].lower()  # (the name after the last "/": slices, no lists)
+    if ".env" in base and (base.startswith(".env") or base.endswith(".env")):
         return "env"
-    return _KINDS.get(base.rsplit(".", 1)[-1], "") if "." in base else ""
+    dot = base.rfind(".")
+    return _KINDS.get(base[dot + 1:], "") if dot >= 0 else ""
 
 
 def _flat(text: str, n: int = FACT_CHARS) -> str:
@@ -182,30 +183,26 @@ def _json_pairs(text: str) -> list[str]:
 _SIG_WORDS = {"py": ("def", "class", "async"), "js": ("export", "async", "function", "const", "let", "abstract",
                                                      "class", "interface"),
               "rs": ("pub", "async", "fn", "struct", "enum", "trait"), "go": ("func", "type")}
-_SIG_SCAN_CHARS = 2_000
-"""A text longer than this is matched at the line starts of its signature words only."""
+_SIG_LINES = {kind: re.compile(r"\n(?=[ \t]*(?:" + "|".join(words) + "))") for kind, words in _SIG_WORDS.items()}
+"""A line break before a line that opens, after spaces, with one of the kind's words (its literal
+``\n`` first: the search skips from break to break instead of trying a pattern at every position)."""
 
 
 def _sig_matches(kind: str, sig: re.Pattern[str], text: str) -> list[re.Match[str]]:
-    """``sig.finditer(text)``, for a long text tried only where a match can start (issue 17: the
-    scan retries ``^[ \t]*`` and the alternatives at every line, ~2 ms for a 37k-character
-    module). Every match starts at a line start whose line opens, after spaces, with one of the
-    kind's words, so the line starts of those words' occurrences, in order, from the end of the
-    last match on, give the same matches."""
-    words = _SIG_WORDS.get(kind)
-    if words is None or len(text) <= _SIG_SCAN_CHARS:
+    """``sig.finditer(text)``, tried only where a match can start (issue 17: the scan tries
+    ``^[ \t]*`` and the alternatives at every position, ~13k instructions for a two-line file,
+    ~2 ms for a 37k-character module). Every match starts at a line start whose line opens,
+    after spaces, with one of the kind's words: the first line or one after a break
+    ``_SIG_LINES`` finds, so those line starts, in order, from the end of the last match on,
+    give the same matches."""
+    breaks = _SIG_LINES.get(kind)
+    if breaks is None:
         return list(sig.finditer(text))
-    starts: set[int] = set()
-    find, rfind = text.find, text.rfind
-    for w in words:
-        i = find(w)
-        while i >= 0:
-            starts.add(rfind("\n", 0, i) + 1)
-            nl = find("\n", i)
-            i = find(w, nl) if nl >= 0 else -1
-    out: list[re.Match[str]] = []
-    end = 0
-    for p in sorted(starts):
+    m = sig.match(text)
+    out: list[re.Match[str]] = [] if m is None else [m]
+    end = 0 if m is None else m.end()
+    for b in breaks.finditer(text):
+        p = b.end()  # (the line start after the break)
         if p >= end and (m := sig.match(text, p)) is not None:
             out.append(m)
             end = m.end()
@@ -221,19 +218,19 @@ def _py_bodies_possible(text: str) -> bool:
     return len(text.splitlines()) - 1 >= _behaviour.MIN_STATEMENTS
 
 
-def content_facts(path: str, text: str, whole: bool = True, *, kind: str | None = None) -> list[str]:
-    """Short facts about what ``text`` (written to ``path``) defines, in file order.
+_PY_MORE = re.compile(r""""|'|`|=|#|/|-|import|range\(|env|Storage\.|fetch\(|axios\.|requests\.""")
+"""Every match of ``_more_facts``' patterns in a whole Python text holds one of these: a quote, ``=``,
+a comment's ``#``, ``/`` or ``-`` (a uuid's too), or a word the imports, ``range`` loops and ``_used``
+need (issue 17: without any, a text's facts are its signatures', and the ~17 checks and scans of
+``_more_facts`` are one search; each alternative a literal, so the search skips to their first
+characters instead of trying every position)."""
 
-    ``whole``: the text is the whole file (a write), not an edit's new lines; only then is its
-    opening docstring or comment the file's own explanation. ``kind``: ``kind_of(path)``, when
-    the caller has it.
-    """
-    if not text or not text.strip():
-        return []
-    if kind is None:
-        kind = kind_of(path)
-    found: list[tuple[int, int, str]] = []  # (priority, position, fact)
 
+def _more_facts(path: str, kind: str, text: str, whole: bool) -> list[tuple[int, int, str]]:
+    """``content_facts``' (priority, position, fact) items other than the signatures: the file's own
+    line, constants, settings, config pairs, data files, what it uses, imports and writes, a page's
+    title and sections, ids."""
+    found: list[tuple[int, int, str]] = []
     # (substring pre-checks: each pattern's matches hold one of these, issue 17)
     quoted = '"' in text or "'" in text or "`" in text
     assigns = "=" in text
@@ -243,23 +240,6 @@ def content_facts(path: str, text: str, whole: bool = True, *, kind: str | None 
         about = m.group(m.lastindex or 1).strip().rstrip("*/->").strip().strip("\"'").strip()
         if len(about) >= 12 and not about.lower().startswith(("!", "eslint", "type:", "noqa", "pylint", "-*-")):
             found.append((0, -1, "about: " + _flat(about)))
-    sig = _SIGS.get(kind)
-    bodies: list[tuple[int, int, str]] = []  # functions said with their statements (span, line)
-    if sig is not None:
-        # (a kind's signatures open with one of its words: a text without any has none, no scan)
-        sigs = [(m.start(), m.end(), _flat(m.group(1))) for m in _sig_matches(kind, sig, text)] if (
-            kind not in _SIG_WORDS or any(map(text.__contains__, _SIG_WORDS[kind]))) else []
-        said = _behaviour.function_lines(kind, text, sigs) if kind == "js" or kind == "py" and (
-            sigs and _py_bodies_possible(text)) else {}
-        if said:
-            bodies = [(a, b, line) for line, (a, b) in said.values()]
-        # a signature that says nothing a reader asks for (``def __init__(self)``) goes last
-        if sigs:
-            found += [(2, start, said[start][0]) if start in said else
-                      (5 if ("self" in s or "constructor" in s) and _BARE_SIG.search(s) else 2, start, s)
-                      for start, _, s in sigs]
-        if kind == "js" and not whole:
-            found += [(2, pos, line) for pos, line in _behaviour.branch_lines(text, [(a, b) for a, b, _ in bodies])]
     const = _CONSTS.get(kind) if assigns else None
     if const is not None:
         for m in const.finditer(text):
@@ -301,8 +281,6 @@ def content_facts(path: str, text: str, whole: bool = True, *, kind: str | None 
         found += [(3, pos, fact) for pos, fact in used]
     if kind in ("py", "js"):
         found += io_facts(kind, text)
-    if bodies:  # a setting a function's line already says whole is not said twice
-        found = [f for f in found if f[0] != 4 or not any(a <= f[1] < b and f[2] in line for a, b, line in bodies)]
     page = path.lower().endswith((".html", ".htm"))
     title = _TITLE.search(text) if whole and page else None
     if title and title.group(1).strip():
@@ -312,6 +290,43 @@ def content_facts(path: str, text: str, whole: bool = True, *, kind: str | None 
                   if not (title and f[2] == "sections: " + _flat(title.group(1).strip(), SECTION_CHARS))]
     for m in (_IDS.finditer(text) if "-" in text or "declare_id!(" in text else ()):
         found.append((1, m.start(), "id " + (m.group(1) or m.group(2))))
+    return found
+
+
+def content_facts(path: str, text: str, whole: bool = True, *, kind: str | None = None) -> list[str]:
+    """Short facts about what ``text`` (written to ``path``) defines, in file order.
+
+    ``whole``: the text is the whole file (a write), not an edit's new lines; only then is its
+    opening docstring or comment the file's own explanation. ``kind``: ``kind_of(path)``, when
+    the caller has it.
+    """
+    if not text or not text.strip():
+        return []
+    if kind is None:
+        kind = kind_of(path)
+    found: list[tuple[int, int, str]] = []  # (priority, position, fact)
+    sig = _SIGS.get(kind)
+    bodies: list[tuple[int, int, str]] = []  # functions said with their statements (span, line)
+    if sig is not None:
+        # (a kind's signatures open with one of its words: a text without any has none, no scan)
+        sigs = [(m.start(), m.end(), _flat(m.group(1))) for m in _sig_matches(kind, sig, text)] if (
+            kind not in _SIG_WORDS or any(map(text.__contains__, _SIG_WORDS[kind]))) else []
+        said = _behaviour.function_lines(kind, text, sigs) if kind == "js" or kind == "py" and (
+            sigs and _py_bodies_possible(text)) else {}
+        if said:
+            bodies = [(a, b, line) for line, (a, b) in said.values()]
+        # a signature that says nothing a reader asks for (``def __init__(self)``) goes last
+        if sigs:
+            found += [(2, start, said[start][0]) if start in said else
+                      (5 if ("self" in s or "constructor" in s) and _BARE_SIG.search(s) else 2, start, s)
+                      for start, _, s in sigs]
+        if kind == "js" and not whole:
+            found += [(2, pos, line) for pos, line in _behaviour.branch_lines(text, [(a, b) for a, b, _ in bodies])]
+    if (kind != "py" or not whole or _PY_MORE.search(text) is not None
+            or path.lower().endswith((".html", ".htm"))):
+        found += _more_facts(path, kind, text, whole)  # (the signatures' is all a plain one has)
+        if bodies:  # a setting a function's line already says whole is not said twice
+            found = [f for f in found if f[0] != 4 or not any(a <= f[1] < b and f[2] in line for a, b, line in bodies)]
 
     # the most telling first (the file's own line, constants, config, ids, signatures, data
     # files, then settings) up to MAX_FACTS, shown in file order

@@ -418,7 +418,7 @@ def _plain_files(command: str) -> ShellFiles:
                 changes.setdefault(f, "git " + values[0])
     reads = [p for p in (dict.fromkeys(reads) if len(reads) > 1 else reads) if plausible_path(p) and p in command]
     if not changes:
-        return ShellFiles(reads=reads)
+        return ShellFiles(reads, {}, {})  # (by position: no default factories called)
     return ShellFiles(reads=reads, changes={p: how for p, how in changes.items() if plausible_path(p) and p in command})
 
 

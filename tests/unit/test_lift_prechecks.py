@@ -210,13 +210,16 @@ def test_the_zero_tally_and_partial_answer_prechecks_let_every_match_through() -
     assert outputs.partial_result('{"restricted": true, "maxChars": 8000, "totalChars": 20526}').startswith("partial")
 
 
-def test_signatures_of_a_long_text_are_the_scans_matches() -> None:
-    texts = [t for t in _texts() if len(t) > content._SIG_SCAN_CHARS]
+def test_signatures_are_the_scans_matches() -> None:
+    texts = list(_texts())
     texts += [p.read_text() for p in sorted((Path(__file__).resolve().parents[2] / "compactor").rglob("*.py"))[:40]]
     texts += [("x = 1\n" * 400) + "async\n  def f(a,\n b) -> int:\n  pass\nclass A(B,\n C):\n  pass\n" + "def g(): pass\n" * 3,
               ("// c\n" * 500) + "export default async function f(a) {\n}\nconst g = (x) => x\nlet h = async () => 1\n"
               "interface I {}\nexport abstract class K extends L.M {}\n", ("x\n" * 1200) + "pub(crate) async fn f<T>(a: T) -> u8 {\n"
               "}\nstruct S\nenum E\ntrait T\nfn g()\n", ("// x\n" * 500) + "func (r *R) F(a int) error {\nfunc G()\ntype T struct\n"]
+    texts += ["def f_1(x):\n    return x + 49\n", "  class A:\n\tdef b(self): pass\n", "\ndef f():\n", "x = 1  # def f():\n",
+              "async  \n def g(a):\n", "def f(a,\n  b):\ndef g(): pass", "export const f = (a) => a\n  let g = () => 1\n",
+              "func F() {\n}\n  func G()\ntype T int\n", "pub fn f() {}\r\npub fn g() {}\n", "", "\n\n", "def"]
     assert len(texts) > 40
     for t in texts:
         for kind in ("py", "js", "rs", "go", "sh"):
@@ -237,3 +240,9 @@ def test_the_write_patterns_match_only_where_a_needle_is() -> None:
                 hits += 1
                 assert any(n in t for n in needles), t[:80]
     assert hits >= 8
+
+
+def test_a_file_kind_is_read_from_its_name_after_the_last_slash() -> None:
+    cases = {"src/mod_1.py": "py", "a/.env.local": "env", "x.ENV": "env", "dir.py/file": "", "a/b.": "",
+             "web/App.TSX": "js", "x.tar.gz": "", "": "", "/": "", ".": "", "conf/app.yml": "yaml", "a.b/c.rs": "rs"}
+    assert {p: content.kind_of(p) for p in cases} == cases
