@@ -47,6 +47,8 @@ _USAGE = _shared_fields_set(
 EVENT_FIELDS_SET = _shared_fields_set(
     {"seq", "id", "at", "kind", "role", "blocks", "usage", "injected", "source", "meta"}
 )
+#: The same with ``tokens`` (an event counted as it is made: ``tokens.count_into``'s set).
+EVENT_FIELDS_SET_TOKENS = _shared_fields_set(EVENT_FIELDS_SET | {"tokens"})
 
 _BLOCK_TYPES = frozenset(
     {TextBlock, ThinkingBlock, ImageBlock, ToolUseBlock, ToolResultBlock, ArtifactRefBlock, CompactionBlock}
@@ -149,10 +151,13 @@ def event(
     injected: bool,
     source: str,
     meta: dict[str, Any],
+    tokens: int | None = None,
 ) -> Event:
     """``Event(seq=, id=, at=, kind=, role=, blocks=, usage=, injected=, source=, meta=)``;
     ``blocks`` is copied as validation copies it, ``meta`` is the caller's own (kept, where
-    validation would copy it)."""
+    validation would copy it). ``tokens``: the event's count (``count_blocks`` of ``blocks``),
+    set as ``tokens.count_into`` sets it; only on an event made without validation (the
+    caller counts one that ``tokens`` is still None on)."""
     if (
         type(seq) is int
         and seq >= 0
@@ -174,7 +179,8 @@ def event(
         and _STR.issuperset(map(type, meta))
     ):
         # ``blocks[:]``: a copy of exactly its length, as validation's
-        return trusted_event(seq, id, at, kind, role, blocks[:], None, usage, injected, source, meta, EVENT_FIELDS_SET)
+        return trusted_event(seq, id, at, kind, role, blocks[:], tokens, usage, injected, source, meta,
+                             EVENT_FIELDS_SET if tokens is None else EVENT_FIELDS_SET_TOKENS)
     return Event(
         seq=seq,
         id=id,

@@ -59,7 +59,7 @@ RELEASE_EVERY = 256
 
 
 def parse(src: Source, name: str) -> ImportResult:
-    b = Builder(FORMAT, source_key(src), sink=src.sink)
+    b = Builder(FORMAT, source_key(src), sink=src.sink, finishing=src.finishing)
     # The assistant draft the next line of the same response may extend. Only the newest one
     # can be extended (``_only_results_since``), so older ones are forgotten.
     by_msg_id: dict[str, Draft] = {}
