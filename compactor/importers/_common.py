@@ -207,9 +207,9 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8-sig", errors="replace")
 
 
-@dataclass
+@dataclass(slots=True)
 class Draft:
-    """A mutable event under construction."""
+    """A mutable event under construction (slots: one is made per imported line)."""
 
     role: str
     id: str
@@ -803,6 +803,13 @@ def load_json(
 
 def parse_time(value: Any) -> datetime | None:
     """ISO-8601 string (``Z`` allowed) or epoch seconds/milliseconds -> datetime."""
+    if type(value) is str and len(value) == 24 and value[23] == "Z" and value[19] == ".":
+        # the usual stamp, ``2026-01-01T00:00:01.000Z``: ``fromisoformat`` takes its ``Z`` as
+        # it takes ``+00:00`` (the same datetime), without the copies below (issue 17)
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            pass  # (the general reading below decides)
     if isinstance(value, str):  # (the usual case, first)
         if value == "":
             return None
