@@ -380,7 +380,7 @@ class _Finisher:
         fmt = self.fmt
         make = build.event
         stats = self.stats
-        n = stats.n
+        tally = stats.tally
         use_ids = stats.use_ids
         result_ids = stats.result_ids
         out = self.out
@@ -451,20 +451,7 @@ class _Finisher:
             if slow is None and type(d.injected) is bool:
                 # ``_Stats.add(e)`` from the walk above: every block of an exact block type
                 # (kept as it is by validation), the draft's values the event's
-                if results:
-                    n["tool_results"] += results
-                n["events"] += 1
-                kind = d.kind
-                if kind == "message":
-                    n["messages"] += 1
-                    if not results and d.role == "user" and not d.injected and _has_text(blocks):
-                        n["user_messages"] += 1
-                elif kind == "compaction":
-                    n["compactions"] += 1
-                elif kind == "pinned":
-                    n["pinned"] += 1
-                if d.injected:
-                    n["injected"] += 1
+                tally(results, d.kind, d.role, d.injected, blocks)
             else:
                 stats.add(e)
             if out is not None and (over or (counter is not None and e.tokens is None)):
@@ -570,7 +557,6 @@ class _Stats:
         )
 
     def add(self, e: Event) -> None:
-        n = self.n
         results = 0
         for b in e.blocks:
             t = type(b)
@@ -581,21 +567,26 @@ class _Stats:
             elif isinstance(b, ToolResultBlock):
                 results += 1
                 self.result_ids.add(b.tool_use_id)
+        self.tally(results, e.kind, e.role, e.injected, e.blocks)
+
+    def tally(self, results: int, kind: str, role: str, injected: bool, blocks: list[Any]) -> None:
+        """The counts of an event of ``kind``, ``role``, ``injected`` and ``blocks``, with
+        ``results`` tool results (its call and result ids added already)."""
+        n = self.n
         if results:
             n["tool_results"] += results
         n["events"] += 1
-        kind = e.kind  # one of the three (the event is validated)
-        if kind == "message":
+        if kind == "message":  # one of the three (the event is validated)
             n["messages"] += 1
             # ``e.is_user_request``, without filling the event's cached ``text`` and
             # ``tool_results`` (a list and a string more per imported event, issue 17)
-            if not results and e.role == "user" and not e.injected and _has_text(e.blocks):
+            if not results and role == "user" and not injected and _has_text(blocks):
                 n["user_messages"] += 1
         elif kind == "compaction":
             n["compactions"] += 1
         elif kind == "pinned":
             n["pinned"] += 1
-        if e.injected:
+        if injected:
             n["injected"] += 1
 
     def result(self) -> dict[str, int]:

@@ -17,81 +17,41 @@ from compactor import importers
 from compactor.bench.scale import write_session
 from compactor.importers import _claude_code, import_file
 from compactor.importers._common import ImportLimits, compute_stats
+from tests.unit.test_importers_common import _line
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def _edge_transcript(seed: int, n: int = 300) -> str:
-    """A random Claude Code transcript with the shapes the importer treats apart: merged
-    responses, parallel and orphan results, repeated call ids and uuids, odd timestamps, flags,
-    compactions, images, non-dict parts, outputs over a small limit, broken and foreign lines."""
+    """A random Claude Code transcript with the shapes the importer treats apart: the lines of
+    ``test_importers_common._line`` (merged responses, orphan results, repeated uuids, odd
+    timestamps, flags, compactions, broken and foreign lines) and more the fast path must
+    leave to the general one (parts of odd types, results with images or over a 600-byte
+    limit, API errors, redacted thinking)."""
     r = random.Random(seed)
-    ids = [f"toolu_{i}" for i in range(8)]
-    lines: list[Any] = []
+    lines = []
     for i in range(n):
-        k = r.random()
-        ts = r.choice(["2026-01-01T00:00:%02d.000Z" % (i % 60), "2026-01-01T00:00:01.5Z", "2026-01-01T00:00:01+02:00",
-                       "", None, 1767225600000, " 2026-01-01T00:00:01.000Z ", "2026-13-01T00:00:01.000Z", "bad", True])
-        base: dict[str, Any] = {"uuid": r.choice([f"u-{i}", f"u-{i % 5}", None, "", f"é-{i}", "x" * 300]), "sessionId": "s"}
-        if ts is not None:
-            base["timestamp"] = ts
-        for flag, p in (("isSidechain", 0.08), ("isMeta", 0.05), ("isApiErrorMessage", 0.03)):
-            if r.random() < p:
-                base[flag] = r.choice([True, 1, "yes"])
-        if k < 0.4:
-            parts: list[Any] = []
-            for _ in range(r.randint(0, 3)):
-                t = r.random()
-                if t < 0.35:
-                    parts.append({"type": "text", "text": r.choice(["hi", "", "  ", "x" * r.randint(0, 700), 5])})
-                elif t < 0.75:
-                    parts.append({"type": "tool_use", "id": r.choice(ids + [None, 7]), "name": r.choice(["Bash", "Read", "", None]),
-                                  "input": r.choice([{"command": "ls -la"}, {"path": "a.py", "n": [1, 2.5, None]}, "s", None])})
-                elif t < 0.87:
-                    parts.append({"type": "thinking", "thinking": r.choice(["hmm", 3]), "signature": r.choice([None, "sig"])})
-                elif t < 0.92:
-                    parts.append({"type": "redacted_thinking", "data": "zz"})
-                elif t < 0.96:
-                    parts.append({"type": "image", "source": {"media_type": "image/png", "data": "iVBORw0KGgo="}})
-                else:
-                    parts.append(r.choice(["notadict", {"type": "weird"}]))
-            msg: dict[str, Any] = {"id": r.choice([f"msg_{i}", f"msg_{i - 1}", f"msg_{i - 2}", None, 9]), "role": "assistant",
-                                   "content": r.choice([parts, parts, parts, "plain text", "", None]),
-                                   "model": r.choice(["claude-x", None, 5])}
-            if r.random() < 0.5:
-                msg["usage"] = r.choice([{"input_tokens": r.randint(0, 9), "output_tokens": r.choice([1, None, "7"])}, {}, 0])
-            lines.append({"type": "assistant", "message": msg, **base})
-        elif k < 0.8:
-            parts = []
-            for _ in range(r.randint(0, 3)):
-                t = r.random()
-                if t < 0.65:
-                    parts.append({"type": "tool_result", "tool_use_id": r.choice(ids + ["orphan", 3]),
-                                  "content": r.choice(["out", "", "y" * r.randint(0, 1500), "z" * r.randint(550, 900), [{"type": "text", "text": "a"}],
-                                                       [{"type": "image", "source": {"media_type": "image/png", "data": "AAAA"}}],
-                                                       {"k": 1}, None]),
-                                  "is_error": r.choice([True, False, None, 1])})
-                elif t < 0.9:
-                    parts.append({"type": "text", "text": r.choice(["please fix", "<system-reminder>x</system-reminder>",
-                                                                    "<command-name>/clear</command-name>", " "])})
-                else:
-                    parts.append("notadict")
-            content = r.choice([parts, parts, parts, "typed text", "<local-command-stdout>x", "<command-name>/c</command-name>", 7])
-            lines.append({"type": "user", "message": {"role": "user", "content": content}, **base})
-        elif k < 0.85:
-            lines.append({"type": "system", "subtype": r.choice(["compact_boundary", "other"]),
-                          "compactMetadata": {"trigger": "auto", "preTokens": 100}, **base})
-        elif k < 0.89:
-            lines.append({"type": "user", "isCompactSummary": True,
-                          "message": {"role": "user", "content": r.choice(["summary", [{"type": "text", "text": "s"}]])}, **base})
-        elif k < 0.94:
-            lines.append({"type": r.choice(["progress", "summary", "weird", "attachment"]), **base})
-        elif k < 0.96:
-            lines.append({"type": "user", "message": "notadict", **base})
+        if r.random() < 0.75:
+            lines.append(_line(r, i))
+            continue
+        base: dict[str, Any] = {"uuid": f"v-{i}", "sessionId": "s", "timestamp": r.choice(
+            ["2026-01-01T00:00:%02d.000Z" % (i % 60), "2026-01-01T00:00:01.5Z", " 2026-01-01T00:00:01.000Z ",
+             "2026-13-01T00:00:01.000Z", None])}
+        if r.random() < 0.1:
+            base["isApiErrorMessage"] = True
+        if r.random() < 0.5:
+            part = r.choice([{"type": "text", "text": 5}, {"type": "redacted_thinking", "data": "zz"},
+                             {"type": "thinking", "thinking": 3}, {"type": "weird"}, "notadict",
+                             {"type": "tool_use", "id": r.choice([7, None, f"toolu_{i % 12}"]), "name": None, "input": {}}])
+            msg = {"id": r.choice([f"msg_{i - 1}", 9, None]), "role": "assistant",
+                   "content": [{"type": "text", "text": "ok"}, part], "usage": r.choice([0, {}, {"output_tokens": 3}])}
+            lines.append(json.dumps({"type": "assistant", "message": msg, **base}))
         else:
-            lines.append(r.choice(["{bad json", "[1,2]", '{"type": "response_item", "payload": {}}',
-                                   '{"type":"user","uuid":"sur","message":{"role":"user","content":"lone \\ud83d"}}', ""]))
-    return "\n".join(x if isinstance(x, str) else json.dumps(x, ensure_ascii=r.random() < 0.5) for x in lines) + "\n"
+            result = {"type": "tool_result", "tool_use_id": r.choice([f"toolu_{k}" for k in range(12)] + [3]),
+                      "content": r.choice(["z" * r.randint(550, 900), [{"type": "image", "source": {"data": "AAAA"}}], None])}
+            content = r.choice([[result], [result, result], [result, {"type": "text", "text": "and"}], []])
+            lines.append(json.dumps({"type": "user", "message": {"role": "user", "content": content}, **base}))
+    return "\n".join(lines) + "\n"
 
 
 def _general_path(monkeypatch: pytest.MonkeyPatch) -> None:
