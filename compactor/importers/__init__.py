@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from compactor.events import Event
 from compactor.errors import EmptyInput, InvalidInput, ParseError, UnknownFormat
@@ -42,11 +42,13 @@ from compactor.importers import (
 )
 from compactor.importers._common import (
     CURRENT_LINE,
+    Finishing,
     ImportLimits,
     ImportResult,
     SkippedLine,
     Source,
     Spill,
+    SinkFailed,
     Truncation,
     bound_event,
     bound_tool_outputs,
@@ -153,14 +155,6 @@ def _blank(src: Source) -> bool:
     return True
 
 
-class _SinkFailed(Exception):
-    """Carries an exception raised by an import's sink past the parse-error handling."""
-
-    def __init__(self, exc: BaseException) -> None:
-        super().__init__(str(exc))
-        self.exc = exc
-
-
 def _import(
     src: Source,
     format: str,
@@ -192,9 +186,18 @@ def _import(
                 else:
                     sink([bound_event(e, limit, spill, truncs) for e in events])
             except Exception as exc:  # not a parse problem of the file: re-raised as it is
-                raise _SinkFailed(exc) from exc
+                raise SinkFailed(exc) from exc
+
+        def ready(events: list[Event]) -> None:
+            try:
+                sink(events)
+            except Exception as exc:
+                raise SinkFailed(exc) from exc
 
         src.sink = bounded
+        # an importer that makes the events one by one bounds and counts each as it makes it
+        # (``Builder``), then hands them to ``ready``: the same events, one walk less (issue 17)
+        src.finishing = Finishing(limit, spill, truncs, _count_blocks() if count else None, ready)
     try:
         # The collector paused as in a compaction (``engine.gc_pause``): a big import makes
         # millions of objects (events, blocks, parsed lines) and no cycles; its full passes
@@ -205,7 +208,7 @@ def _import(
         if src.sink is not None and result.events:  # an importer that does not stream
             src.sink(result.events)
             result = result.model_copy(update={"events": []})
-    except _SinkFailed as failed:
+    except SinkFailed as failed:
         raise failed.exc from None
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         # Valid JSON of the wrong shape (a corrupted or hand-edited file): say where, store nothing.
@@ -230,6 +233,12 @@ def _counter() -> Callable[[Event], Event]:
     from compactor.tokens import count_into  # (the tokenizer only for a counted import)
 
     return count_into
+
+
+def _count_blocks() -> Callable[[list[Any]], int]:
+    from compactor.tokens import count_blocks  # (the tokenizer only for a counted import)
+
+    return count_blocks
 
 
 __all__ = [

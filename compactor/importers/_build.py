@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import sys
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from compactor.events import (
     ArtifactRefBlock,
@@ -30,11 +32,11 @@ from compactor.events import (
     ToolUseBlock,
     Usage,
     _shared_fields_set,
-    trusted,
     trusted_event,
 )
 
 intern = sys.intern
+_M = TypeVar("_M", bound=BaseModel)
 
 _TEXT = _shared_fields_set({"text"})
 _TOOL_USE = _shared_fields_set({"id", "name", "input"})
@@ -47,6 +49,8 @@ _USAGE = _shared_fields_set(
 EVENT_FIELDS_SET = _shared_fields_set(
     {"seq", "id", "at", "kind", "role", "blocks", "usage", "injected", "source", "meta"}
 )
+#: The same with ``tokens`` (an event counted as it is made: ``tokens.count_into``'s set).
+EVENT_FIELDS_SET_TOKENS = _shared_fields_set(EVENT_FIELDS_SET | {"tokens"})
 
 _BLOCK_TYPES = frozenset(
     {TextBlock, ThinkingBlock, ImageBlock, ToolUseBlock, ToolResultBlock, ArtifactRefBlock, CompactionBlock}
@@ -61,24 +65,51 @@ _ID_MAX = 256
 
 def text_block(text: Any) -> TextBlock:
     """``TextBlock(text=text)``."""
-    if type(text) is str:  # (``trusted``, inlined: the most frequent block)
+    if type(text) is str:  # (``_block``, inlined: the most frequent block)
         m = _new(TextBlock)
-        _set_slot(m, "__dict__", {"type": "text", "text": text})
-        _set_slot(m, "__pydantic_fields_set__", _TEXT)
-        _set_slot(m, "__pydantic_extra__", None)
-        _set_slot(m, "__pydantic_private__", None)
+        _set_dict(m, {"type": "text", "text": text})
+        _set_fields_set(m, _TEXT)
+        _set_extra(m, None)
+        _set_private(m, None)
         return m
     return TextBlock(text=text)
 
 
 _new = object.__new__
-_set_slot = object.__setattr__
+
+
+def _slot_setter(name: str) -> Any:
+    """The setter of ``BaseModel``'s slot ``name``: its descriptor's, called directly (issue
+    17: a third cheaper than ``object.__setattr__``, which looks the name up along the class's
+    bases and checks them on every call; the same slot set)."""
+    desc = BaseModel.__dict__.get(name)
+    setter = getattr(desc, "__set__", None)
+    if setter is None:  # (a pydantic laid out otherwise)
+        return lambda m, value: object.__setattr__(m, name, value)
+    return setter
+
+
+_set_dict = _slot_setter("__dict__")
+_set_fields_set = _slot_setter("__pydantic_fields_set__")
+_set_extra = _slot_setter("__pydantic_extra__")
+_set_private = _slot_setter("__pydantic_private__")
+
+
+def _block(cls: type[_M], values: dict[str, Any], names: set[str]) -> _M:
+    """``events.trusted(cls, values, names)`` of a block (or usage): the same instance, its
+    slots set through their descriptors."""
+    m = _new(cls)
+    _set_dict(m, values)
+    _set_fields_set(m, names)
+    _set_extra(m, None)
+    _set_private(m, None)
+    return m
 
 
 def thinking_block(thinking: Any, signature: Any) -> ThinkingBlock:
     """``ThinkingBlock(thinking=thinking, signature=signature)``."""
     if type(thinking) is str and (signature is None or type(signature) is str):
-        return trusted(ThinkingBlock, {"type": "thinking", "thinking": thinking, "signature": signature}, _THINKING)
+        return _block(ThinkingBlock, {"type": "thinking", "thinking": thinking, "signature": signature}, _THINKING)
     return ThinkingBlock(thinking=thinking, signature=signature)
 
 
@@ -92,7 +123,7 @@ def tool_use_block(id: Any, name: Any, input: Any) -> ToolUseBlock:
                 break
             copied[intern(k)] = v
         else:
-            return trusted(
+            return _block(
                 ToolUseBlock, {"type": "tool_use", "id": id, "name": intern(name), "input": copied}, _TOOL_USE
             )
     return ToolUseBlock(id=id, name=name, input=input)
@@ -107,7 +138,7 @@ def tool_result_block(tool_use_id: Any, content: list[Any], is_error: bool) -> T
         and type(is_error) is bool
         and _RESULT_CONTENT_TYPES.issuperset(map(type, content))
     ):
-        return trusted(
+        return _block(
             ToolResultBlock,
             # a copy of exactly its length, as validation makes (a list grown by appends holds
             # spare room: 24 bytes more for one block)
@@ -120,7 +151,7 @@ def tool_result_block(tool_use_id: Any, content: list[Any], is_error: bool) -> T
 def usage(input_tokens: int, output_tokens: int, cache_read: int, cache_creation: int) -> Usage:
     """``Usage(...)`` of four ints (``_common.usage_of`` made them with ``int``)."""
     if type(input_tokens) is int and type(output_tokens) is int and type(cache_read) is int and type(cache_creation) is int:
-        return trusted(
+        return _block(
             Usage,
             {
                 "input_tokens": input_tokens,
@@ -149,10 +180,13 @@ def event(
     injected: bool,
     source: str,
     meta: dict[str, Any],
+    tokens: int | None = None,
 ) -> Event:
     """``Event(seq=, id=, at=, kind=, role=, blocks=, usage=, injected=, source=, meta=)``;
     ``blocks`` is copied as validation copies it, ``meta`` is the caller's own (kept, where
-    validation would copy it)."""
+    validation would copy it). ``tokens``: the event's count (``count_blocks`` of ``blocks``),
+    set as ``tokens.count_into`` sets it; only on an event made without validation (the
+    caller counts one that ``tokens`` is still None on)."""
     if (
         type(seq) is int
         and seq >= 0
@@ -174,7 +208,8 @@ def event(
         and _STR.issuperset(map(type, meta))
     ):
         # ``blocks[:]``: a copy of exactly its length, as validation's
-        return trusted_event(seq, id, at, kind, role, blocks[:], None, usage, injected, source, meta, EVENT_FIELDS_SET)
+        return trusted_event(seq, id, at, kind, role, blocks[:], tokens, usage, injected, source, meta,
+                             EVENT_FIELDS_SET if tokens is None else EVENT_FIELDS_SET_TOKENS)
     return Event(
         seq=seq,
         id=id,

@@ -59,7 +59,7 @@ RELEASE_EVERY = 256
 
 
 def parse(src: Source, name: str) -> ImportResult:
-    b = Builder(FORMAT, source_key(src), sink=src.sink)
+    b = Builder(FORMAT, source_key(src), sink=src.sink, finishing=src.finishing)
     # The assistant draft the next line of the same response may extend. Only the newest one
     # can be extended (``_only_results_since``), so older ones are forgotten.
     by_msg_id: dict[str, Draft] = {}
@@ -95,6 +95,11 @@ def parse(src: Source, name: str) -> ImportResult:
         msg = line.get("message")  # (``typ`` is "user" or "assistant" here: tested above)
         if not isinstance(msg, dict):
             b.skip(no, f"{typ} line without a message object")
+            continue
+        if not (line.get("isSidechain") or line.get("isApiErrorMessage") or line.get("isCompactSummary")) and (
+            _fast_assistant(b, msg, uid, at, no, by_msg_id) if typ == "assistant" else _fast_user(b, line, msg, uid, at, no)
+        ):
+            pending_compaction = None
             continue
 
         meta: dict[str, Any] = {"line": no}
@@ -162,6 +167,118 @@ def _assistant(
     if mid:
         by_msg_id.clear()
         by_msg_id[mid] = d
+
+
+def _fast_assistant(
+    b: Builder, msg: dict[str, Any], uid: str, at: Any, no: int, by_msg_id: dict[str, Draft]
+) -> bool:
+    """``_assistant`` of a line of the usual shape (text, thinking and tool-call parts of the
+    types they should have, a dict of usage or none, a string id), its draft made without
+    ``Builder.new``'s copies; False, having changed nothing, for any other line (issue 17)."""
+    content = msg.get("content")
+    if type(content) is str:
+        blocks = [text_block(content)] if content else []
+    elif type(content) is list:
+        blocks = []
+        for part in content:
+            if type(part) is not dict:
+                return False
+            t = part.get("type")
+            if t == "text":
+                text = part.get("text", "")
+                if type(text) is not str:
+                    return False
+                blocks.append(text_block(text))
+            elif t == "tool_use":
+                inp = part.get("input")
+                bid = part.get("id")
+                name = part.get("name", "")
+                if type(inp) is not dict or type(bid) is not str or type(name) is not str:
+                    return False
+                blocks.append(build.tool_use_block(bid, name, inp))
+            elif t == "thinking":
+                thinking = part.get("thinking", "")
+                if type(thinking) is not str:
+                    return False
+                blocks.append(build.thinking_block(thinking, part.get("signature")))
+            else:
+                return False
+    else:
+        return False
+    mid = msg.get("id")
+    if mid is not None and type(mid) is not str:
+        return False
+    usage_raw = msg.get("usage")
+    if not usage_raw:
+        usage = None
+    elif type(usage_raw) is dict:
+        usage = usage_of(
+            usage_raw.get("input_tokens"),
+            usage_raw.get("output_tokens"),
+            usage_raw.get("cache_read_input_tokens"),
+            usage_raw.get("cache_creation_input_tokens"),
+        )
+    else:
+        return False
+    target = by_msg_id.get(mid) if mid else None
+    if target is not None and _only_results_since(b, target):
+        target.blocks.extend(blocks)
+        if usage is not None:  # later lines of a response carry the final usage
+            target.usage = usage
+        target.meta.setdefault("lines", [target.meta.get("line")]).append(no)
+        return True
+    meta: dict[str, Any] = {"line": no}
+    model = msg.get("model")
+    if model:
+        meta["model"] = build.intern(model) if type(model) is str else model
+    if mid:
+        meta["message_id"] = mid
+    d = Draft("assistant", uid, at, "message", False, blocks, usage, meta)
+    b.drafts.append(d)
+    if mid:
+        by_msg_id.clear()
+        by_msg_id[mid] = d
+    return True
+
+
+def _fast_user(b: Builder, line: dict[str, Any], msg: dict[str, Any], uid: str, at: Any, no: int) -> bool:
+    """``_user`` of a line of the usual shape (a typed text, or only tool results whose output
+    is a string), its draft made without ``Builder.new``'s copies; False, having changed
+    nothing, for any other line (issue 17)."""
+    content = msg.get("content")
+    if type(content) is str:
+        meta: dict[str, Any] = {"line": no}
+        injected = bool(line.get("isMeta")) or bool(_INJECTED_TEXT.match(content))
+        cmd = _COMMAND_NAME.search(content)
+        if cmd:
+            meta["slash_command"] = cmd.group(1)
+        b.drafts.append(Draft("user", uid, at, "message", injected, [text_block(content)], None, meta))
+        return True
+    if type(content) is not list or not content:
+        return False
+    results: list[Any] = []
+    for part in content:
+        if type(part) is not dict or part.get("type") != "tool_result":
+            return False
+        tool_use_id = part.get("tool_use_id", "")
+        output = part.get("content")
+        if type(tool_use_id) is not str or type(output) is not str:
+            return False
+        results.append(
+            build.tool_result_block(tool_use_id, [text_block(output)] if output else [], bool(part.get("is_error")))
+        )
+    drafts = b.drafts
+    d = drafts[-1] if drafts else None
+    # a results-only draft right after the call collects parallel results
+    if d is not None and d.results_only:
+        d.blocks.extend(results)
+        d.meta.setdefault("lines", [d.meta.get("line")]).append(no)
+        return True
+    drafts.append(Draft("user", uid, at, "message", False, results, None, {"line": no}))
+    return True
+
+
+text_block = build.text_block
 
 
 def _release_finished(b: Builder) -> None:

@@ -32,6 +32,7 @@ from compactor.events import (
     Event,
     ImageBlock,
     TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
     Usage,
@@ -131,6 +132,8 @@ class Source:
         self.doc: Any = _UNSET  # parsed whole document, once parsed
         #: Streamed import: where an importer that can stream hands finished events (Builder).
         self.sink: Callable[[list[Event]], None] | None = None
+        #: What ``sink`` does to each event, for an importer that does it itself (Builder).
+        self.finishing: Finishing | None = None
 
     def _open(self) -> IO[bytes]:
         if self.data is not None:
@@ -204,9 +207,9 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8-sig", errors="replace")
 
 
-@dataclass
+@dataclass(slots=True)
 class Draft:
-    """A mutable event under construction."""
+    """A mutable event under construction (slots: one is made per imported line)."""
 
     role: str
     id: str
@@ -238,17 +241,29 @@ class Builder:
     With ``sink`` (a streamed import), :meth:`release` finishes the first drafts once the
     importer will not change them again and hands their events to ``sink``, so a huge
     transcript is never held whole; :meth:`finish` then hands over the rest and returns a
-    result without events. The events, seqs and ids are the same either way.
+    result without events. The events, seqs and ids are the same either way. With
+    ``finishing`` too (the sink's ``Source.finishing``), the events are bounded and counted
+    as they are made and go to its ``ready`` instead of ``sink``.
     """
 
-    def __init__(self, fmt: str, key: str, sink: Callable[[list[Event]], None] | None = None) -> None:
+    def __init__(
+        self,
+        fmt: str,
+        key: str,
+        sink: Callable[[list[Event]], None] | None = None,
+        finishing: Finishing | None = None,
+    ) -> None:
         self.fmt = fmt
         self.key = key
         self.drafts: list[Draft] = []
         self.skipped: list[SkippedLine] = []
         self.repaired = 0
         self.sink = sink
-        self._done = _Finisher(fmt)
+        if sink is not None and finishing is not None:  # bounded and counted as they are made
+            self.sink = finishing.ready
+            self._done = _Finisher(fmt, finishing)
+        else:
+            self._done = _Finisher(fmt)
 
     # construction ------------------------------------------------------------------------
     def new(
@@ -306,11 +321,45 @@ class Builder:
         return ImportResult(format=self.fmt, events=events, skipped=self.skipped, stats=stats)
 
 
+class Finishing:
+    """What a streamed import does to each event before its sink (``importers._import``):
+    tool outputs over ``limit`` bounded (``bound_event``, ``spill``, listed in ``truncs``),
+    the count set when ``count_blocks`` is given, then ``ready`` takes the events. The
+    finisher does both as it makes each event, instead of a second walk of every event
+    after it (issue 17). An exception raised there is the sink's (``SinkFailed``), as it
+    was when the sink did it."""
+
+    __slots__ = ("limit", "spill", "truncs", "count_blocks", "ready")
+
+    def __init__(
+        self,
+        limit: int,
+        spill: Spill | None,
+        truncs: list[Truncation],
+        count_blocks: Callable[[list[Any]], int] | None,
+        ready: Callable[[list[Event]], None],
+    ) -> None:
+        self.limit = limit
+        self.spill = spill
+        self.truncs = truncs
+        self.count_blocks = count_blocks
+        self.ready = ready
+
+
+class SinkFailed(Exception):
+    """Carries an exception raised by an import's sink past the parse-error handling."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(str(exc))
+        self.exc = exc
+
+
 class _Finisher:
     """Drafts -> events, in order, a batch at a time: seqs 1..n, ids unique within the file,
-    tool pairing fixed (``_fix_tool_pairing``) and the stats counted as they pass."""
+    tool pairing fixed (``_fix_tool_pairing``) and the stats counted as they pass; with
+    ``out`` (a streamed import's ``Finishing``) each event is also bounded and counted."""
 
-    def __init__(self, fmt: str) -> None:
+    def __init__(self, fmt: str, out: Finishing | None = None) -> None:
         self.fmt = fmt
         self.seq = 0
         self.seen_ids: dict[str, int] = {}
@@ -318,17 +367,70 @@ class _Finisher:
         self.uses: dict[str, int] = {}
         self.orphans = 0
         self.stats = _Stats()
+        self.out = out
 
     def events(self, drafts: list[Draft]) -> list[Event]:
-        drafts = [d for d in drafts if d.blocks]
-        self.orphans += _fix_tool_pairing(drafts, self.current, self.uses)
+        # One pass per draft (issue 17): the pairing, the stats, the over-limit check and the
+        # count walk its blocks once; a block the usual case does not cover (a repeated call
+        # id, a result without its call) goes to ``_pair_blocks`` from there on, and the
+        # event's stats then to ``_Stats.add``.
         seen_ids = self.seen_ids
+        current = self.current
+        uses = self.uses
         fmt = self.fmt
         make = build.event
-        add = self.stats.add
+        stats = self.stats
+        tally = stats.tally
+        use_ids = stats.use_ids
+        result_ids = stats.result_ids
+        out = self.out
+        limit = out.limit if out is not None else 0
+        counter = out.count_blocks if out is not None else None
         seq = self.seq
         events: list[Event] = []
         for d in drafts:
+            blocks = d.blocks
+            if not blocks:
+                continue
+            results = 0
+            over = False
+            slow = None
+            for b in blocks:
+                t = type(b)
+                if t is TextBlock:  # (the most frequent block: neither a call nor a result)
+                    continue
+                if t is ToolUseBlock:
+                    bid = b.id
+                    if bid not in uses:  # a call's first use: its own id
+                        uses[bid] = 1
+                        current[bid] = bid
+                        use_ids.add(bid)
+                        continue
+                elif t is ToolResultBlock:
+                    tid = b.tool_use_id
+                    target = current.get(tid)
+                    if target is not None and target == tid:  # its call's id as it is
+                        if target is not tid:
+                            # an equal string read from another line: hold the call's one (a
+                            # copy of the id less per result); equal, so nothing observable changes
+                            b.__dict__["tool_use_id"] = target
+                        results += 1
+                        result_ids.add(target)
+                        if out is not None and not over:
+                            for c in b.content:  # (``_any_over``'s first test; it decides)
+                                if type(c) is not TextBlock or len(c.text) * 4 > limit:
+                                    over = True
+                        continue
+                elif t in _PLAIN_BLOCKS:
+                    continue
+                slow = b
+                break
+            if slow is not None:
+                start = next(i for i, x in enumerate(blocks) if x is slow)
+                self.orphans += _pair_blocks(d, start, current, uses)
+                blocks = d.blocks
+                if out is not None:
+                    over = True  # (``bound_event`` checks each result)
             seq += 1
             eid = d.id[:240]
             if eid in seen_ids:
@@ -338,11 +440,41 @@ class _Finisher:
             else:
                 seen_ids[eid] = 1
             # the draft's meta is its own (``Builder.new`` copied it): kept
-            e = make(seq, eid, d.at, d.kind, d.role, d.blocks, d.usage, d.injected, fmt, d.meta)
-            add(e)
+            if counter is not None and not over:
+                try:
+                    tokens = counter(blocks)
+                except Exception as exc:
+                    raise SinkFailed(exc) from exc
+                e = make(seq, eid, d.at, d.kind, d.role, blocks, d.usage, d.injected, fmt, d.meta, tokens)
+            else:
+                e = make(seq, eid, d.at, d.kind, d.role, blocks, d.usage, d.injected, fmt, d.meta)
+            if slow is None and type(d.injected) is bool:
+                # ``_Stats.add(e)`` from the walk above: every block of an exact block type
+                # (kept as it is by validation), the draft's values the event's
+                tally(results, d.kind, d.role, d.injected, blocks)
+            else:
+                stats.add(e)
+            if out is not None and (over or (counter is not None and e.tokens is None)):
+                try:  # what the sink did to each event (``importers._import``)
+                    if over:
+                        e = bound_event(e, limit, out.spill, out.truncs)
+                    if counter is not None:
+                        e = _count_into(e)
+                except Exception as exc:
+                    raise SinkFailed(exc) from exc
             events.append(e)
         self.seq = seq
         return events
+
+
+#: Blocks that are neither a call nor a result (nothing to pair or count in the stats).
+_PLAIN_BLOCKS = frozenset({ThinkingBlock, ImageBlock, ArtifactRefBlock, CompactionBlock})
+
+
+def _count_into(e: Event) -> Event:
+    from compactor.tokens import count_into  # (the tokenizer only for a counted import)
+
+    return count_into(e)
 
 
 def _fix_tool_pairing(
@@ -360,40 +492,49 @@ def _fix_tool_pairing(
     uses = {} if uses is None else uses
     orphans = 0
     for d in drafts:
-        blocks = d.blocks
-        for i, b in enumerate(blocks):
-            if type(b) is TextBlock:  # (the most frequent block: neither a call nor a result)
-                continue
-            old = b
-            if isinstance(b, ToolUseBlock):
-                n = uses.get(b.id, 0) + 1
-                uses[b.id] = n
-                if n > 1:
-                    new_id = f"{b.id}~{n}"
-                    current[b.id] = new_id
-                    b = b.model_copy(update={"id": new_id})
-                else:
-                    current[b.id] = b.id
-            elif isinstance(b, ToolResultBlock):
-                target = current.get(b.tool_use_id)
-                if target is None:
-                    orphans += 1
-                    text = b.text
-                    b = TextBlock(
-                        text=f"[result of tool call {b.tool_use_id}, whose call is not in this "
-                        f"transcript]\n{text}"
-                    )
-                elif target != b.tool_use_id:
-                    b = b.model_copy(update={"tool_use_id": target})
-                elif target is not b.tool_use_id:
-                    # an equal string read from another line: hold the call's one (a copy of
-                    # the id less per result, issue 17); equal, so nothing observable changes
-                    b.__dict__["tool_use_id"] = target
-            if b is not old:
-                if blocks is d.blocks:  # the draft's list changed on a copy, as before
-                    blocks = list(blocks)
-                blocks[i] = b
-        d.blocks = blocks
+        orphans += _pair_blocks(d, 0, current, uses)
+    return orphans
+
+
+def _pair_blocks(d: Draft, start: int, current: dict[str, str], uses: dict[str, int]) -> int:
+    """``_fix_tool_pairing`` of one draft's blocks from ``start`` on (those before it are
+    paired already); returns the orphans converted."""
+    orphans = 0
+    blocks = d.blocks
+    for i in range(start, len(blocks)):
+        b = blocks[i]
+        if type(b) is TextBlock:  # (the most frequent block: neither a call nor a result)
+            continue
+        old = b
+        if isinstance(b, ToolUseBlock):
+            n = uses.get(b.id, 0) + 1
+            uses[b.id] = n
+            if n > 1:
+                new_id = f"{b.id}~{n}"
+                current[b.id] = new_id
+                b = b.model_copy(update={"id": new_id})
+            else:
+                current[b.id] = b.id
+        elif isinstance(b, ToolResultBlock):
+            target = current.get(b.tool_use_id)
+            if target is None:
+                orphans += 1
+                text = b.text
+                b = TextBlock(
+                    text=f"[result of tool call {b.tool_use_id}, whose call is not in this "
+                    f"transcript]\n{text}"
+                )
+            elif target != b.tool_use_id:
+                b = b.model_copy(update={"tool_use_id": target})
+            elif target is not b.tool_use_id:
+                # an equal string read from another line: hold the call's one (a copy of
+                # the id less per result, issue 17); equal, so nothing observable changes
+                b.__dict__["tool_use_id"] = target
+        if b is not old:
+            if blocks is d.blocks:  # the draft's list changed on a copy, as before
+                blocks = list(blocks)
+            blocks[i] = b
+    d.blocks = blocks
     return orphans
 
 
@@ -416,7 +557,6 @@ class _Stats:
         )
 
     def add(self, e: Event) -> None:
-        n = self.n
         results = 0
         for b in e.blocks:
             t = type(b)
@@ -427,21 +567,26 @@ class _Stats:
             elif isinstance(b, ToolResultBlock):
                 results += 1
                 self.result_ids.add(b.tool_use_id)
+        self.tally(results, e.kind, e.role, e.injected, e.blocks)
+
+    def tally(self, results: int, kind: str, role: str, injected: bool, blocks: list[Any]) -> None:
+        """The counts of an event of ``kind``, ``role``, ``injected`` and ``blocks``, with
+        ``results`` tool results (its call and result ids added already)."""
+        n = self.n
         if results:
             n["tool_results"] += results
         n["events"] += 1
-        kind = e.kind  # one of the three (the event is validated)
-        if kind == "message":
+        if kind == "message":  # one of the three (the event is validated)
             n["messages"] += 1
             # ``e.is_user_request``, without filling the event's cached ``text`` and
             # ``tool_results`` (a list and a string more per imported event, issue 17)
-            if not results and e.role == "user" and not e.injected and _has_text(e.blocks):
+            if not results and role == "user" and not injected and _has_text(blocks):
                 n["user_messages"] += 1
         elif kind == "compaction":
             n["compactions"] += 1
         elif kind == "pinned":
             n["pinned"] += 1
-        if e.injected:
+        if injected:
             n["injected"] += 1
 
     def result(self) -> dict[str, int]:
@@ -649,6 +794,13 @@ def load_json(
 
 def parse_time(value: Any) -> datetime | None:
     """ISO-8601 string (``Z`` allowed) or epoch seconds/milliseconds -> datetime."""
+    if type(value) is str and len(value) == 24 and value[23] == "Z" and value[19] == ".":
+        # the usual stamp, ``2026-01-01T00:00:01.000Z``: ``fromisoformat`` takes its ``Z`` as
+        # it takes ``+00:00`` (the same datetime), without the copies below (issue 17)
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            pass  # (the general reading below decides)
     if isinstance(value, str):  # (the usual case, first)
         if value == "":
             return None
