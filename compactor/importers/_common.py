@@ -387,8 +387,10 @@ def _fix_tool_pairing(
                     b = b.model_copy(update={"tool_use_id": target})
                 elif target is not b.tool_use_id:
                     # an equal string read from another line: hold the call's one (a copy of
-                    # the id less per result, issue 17); equal, so nothing observable changes
-                    b.__dict__["tool_use_id"] = target
+                    # the id less per result, issue 17); equal, so nothing observable changes.
+                    # Set as an attribute: reading ``__dict__`` would make one for a block that
+                    # keeps its fields in its class's shared-key values (``events.trusted``)
+                    object.__setattr__(b, "tool_use_id", target)
             if b is not old:
                 if blocks is d.blocks:  # the draft's list changed on a copy, as before
                     blocks = list(blocks)
