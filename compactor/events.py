@@ -17,6 +17,26 @@ from typing import Annotated, Any, Iterable, Literal, Mapping, TypeVar, Union
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
+_set_slot = object.__setattr__
+_new = object.__new__
+
+
+class _cached(cached_property):  # type: ignore[type-arg]
+    """``functools.cached_property`` that stores the value as an attribute (the generic
+    ``object.__setattr__``) rather than by ``instance.__dict__[name] = value``: an event
+    ``trusted`` made keeps its fields in the class's shared-key values array (see there), and
+    a key written into its ``__dict__`` directly turned that into a full dict of its own
+    (464 -> 832 bytes, issue 17). The same value, cached the same way (read back from the
+    instance, ``model_copy`` drops it)."""
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        value = self.func(instance)
+        _set_slot(instance, self.attrname, value)
+        return value
+
+
 _FIELDS_SETS: dict[frozenset[str], set[str]] = {}
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -38,6 +58,11 @@ class SharedFieldsSet(BaseModel):
     the events and blocks here, the lifted state's items (``lifting.state``). Only for frozen
     models: a mutable one would change the shared set on assignment."""
 
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        _shape_keys(cls)
+
     def model_post_init(self, context: Any, /) -> None:
         object.__setattr__(self, "__pydantic_fields_set__", _shared_fields_set(self.__pydantic_fields_set__))
 
@@ -51,11 +76,29 @@ class SharedFieldsSet(BaseModel):
         return out
 
 
+def _shape_keys(cls: type[BaseModel]) -> None:
+    """Put the names of ``cls``'s fields, then of its cached properties (``_cached``), in its
+    shared key table, in that order, before any instance is made (issue 17, memory).
+
+    An instance ``trusted`` builds keeps its fields in a values array keyed by that table
+    (see there), which only has room for keys the table holds or can still take: each new
+    instance - a validated one too - takes one from the room a table starts with (~30), so
+    a key first set after ~30 validated instances (a test module's constants, an import that
+    validates first) turned every later instance's array into a dict of its own (344 bytes a
+    text block instead of 112), and a property cached after the instance was made would too."""
+    m = _new(cls)
+    for name in cls.model_fields:
+        _set_slot(m, name, None)
+    for klass in reversed(cls.__mro__):
+        for name, value in vars(klass).items():
+            if isinstance(value, _cached):
+                _set_slot(m, name, None)
+
+
 class _Model(SharedFieldsSet):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-_set_slot = object.__setattr__
 
 
 def trusted(cls: type[_M], values: dict[str, Any], names: set[str]) -> _M:
@@ -69,17 +112,22 @@ def trusted(cls: type[_M], values: dict[str, Any], names: set[str]) -> _M:
     would record, shared (``_shared_fields_set``). Dumps then equal a validated instance's.
     Only for the frozen models here (no extra fields, no private attributes).
 
-    An event's fields are stored one by one, not as a ``__dict__`` of its own (issue 17,
-    memory): CPython (3.11+) then keeps them in a values array keyed by the class's shared
-    key table (PEP 412), ~320 bytes less per event than a dict of its 11 fields and 3 cached
-    properties. The instance's ``__dict__`` (made on first use) has the same items in the
-    same order. Not for the blocks: that array has room for the most keys a class may share
-    (~30), more than a dict of a block's 2-4 fields takes (360 against 272 bytes a block).
+    The fields are stored one by one, not as a ``__dict__`` of their own (issue 17, memory):
+    CPython (3.11+) then keeps them in a values array keyed by the class's shared key table
+    (PEP 412), and the instance's ``__dict__`` (made on first use) has the same items in the
+    same order. The array has a slot per key the table holds and one spare, once the class
+    has ~30 instances (the first ones get room for more): an event's 11 fields and 3 cached
+    properties take ~320 bytes less than a dict of their own, a text block 112 bytes with its
+    object instead of 264 (the block's dict and its key table), a lifted ``FileRef`` 297 with
+    its two lists instead of 473. The class's key table holds the names from its creation
+    (``_shape_keys``). A dict made later (a dump, an equality test) is a 64-byte view of the
+    same array.
     """
     if cls is Event:
         return trusted_event(**values, names=names)  # type: ignore[return-value]
-    m = object.__new__(cls)
-    _set_slot(m, "__dict__", values)
+    m = _new(cls)
+    for name, value in values.items():  # each into the class's shared-key values, in field order
+        _set_slot(m, name, value)
     return _validated_state(m, names)
 
 
@@ -105,7 +153,6 @@ def trusted_event(seq: int, id: str, at: datetime | None, kind: str, role: str, 
     return _validated_state(m, names)
 
 
-_new = object.__new__
 
 
 def _validated_state(m: _M, names: set[str]) -> _M:
@@ -206,22 +253,6 @@ _NONE: list[Any] = []
 """The ``tool_uses``/``tool_results`` of every event that has none (read-only, like theirs)."""
 
 
-class _cached(cached_property):  # type: ignore[type-arg]
-    """``functools.cached_property`` that stores the value as an attribute (the generic
-    ``object.__setattr__``) rather than by ``instance.__dict__[name] = value``: an event
-    ``trusted`` made keeps its fields in the class's shared-key values array (see there), and
-    a key written into its ``__dict__`` directly turned that into a full dict of its own
-    (464 -> 832 bytes, issue 17). The same value, cached the same way (read back from the
-    instance, ``model_copy`` drops it)."""
-
-    def __get__(self, instance: Any, owner: type | None = None) -> Any:
-        if instance is None:
-            return self
-        value = self.func(instance)
-        _set_slot(instance, self.attrname, value)
-        return value
-
-
 EventKind = Literal["message", "pinned", "compaction"]
 Role = Literal["user", "assistant", "system"]
 
@@ -274,8 +305,8 @@ class Event(_Model):
     # Cached on first use (the engine reads them dozens of times per event and compaction;
     # an event is frozen and its blocks are never changed in place). The returned lists are
     # shared: do not mutate them (an event without calls or results shares one empty list with
-    # every other: 56 bytes an event, issue 17). ``model_copy`` drops them when it changes the
-    # blocks.
+    # every other: 56 bytes an event, issue 17; an event of results only shares its ``blocks``).
+    # ``model_copy`` drops them when it changes the blocks.
     @_cached
     def text(self) -> str:
         parts: list[str] = []
@@ -288,11 +319,11 @@ class Event(_Model):
 
     @_cached
     def tool_uses(self) -> list[ToolUseBlock]:
-        return [b for b in self.blocks if isinstance(b, ToolUseBlock)] or _NONE
+        return _of_type(self.blocks, ToolUseBlock)
 
     @_cached
     def tool_results(self) -> list[ToolResultBlock]:
-        return [b for b in self.blocks if isinstance(b, ToolResultBlock)] or _NONE
+        return _of_type(self.blocks, ToolResultBlock)
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Event:
         copied = super().model_copy(update=update, deep=deep)
@@ -326,19 +357,15 @@ class Event(_Model):
 _EVENT_CACHES = ("text", "tool_uses", "tool_results")
 
 
-def _shape_event_keys() -> None:
-    """Put the cached properties' names in ``Event``'s shared key table before any event is
-    made: an instance's values array has room for the keys the table holds when it is made,
-    and one cached later (``text`` read first after the import) would not fit and turn its
-    ``__dict__`` into a full dict of its own (issue 17, memory)."""
-    e = trusted(Event, {"seq": 0, "id": "-", "at": None, "kind": "message", "role": "user", "blocks": [],
-                        "tokens": None, "usage": None, "injected": False, "source": None, "meta": {}},
-                _shared_fields_set(set()))
-    for name in _EVENT_CACHES:
-        getattr(e, name)
-
-
-_shape_event_keys()
+def _of_type(blocks: list[Any], cls: type) -> list[Any]:
+    """The blocks that are ``cls`` instances, in order, as a read-only list (issue 17, memory):
+    ``_NONE`` when there are none, ``blocks`` itself when every block is one (a tool-result
+    event's results: 88 bytes less), else a list of exactly their number (a grown list keeps
+    room for four: 24 bytes more for one)."""
+    found = [b for b in blocks if isinstance(b, cls)]
+    if not found:
+        return _NONE
+    return blocks if len(found) == len(blocks) else found[:]
 
 
 def content_hash(events: Iterable[Event]) -> str:

@@ -10,16 +10,16 @@ non-``str`` key), the builder falls back to the validating constructor, so a bad
 fails as before.
 
 Repeated strings (tool names, tool-input keys, model names) are interned: every JSONL line is
-parsed on its own, so each line held its own copy of ``"Bash"`` and ``"command"``.
+parsed on its own, so each line held its own copy of ``"Bash"`` and ``"command"``. An event's
+``meta`` and a call's ``input`` share their key table with the other dicts of the same keys
+(``shared_keys_dict``), and the blocks keep their fields in their class's (``events.trusted``).
 """
 
 from __future__ import annotations
 
 import sys
 from datetime import datetime
-from typing import Any, TypeVar
-
-from pydantic import BaseModel
+from typing import Any
 
 from compactor.events import (
     ArtifactRefBlock,
@@ -32,11 +32,11 @@ from compactor.events import (
     ToolUseBlock,
     Usage,
     _shared_fields_set,
+    trusted,
     trusted_event,
 )
 
 intern = sys.intern
-_M = TypeVar("_M", bound=BaseModel)
 
 _TEXT = _shared_fields_set({"text"})
 _TOOL_USE = _shared_fields_set({"id", "name", "input"})
@@ -65,68 +65,81 @@ _ID_MAX = 256
 
 def text_block(text: Any) -> TextBlock:
     """``TextBlock(text=text)``."""
-    if type(text) is str:  # (``_block``, inlined: the most frequent block)
+    if type(text) is str:  # (``trusted``, inlined: the most frequent block)
         m = _new(TextBlock)
-        _set_dict(m, {"type": "text", "text": text})
-        _set_fields_set(m, _TEXT)
-        _set_extra(m, None)
-        _set_private(m, None)
+        _set_slot(m, "type", "text")
+        _set_slot(m, "text", text)
+        _set_slot(m, "__pydantic_fields_set__", _TEXT)
+        _set_slot(m, "__pydantic_extra__", None)
+        _set_slot(m, "__pydantic_private__", None)
         return m
     return TextBlock(text=text)
 
 
 _new = object.__new__
-
-
-def _slot_setter(name: str) -> Any:
-    """The setter of ``BaseModel``'s slot ``name``: its descriptor's, called directly (issue
-    17: a third cheaper than ``object.__setattr__``, which looks the name up along the class's
-    bases and checks them on every call; the same slot set)."""
-    desc = BaseModel.__dict__.get(name)
-    setter = getattr(desc, "__set__", None)
-    if setter is None:  # (a pydantic laid out otherwise)
-        return lambda m, value: object.__setattr__(m, name, value)
-    return setter
-
-
-_set_dict = _slot_setter("__dict__")
-_set_fields_set = _slot_setter("__pydantic_fields_set__")
-_set_extra = _slot_setter("__pydantic_extra__")
-_set_private = _slot_setter("__pydantic_private__")
-
-
-def _block(cls: type[_M], values: dict[str, Any], names: set[str]) -> _M:
-    """``events.trusted(cls, values, names)`` of a block (or usage): the same instance, its
-    slots set through their descriptors."""
-    m = _new(cls)
-    _set_dict(m, values)
-    _set_fields_set(m, names)
-    _set_extra(m, None)
-    _set_private(m, None)
-    return m
+_set_slot = object.__setattr__
 
 
 def thinking_block(thinking: Any, signature: Any) -> ThinkingBlock:
     """``ThinkingBlock(thinking=thinking, signature=signature)``."""
     if type(thinking) is str and (signature is None or type(signature) is str):
-        return _block(ThinkingBlock, {"type": "thinking", "thinking": thinking, "signature": signature}, _THINKING)
+        return trusted(ThinkingBlock, {"type": "thinking", "thinking": thinking, "signature": signature}, _THINKING)
     return ThinkingBlock(thinking=thinking, signature=signature)
 
 
 def tool_use_block(id: Any, name: Any, input: Any) -> ToolUseBlock:
     """``ToolUseBlock(id=id, name=name, input=input)``: the input dict copied as validation
-    copies it, its keys and the tool's name interned."""
-    if type(id) is str and type(name) is str and type(input) is dict:
-        copied: dict[str, Any] = {}
-        for k, v in input.items():
-            if type(k) is not str:
-                break
-            copied[intern(k)] = v
-        else:
-            return _block(
-                ToolUseBlock, {"type": "tool_use", "id": id, "name": intern(name), "input": copied}, _TOOL_USE
-            )
+    copies it (``shared_keys_dict``), the tool's name interned."""
+    if type(id) is str and type(name) is str and type(input) is dict and _STR.issuperset(map(type, input)):
+        return trusted(
+            ToolUseBlock,
+            {"type": "tool_use", "id": id, "name": intern(name), "input": shared_keys_dict(input)},
+            _TOOL_USE,
+        )
     return ToolUseBlock(id=id, name=name, input=input)
+
+
+#: Key tuple -> the class whose instances' key table the dicts of those keys share.
+_KEY_TABLES: dict[tuple[str, ...], type] = {}
+#: Distinct key tuples given a shared table at most (tool inputs come from the transcript).
+MAX_KEY_TABLES = 256
+#: Most keys of a dict given a shared table (a table holds at most 30; past that a dict
+#: with a values array would turn into one of its own, the array wasted).
+_MOST_KEYS = 16
+#: Instances made with each new table: the table then gives each new dict room for its keys
+#: and one spare, not for ~30 (CPython sizes a shared-key values array by the keys the table
+#: holds plus the room it has left, which each new instance takes one from).
+_TABLE_WARMUP = 32
+
+
+def shared_keys_dict(d: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``d`` (a dict of exact ``str`` keys): equal, the same items in the same order,
+    a plain ``dict``, whose keys live in a table shared with every other copy of the same keys
+    in the same order (issue 17, memory): CPython's split dict (PEP 412), an instance's
+    ``__dict__`` kept without the instance. 88 bytes for one key (an event's ``{"line": n}``),
+    112 for four, against 184 for a dict of its own. Past ``MAX_KEY_TABLES`` tuples of keys, for
+    an empty dict or one of more than ``_MOST_KEYS`` keys, a plain copy; its keys interned."""
+    keys = tuple(d)
+    cls = _KEY_TABLES.get(keys)
+    if cls is None:
+        if not keys or len(keys) > _MOST_KEYS or len(_KEY_TABLES) >= MAX_KEY_TABLES:
+            return {intern(k): v for k, v in d.items()}
+        cls = _KEY_TABLES[keys] = _key_table(keys)
+    out: dict[str, Any] = _new(cls).__dict__
+    for k, v in d.items():  # (one by one: ``update`` of an empty dict takes the other's table)
+        out[k] = v
+    return out
+
+
+def _key_table(keys: tuple[str, ...]) -> type:
+    """A class whose shared key table holds ``keys`` in their order, its spare room taken."""
+    cls = type("_SharedKeys", (), {"__module__": __name__})
+    first = _new(cls).__dict__
+    for k in keys:
+        first[intern(k)] = None
+    for _ in range(_TABLE_WARMUP):
+        _new(cls).__dict__
+    return cls
 
 
 def tool_result_block(tool_use_id: Any, content: list[Any], is_error: bool) -> ToolResultBlock:
@@ -138,7 +151,7 @@ def tool_result_block(tool_use_id: Any, content: list[Any], is_error: bool) -> T
         and type(is_error) is bool
         and _RESULT_CONTENT_TYPES.issuperset(map(type, content))
     ):
-        return _block(
+        return trusted(
             ToolResultBlock,
             # a copy of exactly its length, as validation makes (a list grown by appends holds
             # spare room: 24 bytes more for one block)
@@ -151,7 +164,7 @@ def tool_result_block(tool_use_id: Any, content: list[Any], is_error: bool) -> T
 def usage(input_tokens: int, output_tokens: int, cache_read: int, cache_creation: int) -> Usage:
     """``Usage(...)`` of four ints (``_common.usage_of`` made them with ``int``)."""
     if type(input_tokens) is int and type(output_tokens) is int and type(cache_read) is int and type(cache_creation) is int:
-        return _block(
+        return trusted(
             Usage,
             {
                 "input_tokens": input_tokens,
@@ -183,10 +196,10 @@ def event(
     tokens: int | None = None,
 ) -> Event:
     """``Event(seq=, id=, at=, kind=, role=, blocks=, usage=, injected=, source=, meta=)``;
-    ``blocks`` is copied as validation copies it, ``meta`` is the caller's own (kept, where
-    validation would copy it). ``tokens``: the event's count (``count_blocks`` of ``blocks``),
-    set as ``tokens.count_into`` sets it; only on an event made without validation (the
-    caller counts one that ``tokens`` is still None on)."""
+    ``blocks`` and ``meta`` are copied as validation copies them (``meta`` with a shared key
+    table: ``shared_keys_dict``). ``tokens``: the event's count (``count_blocks`` of ``blocks``),
+    set as ``tokens.count_into`` sets it; only on an event made without validation (the caller
+    counts one that ``tokens`` is still None on)."""
     if (
         type(seq) is int
         and seq >= 0
@@ -208,8 +221,8 @@ def event(
         and _STR.issuperset(map(type, meta))
     ):
         # ``blocks[:]``: a copy of exactly its length, as validation's
-        return trusted_event(seq, id, at, kind, role, blocks[:], tokens, usage, injected, source, meta,
-                             EVENT_FIELDS_SET if tokens is None else EVENT_FIELDS_SET_TOKENS)
+        return trusted_event(seq, id, at, kind, role, blocks[:], tokens, usage, injected, source,
+                             shared_keys_dict(meta), EVENT_FIELDS_SET if tokens is None else EVENT_FIELDS_SET_TOKENS)
     return Event(
         seq=seq,
         id=id,

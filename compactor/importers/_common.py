@@ -412,8 +412,10 @@ class _Finisher:
                     if target is not None and target == tid:  # its call's id as it is
                         if target is not tid:
                             # an equal string read from another line: hold the call's one (a
-                            # copy of the id less per result); equal, so nothing observable changes
-                            b.__dict__["tool_use_id"] = target
+                            # copy of the id less per result); equal, so nothing observable changes.
+                            # Set as an attribute: reading ``__dict__`` would make one for a block
+                            # that keeps its fields in its class's shared-key values (``events.trusted``)
+                            object.__setattr__(b, "tool_use_id", target)
                         results += 1
                         result_ids.add(target)
                         if out is not None and not over:
@@ -528,8 +530,10 @@ def _pair_blocks(d: Draft, start: int, current: dict[str, str], uses: dict[str, 
                 b = b.model_copy(update={"tool_use_id": target})
             elif target is not b.tool_use_id:
                 # an equal string read from another line: hold the call's one (a copy of
-                # the id less per result, issue 17); equal, so nothing observable changes
-                b.__dict__["tool_use_id"] = target
+                # the id less per result, issue 17); equal, so nothing observable changes.
+                # Set as an attribute: reading ``__dict__`` would make one for a block that
+                # keeps its fields in its class's shared-key values (``events.trusted``)
+                object.__setattr__(b, "tool_use_id", target)
         if b is not old:
             if blocks is d.blocks:  # the draft's list changed on a copy, as before
                 blocks = list(blocks)

@@ -135,3 +135,51 @@ def test_an_imported_event_keeps_its_fields_in_the_shared_key_table_with_the_sam
     assert [e.seq for e in made] == [1, 2, 3]
     # an event without results holds no empty list of its own (one shared, read-only)
     assert made[0].tool_results == [] and made[0].tool_results is made[2].tool_results
+
+
+def test_trusted_instances_stay_small_after_validated_ones_were_made_first():
+    """A model's key table holds its field names from its creation (``events._shape_keys``):
+    instances ``trusted`` builds keep their fields in the class's shared-key values (memory,
+    issue 17) even when many validated instances came first (a module's constants, an import
+    that validates first), which used to leave no room in the table and gave each later
+    instance a dict of its own; and they are still the validated instances."""
+    import gc
+    import tracemalloc
+    from typing import Literal
+
+    from compactor.events import _Model, _shared_fields_set, trusted
+
+    class Note(_Model):
+        type: Literal["note"] = "note"
+        body: str
+
+    early = [Note(body=f"validated {i}") for i in range(100)]
+    names = _shared_fields_set({"body"})
+    bodies = [f"body {i}" for i in range(2000)]
+
+    def traced(make) -> int:
+        gc.collect()
+        tracemalloc.start()
+        try:
+            start = tracemalloc.get_traced_memory()[0]
+            made = [make(b) for b in bodies]
+            return tracemalloc.get_traced_memory()[0] - start + 0 * len(made)
+        finally:
+            tracemalloc.stop()
+
+    assert traced(lambda b: trusted(Note, {"type": "note", "body": b}, names)) < 0.6 * traced(lambda b: Note(body=b))
+    built = trusted(Note, {"type": "note", "body": "x"}, names)
+    assert built == Note(body="x") and built.model_dump_json() == Note(body="x").model_dump_json()
+    assert list(built.__dict__) == ["type", "body"] and len(early) == 100
+
+
+def test_the_cached_call_and_result_lists_are_the_blocks_of_their_type():
+    """``tool_uses``/``tool_results``: the blocks of that type, in order, equal lists whether
+    the event holds only them (then its own ``blocks`` list, read-only), some, or none."""
+    use = ToolUseBlock(id="t1", name="bash", input={"cmd": "ls"})
+    res = ToolResultBlock(tool_use_id="t1", content=[TextBlock(text="a")])
+    for blocks in ([res], [res, res], [TextBlock(text="x"), use], [use], [], [TextBlock(text="x")], [res, TextBlock(text="y")]):
+        e = Event(seq=1, id="e", role="user" if res in blocks else "assistant", blocks=blocks)
+        assert e.tool_uses == [b for b in blocks if isinstance(b, ToolUseBlock)]
+        assert e.tool_results == [b for b in blocks if isinstance(b, ToolResultBlock)]
+        assert Event.model_validate(e.model_dump()) == e
