@@ -48,12 +48,12 @@ from compactor.importers._common import (
     SkippedLine,
     Source,
     Spill,
-    SinkFailed,
     Truncation,
     bound_event,
     bound_tool_outputs,
     with_truncations,
 )
+from compactor.importers._drafts import SinkFailed
 from compactor.importers._detect import FORMATS, detect_source, known
 
 T = TypeVar("T")

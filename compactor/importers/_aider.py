@@ -13,7 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from compactor.events import TextBlock, ToolResultBlock, ToolUseBlock
-from compactor.importers._common import Builder, Draft, ImportResult, Source, source_key
+from compactor.importers._common import ImportResult, Source, source_key
+from compactor.importers._drafts import Builder, Draft
 
 FORMAT = "aider"
 

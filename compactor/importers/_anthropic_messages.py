@@ -12,7 +12,6 @@ from compactor.errors import ParseError
 from compactor.events import CompactionBlock, TextBlock, ThinkingBlock, ToolUseBlock
 from compactor.importers._common import (
     Source,
-    Builder,
     ImportResult,
     as_text,
     image,
@@ -20,6 +19,7 @@ from compactor.importers._common import (
     result_block,
     source_key,
 )
+from compactor.importers._drafts import Builder
 
 FORMAT = "anthropic-messages"
 

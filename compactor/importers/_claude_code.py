@@ -19,8 +19,6 @@ from compactor.events import (
 from compactor.importers import _build as build
 from compactor.importers._common import (
     Source,
-    Builder,
-    Draft,
     ImportResult,
     image,
     iter_jsonl,
@@ -29,6 +27,7 @@ from compactor.importers._common import (
     source_key,
     usage_of,
 )
+from compactor.importers._drafts import Builder, Draft
 
 FORMAT = "claude-code"
 

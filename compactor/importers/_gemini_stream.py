@@ -13,8 +13,6 @@ from typing import Any
 from compactor.events import TextBlock, ToolUseBlock
 from compactor.importers._common import (
     Source,
-    Builder,
-    Draft,
     ImportResult,
     as_text,
     iter_jsonl,
@@ -22,6 +20,7 @@ from compactor.importers._common import (
     result_block,
     source_key,
 )
+from compactor.importers._drafts import Builder, Draft
 
 FORMAT = "gemini-stream"
 

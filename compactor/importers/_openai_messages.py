@@ -13,7 +13,6 @@ from compactor.errors import ParseError
 from compactor.events import TextBlock, ToolUseBlock
 from compactor.importers._common import (
     Source,
-    Builder,
     ImportResult,
     as_text,
     image,
@@ -22,6 +21,7 @@ from compactor.importers._common import (
     result_block,
     source_key,
 )
+from compactor.importers._drafts import Builder
 
 FORMAT = "openai-messages"
 

@@ -14,7 +14,6 @@ from compactor.errors import ParseError
 from compactor.events import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from compactor.importers._common import (
     Source,
-    Builder,
     ImportResult,
     as_text,
     load_json,
@@ -23,6 +22,7 @@ from compactor.importers._common import (
     source_key,
     usage_of,
 )
+from compactor.importers._drafts import Builder
 
 FORMAT = "opencode"
 

@@ -15,7 +15,6 @@ from typing import Any
 from compactor.events import CompactionBlock, TextBlock, ThinkingBlock, ToolUseBlock
 from compactor.importers._common import (
     Source,
-    Builder,
     ImportResult,
     as_text,
     image,
@@ -26,6 +25,7 @@ from compactor.importers._common import (
     source_key,
     usage_of,
 )
+from compactor.importers._drafts import Builder
 
 FORMAT = "pi"
 

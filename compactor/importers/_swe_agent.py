@@ -14,8 +14,6 @@ from typing import Any
 from compactor.events import TextBlock, ToolUseBlock
 from compactor.importers._common import (
     Source,
-    Builder,
-    Draft,
     ImportResult,
     as_text,
     load_json,
@@ -23,6 +21,7 @@ from compactor.importers._common import (
     result_block,
     source_key,
 )
+from compactor.importers._drafts import Builder, Draft
 
 FORMAT = "swe-agent"
 

@@ -130,7 +130,7 @@ def test_a_json_line_parses_as_json_loads_does(text) -> None:
 
 
 def test_import_stats_count_the_user_requests_the_events_say_they_are() -> None:
-    from compactor.importers._common import compute_stats
+    from compactor.importers._drafts import compute_stats
 
     for path in _transcripts():
         try:
@@ -201,7 +201,7 @@ def test_imported_events_are_their_validated_twins(tmp_path) -> None:
 def test_a_result_pointed_at_its_call_keeps_the_validated_shape() -> None:
     """A result whose call id is an equal string from another line holds the call's string
     (``_fix_tool_pairing``), set without making a dict for the block: the same block still."""
-    from compactor.importers._common import Draft, _fix_tool_pairing
+    from compactor.importers._drafts import Draft, _fix_tool_pairing
 
     call = build.tool_use_block("toolu_1", "Bash", {"command": "ls"})
     result = build.tool_result_block("".join(["toolu_", "1"]), [build.text_block("a.py")], False)

@@ -16,7 +16,15 @@ from compactor import tokens
 from compactor.events import Event
 from compactor.importers import import_file
 from compactor.errors import ParseError
-from compactor.importers._common import _BAD_ESCAPE, Builder, ImportLimits, Source, TooDeep, _loads, iter_jsonl
+from compactor.importers._common import (
+    _BAD_ESCAPE,
+    ImportLimits,
+    Source,
+    TooDeep,
+    _loads,
+    iter_jsonl,
+)
+from compactor.importers._drafts import Builder
 from compactor.importers._lines import line_format
 from compactor.tokens import with_tokens
 

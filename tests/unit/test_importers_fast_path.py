@@ -16,7 +16,8 @@ import pytest
 from compactor import importers
 from compactor.bench.scale import write_session
 from compactor.importers import _claude_code, import_file
-from compactor.importers._common import ImportLimits, compute_stats
+from compactor.importers._common import ImportLimits
+from compactor.importers._drafts import compute_stats
 from tests.unit.test_importers_common import _line
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
