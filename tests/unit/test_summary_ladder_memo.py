@@ -175,3 +175,33 @@ def test_a_later_rung_puts_the_same_line_objects_in_its_document(tmp_path: Path)
     assert len(shared) > 100 and any(ln.dropped == first.mark for ln in shared)
     assert structured._render(second) == structured._render(structured._build(late, budget=300))
     assert sorted(second.lines, key=lambda ln: ln.order) == second.lines
+
+
+def test_a_fetch_run_again_in_a_later_rung_takes_the_answers_share_once() -> None:
+    """The commands' scans are extended from the previous rung's (issue 17): a fetch whose
+    answer the earlier rung counted and that ran again later is counted at its new run only,
+    so the answers' share keeps room for the other answers as a fresh scan does."""
+    from compactor.lifting.lift import LiftedState
+
+    url = "curl -s https://docs.example.org/api/v2/reference/endpoints/" + "/".join(["section"] * 8)
+    old = Command(seq=1, command=url, status="ok", exit_code=0, detail="got: 200, title Reference")
+    other = Command(seq=2, command=url.replace("reference", "guides"), status="ok", exit_code=0,
+                    detail="got: 200, " + " ".join(f"item{i}" for i in range(40)))
+    again = Command(seq=3, command=url, status="ok", exit_code=0,
+                    detail="got: 200, " + " ".join(f"entry{i}" for i in range(40)))
+    # (ok runs that make the summary go over budget, so the answers get a share: 10% of it)
+    filler = [Command(seq=10 + i, command=f"ls -la build/output/dir{i}/assets/images", status="ok", exit_code=0)
+              for i in range(200)]
+    early = LiftedState(commands=[*filler, old, other])
+    late = LiftedState(commands=[*filler, old, other, again])
+    budgets = range(1_000, 4_000, 100)
+    token = begin_ladder_memo()
+    try:
+        got = [render_summary(s, b) for b in budgets for s in (early, late)]
+    finally:
+        end_ladder_memo(token)
+    assert got == [render_summary(s, b) for b in budgets for s in (early, late)]
+    # (an answer within the share: its command cut short, the answer is the point)
+    both = [r for r in got[1::2] if all(any(x.startswith(f"- #{c.seq} {structured._code(c.command, 90)} →")
+                                            for x in r.sections[structured.COMMANDS]) for c in (other, again))]
+    assert both  # (budgets whose share holds the later rung's two answers)
