@@ -30,7 +30,7 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from collections import Counter
 from itertools import count as _counter
-from operator import attrgetter, is_
+from operator import attrgetter
 
 from pydantic import BaseModel, Field
 
@@ -353,13 +353,9 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
 
     # Commands: one line per distinct command, showing the latest run.
     commands = state.commands
-    if memo is None:
-        latest_by_cmd = {c.command: i for i, c in enumerate(commands)}
-        latest_runs = sorted(latest_by_cmd.values())  # the latest run of each distinct command, in order
-        counts = Counter(map(_COMMAND, commands)) if len(latest_runs) < len(commands) else None  # (None: each ran once)
-        answers = _answers(commands, latest_runs)
-    else:
-        latest_runs, counts, answers = _command_scans(commands, memo)
+    latest_by_cmd = {c.command: i for i, c in enumerate(commands)}
+    latest_runs = sorted(latest_by_cmd.values())  # the latest run of each distinct command, in order
+    counts = Counter(map(_COMMAND, commands)) if len(latest_runs) < len(commands) else None  # (None: each ran once)
     # the newest distinct commands that worked are how the agent got where it is: kept longer
     recent_ok: set[int] = set()
     for i in reversed(latest_runs):
@@ -371,6 +367,8 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     # response printed): what the agent learned and acted on, within a share
     gist_room = None if budget is None else int(budget * GIST_SHARE)
     gists: set[int] = set()
+    answers = [(count_text(c.command[:GIST_COMMAND_CHARS] + c.detail) + 4, -i) for i in latest_runs
+               if (c := commands[i]).status == "ok" and "got" in c.detail[:40]]
     for cost, neg in sorted(answers):  # the shortest answers first (a status, a title), then the newest
         if gist_room is not None and cost > gist_room:
             continue
@@ -698,13 +696,6 @@ class _LadderMemo:
     cmd_keys: list = field(default_factory=list)
     cmd_lines: list = field(default_factory=list)
     cmd_tiers: list = field(default_factory=list)
-    cmd_seen: list = field(default_factory=list)
-    """The commands list the scans below are of (``_command_scans``): a later rung's list that
-    extends it extends them, instead of scanning its ~50k-150k commands again (issue 17)."""
-    cmd_latest: dict = field(default_factory=dict)
-    cmd_runs: list = field(default_factory=list)
-    cmd_counts: Counter = field(default_factory=Counter)
-    cmd_answers: list = field(default_factory=list)
 
     def grow_commands(self, n: int) -> None:
         more = [None] * (n - len(self.cmd_items))
@@ -756,42 +747,6 @@ def _read_lines(files: list, get_facts, memo: _LadderMemo) -> list[_Line]:
             kept.append(line)
         append(line)
     return out
-
-
-def _answers(commands: list, runs) -> list[tuple[int, int]]:
-    """(cost, -index) of each run in ``runs`` that answered something (``got: ...``)."""
-    return [(count_text(c.command[:GIST_COMMAND_CHARS] + c.detail) + 4, -i) for i in runs
-            if (c := commands[i]).status == "ok" and "got" in c.detail[:40]]
-
-
-def _command_scans(commands: list, memo: _LadderMemo) -> tuple[list[int], Counter, list[tuple[int, int]]]:
-    """The latest run of each distinct command (in order), the run counts and the answers'
-    costs (``_answers``) of ``commands``, extended from the previous rung's when its list is a
-    prefix of this one (the items at the same places, by identity), else scanned again."""
-    seen = memo.cmd_seen
-    n_prev, n = len(seen), len(commands)
-    if not (seen and n_prev <= n and all(map(is_, seen, commands))):
-        latest = memo.cmd_latest = {c.command: i for i, c in enumerate(commands)}
-        memo.cmd_runs = sorted(latest.values())
-        memo.cmd_counts = Counter(map(_COMMAND, commands))
-        memo.cmd_answers = _answers(commands, memo.cmd_runs)
-        memo.cmd_seen = list(commands)
-    elif n_prev < n:
-        latest, new = memo.cmd_latest, commands[n_prev:]
-        moved = set()  # earlier latest runs that ran again in the new part
-        for j, c in enumerate(new, n_prev):
-            old = latest.get(c.command)
-            if old is not None and old < n_prev:
-                moved.add(old)
-            latest[c.command] = j
-        fresh = [j for j in range(n_prev, n) if latest[commands[j].command] == j]
-        runs = [i for i in memo.cmd_runs if i not in moved] if moved else memo.cmd_runs
-        memo.cmd_runs = runs + fresh
-        memo.cmd_counts.update(map(_COMMAND, new))
-        kept = [a for a in memo.cmd_answers if -a[1] not in moved] if moved else memo.cmd_answers
-        memo.cmd_answers = kept + _answers(commands, fresh)
-        seen += new
-    return memo.cmd_runs, memo.cmd_counts, memo.cmd_answers
 
 
 _OUTCOME_WORDS = {"ok": "ok", "failed": "failed", "unknown": "no exit status recorded"}
