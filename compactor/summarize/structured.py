@@ -29,6 +29,7 @@ import re
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from collections import Counter
+from itertools import count as _counter
 from operator import attrgetter
 
 from pydantic import BaseModel, Field
@@ -172,19 +173,27 @@ class _Line:
     text: str
     tier: int | None  # None: never dropped
     seq: int
-    order: int = 0
+    order: int = 0  # the section's rank << 32 | a place within it: sorts as the document does
     tokens: int = 0
-    dropped: bool = False
+    dropped: int = 0  # the ``_Doc.mark`` of the document whose ``_fit`` dropped it (0: none)
     detail: bool = False  # a detail of the line above: dropped silently, never counted as an item
+
+
+_MARKS = _counter(1)
 
 
 @dataclass
 class _Doc:
+    """The lines of one render. A line may be in several documents (the ladder memo keeps the
+    command and file-read lines of one rung for the next, issue 17), so a line dropped for
+    budget says by which document's ``mark``, not just that it was."""
+
     lines: list[_Line] = field(default_factory=list)
+    mark: int = field(default_factory=_MARKS.__next__)
 
     def add(self, section: str, text: str, tier: int | None, seq: int, detail: bool = False) -> None:
         lines = self.lines
-        lines.append(_Line(section, text, tier, seq, len(lines), 0, False, detail))
+        lines.append(_Line(section, text, tier, seq, _RANKED[section] | len(lines), 0, 0, detail))
 
 
 def _request_body(r: Request, short: bool = False) -> str:
@@ -331,12 +340,13 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     get_facts = read_facts.get
     memo = _LADDER_MEMO.get()
     # (what a file only read defines is what the work built on: kept with its line)
+    base = _RANKED[FILES_READ]
     if memo is None:
-        lines += [_Line(FILES_READ, f"- {f.path}\n{facts}", _TIER_READ_DETAIL, f.seq, k)
-                  if (facts := get_facts(f.path)) else _Line(FILES_READ, f"- {f.path}", _TIER_FILE_READ, f.seq, k)
-                  for k, f in enumerate(read_only, len(lines))]
+        lines += [_Line(FILES_READ, f"- {f.path}\n{facts}", _TIER_READ_DETAIL, f.seq, base | k)
+                  if (facts := get_facts(f.path)) else _Line(FILES_READ, f"- {f.path}", _TIER_FILE_READ, f.seq, base | k)
+                  for k, f in enumerate(read_only)]
     else:
-        lines += _read_lines(read_only, get_facts, len(lines), memo)
+        lines += _read_lines(read_only, get_facts, memo)
 
     failure_lines = build_failure_lines(state.failed_approaches, state.files_changed)  # [line, tier, seq, tool ids]
     explained = {i for fl in failure_lines for i in fl[3]}  # failed runs the errors section tells in full
@@ -366,14 +376,16 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         gist_room = None if gist_room is None else gist_room - cost
     if memo is not None and len(memo.cmd_items) < len(commands):
         memo.grow_commands(len(commands))
+    base = _RANKED[COMMANDS]
     for i in latest_runs:
         c = commands[i]
         n = counts[c.command] if counts is not None else 1
         gist = i in gists
         key = 2 * n + gist
         if memo is not None and memo.cmd_items[i] is c and memo.cmd_keys[i] == key:
-            # the same item at the same place in the previous rung's state: the same line
-            text, tier, size = memo.cmd_texts[i], memo.cmd_tiers[i], memo.cmd_sizes[i]
+            # the same item at the same place in the previous rung's state: the same line (its
+            # order is its place; its tier is set below, as this rung's lists rank it)
+            line, tier = memo.cmd_lines[i], memo.cmd_tiers[i]
         else:
             command, status = c.command, c.status
             if c.exit_code is not None:
@@ -389,17 +401,17 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
                     else _TIER_OUTPUT_GIST if gist
                     else _TIER_INSTALL if c.detail.startswith("partial") or is_install(command)
                     else _TIER_COMMAND_OK)  # (an answer past the share: the log has it)
-            size = 0  # (sized by ``_measure``)
+            line = _Line(COMMANDS, text, tier, c.seq, base | i)  # (sized by ``_measure``)
             if memo is not None:
-                size = count_text(text) + 1
-                memo.cmd_items[i], memo.cmd_keys[i], memo.cmd_texts[i] = c, key, text
-                memo.cmd_tiers[i], memo.cmd_sizes[i] = tier, size
+                line.tokens = count_text(text) + 1
+                memo.cmd_items[i], memo.cmd_keys[i], memo.cmd_lines[i], memo.cmd_tiers[i] = c, key, line, tier
         # what the rung's own lists say of it: told in full under Errors, or one of the newest
         if explained and c.tool_use_id in explained and (c.status == "failed" or c.detail.startswith("partial")):
             tier = _TIER_COMMAND_EXPLAINED
         elif tier != _TIER_COMMAND_FAILED and i in recent_ok:
             tier = _TIER_COMMAND_RECENT_OK
-        lines.append(_Line(COMMANDS, text, tier, c.seq, len(lines), size))
+        line.tier = tier
+        lines.append(line)
 
     last_test_by_cmd: dict[str, int] = {}
     for i, t in enumerate(state.tests):
@@ -486,8 +498,9 @@ def _render(doc: _Doc) -> tuple[str, dict[str, list[str]], dict[str, int]]:
     sections: dict[str, list[str]] = {}
     dropped: dict[str, int] = {}
     get = dropped.get
+    mark = doc.mark
     for ln in doc.lines:
-        if ln.dropped:
+        if ln.dropped == mark:
             if not ln.detail:
                 dropped[ln.section] = get(ln.section, 0) + 1
         elif (items := sections.get(ln.section)) is not None:
@@ -537,13 +550,14 @@ def _fit(doc: _Doc, budget: int, tokens: int,
     n_dropped: dict[str, int] = {}
     n = len(candidates)
     idx = 0
+    mark = doc.mark
     while tokens > budget and idx < n:
         surplus = tokens - budget
         freed = 0
         # drop a batch that should cover the surplus, then measure exactly
         while idx < n and freed < surplus:
             ln = candidates[idx]
-            ln.dropped = True
+            ln.dropped = mark
             freed += ln.tokens
             idx += 1
             if not ln.detail:
@@ -551,7 +565,7 @@ def _fit(doc: _Doc, budget: int, tokens: int,
         if 2 * (n - idx) < len(doc.lines):
             kept = sorted([*fixed, *candidates[idx:]], key=_ORDER)
         else:
-            kept = [ln for ln in doc.lines if not ln.dropped]
+            kept = [ln for ln in doc.lines if ln.dropped != mark]
         # (a section's lines are contiguous and the sections come in SECTION_NAMES order, so
         # this is the order ``_render`` meets their first dropped lines in)
         dropped = {name: n_dropped[name] for name in SECTION_NAMES if name in n_dropped}
@@ -637,6 +651,11 @@ def _sum_lines(lines: list[_Line], text: str) -> int | None:
 
 
 _SECTION_RANK = {name: k for k, name in enumerate(SECTION_NAMES)}
+_RANKED = {name: k << 32 for k, name in enumerate(SECTION_NAMES)}
+"""A line's ``order`` is its section's rank << 32 with its place in the section: the same sort
+as its place in the document (``_build`` adds the sections in ``SECTION_NAMES`` order), and
+fixed for a file read or a command (its index in the state's list), so the ladder memo's lines
+keep theirs from rung to rung."""
 _HEADINGS = {name: f"## {name}\n" for name in SECTION_NAMES}
 
 
@@ -662,24 +681,25 @@ _TIER = attrgetter("tier")
 class _LadderMemo:
     """Lines already built, and sized, for the items of an earlier rung's state, by their place
     in its lists (the rungs' lists grow by appending; an item at the same place is checked by
-    identity). Parallel lists, not a tuple per item: ~40 bytes a line (issue 17, memory)."""
+    identity). Parallel lists, not a tuple per item (issue 17, memory). The ``_Line`` objects
+    themselves are kept and put in the next rung's document again (a new one per line per rung
+    was ~0.05 s a rung at 100k lines): their order is fixed by their place, a drop is marked
+    per document, and a command's tier is set again by each rung."""
 
     read_items: list = field(default_factory=list)
-    """The files only read (``_read_lines``), their facts lines (None: none), lines and tokens."""
+    """The files only read (``_read_lines``), their facts lines (None: none) and lines."""
     read_facts: list = field(default_factory=list)
-    read_texts: list = field(default_factory=list)
-    read_sizes: list = field(default_factory=list)
+    read_lines: list = field(default_factory=list)
     cmd_items: list = field(default_factory=list)
     """By index in ``state.commands``: the command whose line is kept (None: none), 2 x its run
-    count + its gist flag, its line, its own tier and its tokens with the newline."""
+    count + its gist flag, its line (sized) and its own tier."""
     cmd_keys: list = field(default_factory=list)
-    cmd_texts: list = field(default_factory=list)
+    cmd_lines: list = field(default_factory=list)
     cmd_tiers: list = field(default_factory=list)
-    cmd_sizes: list = field(default_factory=list)
 
     def grow_commands(self, n: int) -> None:
         more = [None] * (n - len(self.cmd_items))
-        for column in (self.cmd_items, self.cmd_keys, self.cmd_texts, self.cmd_tiers, self.cmd_sizes):
+        for column in (self.cmd_items, self.cmd_keys, self.cmd_lines, self.cmd_tiers):
             column += more
 
 
@@ -703,28 +723,29 @@ def end_ladder_memo(token: Token) -> None:
     _LADDER_MEMO.reset(token)
 
 
-def _read_lines(files: list, get_facts, start: int, memo: _LadderMemo) -> list[_Line]:
-    """The "Files read" lines of ``files`` (orders from ``start``), each built and sized once per
-    ladder: a file's line changes only with its item (a new read is a new one) or its facts."""
+def _read_lines(files: list, get_facts, memo: _LadderMemo) -> list[_Line]:
+    """The "Files read" lines of ``files``, each built and sized once per ladder: a file's line
+    changes only with its item (a new read is a new one) or its facts."""
     out: list[_Line] = []
     append = out.append
-    items, known, texts, sizes = memo.read_items, memo.read_facts, memo.read_texts, memo.read_sizes
+    items, known, kept = memo.read_items, memo.read_facts, memo.read_lines
     n_known = len(items)
+    base = _RANKED[FILES_READ]
     for k, f in enumerate(files):
         facts = get_facts(f.path)
         if k < n_known and items[k] is f and known[k] == facts:
-            text, size = texts[k], sizes[k]
-        else:
-            text = f"- {f.path}\n{facts}" if facts else f"- {f.path}"
-            size = count_text(text) + 1
-            if k < n_known:
-                items[k], known[k], texts[k], sizes[k] = f, facts, text, size
-            else:  # (k == len(items): the lines are met in order)
-                items.append(f)
-                known.append(facts)
-                texts.append(text)
-                sizes.append(size)
-        append(_Line(FILES_READ, text, _TIER_READ_DETAIL if facts else _TIER_FILE_READ, f.seq, start + k, size))
+            append(kept[k])
+            continue
+        text = f"- {f.path}\n{facts}" if facts else f"- {f.path}"
+        line = _Line(FILES_READ, text, _TIER_READ_DETAIL if facts else _TIER_FILE_READ, f.seq, base | k,
+                     count_text(text) + 1)
+        if k < n_known:
+            items[k], known[k], kept[k] = f, facts, line
+        else:  # (k == len(items): the lines are met in order)
+            items.append(f)
+            known.append(facts)
+            kept.append(line)
+        append(line)
     return out
 
 
@@ -756,8 +777,9 @@ def _min_tokens(doc: _Doc, sections: frozenset[str], limit: int | None = None) -
 
 
 def _left_out_weight(doc: _Doc) -> int:
+    mark = doc.mark
     return sum(ln.tier for ln in doc.lines
-               if ln.dropped and ln.tier is not None and ln.tier >= ESSENTIAL_TIER)
+               if ln.dropped == mark and ln.tier is not None and ln.tier >= ESSENTIAL_TIER)
 
 
 def render_summary(state: LiftedState, budget_tokens: int, *, latest_full: bool = False) -> RenderedSummary:

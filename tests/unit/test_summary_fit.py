@@ -31,7 +31,7 @@ def _reference_fit(doc, budget, tokens, rendered):
     while tokens > budget and idx < len(candidates):
         surplus, freed = tokens - budget, 0
         while idx < len(candidates) and freed < surplus:
-            candidates[idx].dropped = True
+            candidates[idx].dropped = doc.mark
             freed += candidates[idx].tokens
             idx += 1
         text, sections, dropped = structured._render(doc)

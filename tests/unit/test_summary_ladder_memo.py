@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,71 @@ def test_the_memo_sizes_its_lines_as_the_text_counts_them(tmp_path: Path) -> Non
                     assert ln.tokens == structured.count_text(ln.text) + 1
     finally:
         end_ladder_memo(token)
+
+
+def test_kept_lines_render_as_new_ones_in_any_order_of_rungs_and_budgets(tmp_path: Path) -> None:
+    """The memo's line objects go into later rungs' documents (issue 17): a line one rung
+    dropped, or ranked as one of its newest commands, or sized, is shown, ranked and sized as
+    a fresh line would be by any later rung, budget or latest_full (random order, fixed seed)."""
+    rng = random.Random(11)
+    for events in _sessions(tmp_path):
+        calls = [(s, b) for s, b in _ladder(events, (120, 900, 5_000, 40_000))]
+        order = [*calls, *rng.sample(calls, len(calls))]
+        flags = [rng.random() < 0.5 for _ in order]
+        token = begin_ladder_memo()
+        try:
+            kept = [render_summary(s, b, latest_full=lf).model_dump_json() for (s, b), lf in zip(order, flags)]
+        finally:
+            end_ladder_memo(token)
+        assert kept == [render_summary(s, b, latest_full=lf).model_dump_json() for (s, b), lf in zip(order, flags)]
+
+
+def test_a_later_rung_puts_the_same_line_objects_in_its_document(tmp_path: Path) -> None:
+    """What the test above exercises: the later rung's command and file-read lines are the
+    earlier rung's objects, dropped there and shown here, in the document's order."""
+    path = tmp_path / "s.jsonl"
+    write_session(path, 2000)
+    (early, _), (late, _) = _ladder(import_file(path).events, (0,))[:2]
+    token = begin_ladder_memo()
+    try:
+        first = structured._build(early, budget=300)
+        text, sections, dropped, tokens = structured._measure(first)
+        structured._fit(first, 300, tokens, (text, sections, dropped))
+        second = structured._build(late, budget=300)
+    finally:
+        end_ladder_memo(token)
+    ids = {id(ln) for ln in first.lines if ln.section in (structured.COMMANDS, structured.FILES_READ)}
+    shared = [ln for ln in second.lines if id(ln) in ids]
+    assert len(shared) > 100 and any(ln.dropped == first.mark for ln in shared)
+    assert structured._render(second) == structured._render(structured._build(late, budget=300))
+    assert sorted(second.lines, key=lambda ln: ln.order) == second.lines
+
+
+def test_a_fetch_run_again_in_a_later_rung_takes_the_answers_share_once() -> None:
+    """The commands' scans are extended from the previous rung's (issue 17): a fetch whose
+    answer the earlier rung counted and that ran again later is counted at its new run only,
+    so the answers' share keeps room for the other answers as a fresh scan does."""
+    from compactor.lifting.lift import LiftedState
+
+    url = "curl -s https://docs.example.org/api/v2/reference/endpoints/" + "/".join(["section"] * 8)
+    old = Command(seq=1, command=url, status="ok", exit_code=0, detail="got: 200, title Reference")
+    other = Command(seq=2, command=url.replace("reference", "guides"), status="ok", exit_code=0,
+                    detail="got: 200, " + " ".join(f"item{i}" for i in range(40)))
+    again = Command(seq=3, command=url, status="ok", exit_code=0,
+                    detail="got: 200, " + " ".join(f"entry{i}" for i in range(40)))
+    # (ok runs that make the summary go over budget, so the answers get a share: 10% of it)
+    filler = [Command(seq=10 + i, command=f"ls -la build/output/dir{i}/assets/images", status="ok", exit_code=0)
+              for i in range(200)]
+    early = LiftedState(commands=[*filler, old, other])
+    late = LiftedState(commands=[*filler, old, other, again])
+    budgets = range(1_000, 4_000, 100)
+    token = begin_ladder_memo()
+    try:
+        got = [render_summary(s, b) for b in budgets for s in (early, late)]
+    finally:
+        end_ladder_memo(token)
+    assert got == [render_summary(s, b) for b in budgets for s in (early, late)]
+    # (an answer within the share: its command cut short, the answer is the point)
+    both = [r for r in got[1::2] if all(any(x.startswith(f"- #{c.seq} {structured._code(c.command, 90)} →")
+                                            for x in r.sections[structured.COMMANDS]) for c in (other, again))]
+    assert both  # (budgets whose share holds the later rung's two answers)
