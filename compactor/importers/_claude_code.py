@@ -150,6 +150,23 @@ def _assistant(
         usage_raw.get("cache_read_input_tokens"),
         usage_raw.get("cache_creation_input_tokens"),
     ) if usage_raw else None  # (``usage_of`` of four Nones is None)
+    _add_assistant(b, msg, uid, at, mid, blocks, usage, meta, by_msg_id)
+
+
+def _add_assistant(
+    b: Builder,
+    msg: dict[str, Any],
+    uid: str,
+    at: Any,
+    mid: Any,
+    blocks: list[Any],
+    usage: Any,
+    meta: dict[str, Any],
+    by_msg_id: dict[str, Draft],
+) -> None:
+    """Extend the draft of the same response (``mid``) with a line's ``blocks`` when only
+    results came since, else start a draft of them; ``blocks`` and ``meta`` are the line's own
+    (kept, not copied)."""
     target = by_msg_id.get(mid) if mid else None
     if target is not None and _only_results_since(b, target):
         target.blocks.extend(blocks)
@@ -162,7 +179,8 @@ def _assistant(
         meta["model"] = build.intern(model) if type(model) is str else model
     if mid:
         meta["message_id"] = mid
-    d = b.new("assistant", uid, at=at, blocks=blocks, usage=usage, meta=meta)
+    d = Draft("assistant", uid, at, "message", False, blocks, usage, meta)
+    b.drafts.append(d)
     if mid:
         by_msg_id.clear()
         by_msg_id[mid] = d
@@ -219,24 +237,7 @@ def _fast_assistant(
         )
     else:
         return False
-    target = by_msg_id.get(mid) if mid else None
-    if target is not None and _only_results_since(b, target):
-        target.blocks.extend(blocks)
-        if usage is not None:  # later lines of a response carry the final usage
-            target.usage = usage
-        target.meta.setdefault("lines", [target.meta.get("line")]).append(no)
-        return True
-    meta: dict[str, Any] = {"line": no}
-    model = msg.get("model")
-    if model:
-        meta["model"] = build.intern(model) if type(model) is str else model
-    if mid:
-        meta["message_id"] = mid
-    d = Draft("assistant", uid, at, "message", False, blocks, usage, meta)
-    b.drafts.append(d)
-    if mid:
-        by_msg_id.clear()
-        by_msg_id[mid] = d
+    _add_assistant(b, msg, uid, at, mid, blocks, usage, {"line": no}, by_msg_id)
     return True
 
 
