@@ -444,12 +444,6 @@ def apply_layers(
             snapshot_version=plan.snapshot_version, created_at=now, **base,  # type: ignore[arg-type]
         )
 
-    def view_of(ckpt: Checkpoint) -> list[Event]:
-        """``build_view(evs, ckpt)``: ``evs`` are in seq order (``prepare``), so a summary
-        candidate's tail is found by bisection (``build_view``'s ``at``)."""
-        facts = covered_text.range_facts() if covered_text is not None else None
-        return build_view(evs, ckpt, at=None if facts is None else (facts[1], facts[3]))
-
     def candidate(ckpt: Checkpoint, *, lazy: bool = False,
                   remake: Callable[[], Checkpoint] | None = None, tokens: int | None = None) -> _Candidate:
         t = time.perf_counter()
@@ -474,7 +468,7 @@ def apply_layers(
             lazy_cand = _Candidate(ckpt, None, n, check=check, target=target,
                                    rebuild=lambda: build_view(evs, lazy_cand.checkpoint), remake=remake)
             return lazy_cand
-        view = view_of(ckpt)
+        view = _indexed_view(evs, ckpt, covered_text)
         n = view_tokens(view)
         vio = validate(events=evs, checkpoint=ckpt, view=view, target_tokens=target,
                        artifacts=artifacts, prev_checkpoint=prev, tokens=n, index=covered_text)
@@ -671,12 +665,18 @@ def repair_candidate(
         "summary": text, "sections": drop_identifier_items(dict(ckpt.sections), idents),
         "summary_tokens": count_text(text),
     })
-    facts = index.range_facts() if index is not None and index.events is evs else None
-    view2 = build_view(evs, fixed, at=None if facts is None else (facts[1], facts[3]))
+    view2 = _indexed_view(evs, fixed, index)
     n2 = view_tokens(view2)
     vio2 = validate(events=evs, checkpoint=fixed, view=view2, target_tokens=target,
                     artifacts=artifacts, prev_checkpoint=prev, tokens=n2, index=index)
     return fixed, view2, n2, vio2, dropped
+
+
+def _indexed_view(evs: Sequence[Event], ckpt: Checkpoint, index: CoveredText | None) -> list[Event]:
+    """``build_view(evs, ckpt)``; when ``index`` was made on these very events (in seq order:
+    ``prepare``), a summary candidate's tail is found by bisection (``build_view``'s ``at``)."""
+    facts = index.range_facts() if index is not None and index.events is evs else None
+    return build_view(evs, ckpt, at=None if facts is None else (facts[1], facts[3]))
 
 
 class _Picker:
