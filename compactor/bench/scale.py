@@ -3,7 +3,10 @@
 For each size (default 1k, 10k, 100k and 300k events) one Claude-Code-style JSONL transcript
 of small events is written (a user request every 100 events, then assistant text + ``Bash``
 call / short tool result pairs), and three CLI commands run on it, each in its own process so
-its peak memory is its own (``os.wait4``: the child's ``ru_maxrss``):
+its peak memory is its own (``os.wait4``: the child's ``ru_maxrss``, taken by a small launcher
+process, ``_LAUNCHER``: Linux carries the high-water RSS of the process that starts a child into
+the child's ``ru_maxrss`` across ``exec``, so a child started by this process, itself holding
+~180 MB by the 300k row, would report at least that):
 
 * ``inline``: ``compactor compact --inline FILE --json`` (parse + engine, nothing stored);
 * ``import``: ``compactor import FILE --store file://DIR`` (parse + append to a local store);
@@ -25,7 +28,6 @@ import random
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -69,6 +71,29 @@ def write_session(path: Path, n: int) -> None:
             f.write(ln + "\n")
 
 
+# Run by ``python -S -c`` (a few MB): forks the command from this small process, reaps it with
+# wait4 and writes [wall s, CPU s, ru_maxrss KiB, exit code] to the fd in argv[1]; it leaves
+# with the command's exit code. Nothing of the bench's own memory reaches the command.
+_LAUNCHER = """
+import json, os, sys, time
+fd = int(sys.argv[1]); argv = sys.argv[2:]
+t = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    os.close(fd)
+    try:
+        os.execv(argv[0], argv)
+    finally:
+        os._exit(127)
+_, status, ru = os.wait4(pid, 0)
+wall = time.perf_counter() - t
+rc = os.waitstatus_to_exitcode(status)
+with os.fdopen(fd, "w") as f:
+    json.dump([wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss, rc], f)
+sys.exit(rc if 0 <= rc < 256 else 1)
+"""
+
+
 def measure_one(op: str, file: Path, store: str, session: str) -> dict[str, Any]:
     """Run one command in a child process and return its wall time, CPU time and peak RSS.
 
@@ -80,19 +105,24 @@ def measure_one(op: str, file: Path, store: str, session: str) -> dict[str, Any]
         "view": ["view", session, "--store", store],
         "verify": ["verify", session, "--store", store, "--json"],
     }[op]
-    t = time.perf_counter()
-    p = subprocess.Popen([sys.executable, "-m", "compactor", *argv], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE)
-    # read stdout while it runs (a view of 300k events is tens of MB), then reap it with
-    # wait4 for this child's own rusage
+    rfd, wfd = os.pipe()
+    try:
+        p = subprocess.Popen([sys.executable, "-S", "-c", _LAUNCHER, str(wfd), sys.executable,
+                              "-m", "compactor", *argv],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(wfd,))
+    finally:
+        os.close(wfd)
+    # read stdout while it runs (a view of 300k events is tens of MB); the launcher writes the
+    # command's own wall time and rusage to its pipe once it has reaped it
     assert p.stdout is not None and p.stderr is not None
     out = p.stdout.read()
     err = p.stderr.read()
-    _, status, ru = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t
-    p.returncode = os.waitstatus_to_exitcode(status)
-    res: dict[str, Any] = {"s": round(wall, 3), "cpu_s": round(ru.ru_utime + ru.ru_stime, 3),
-                           "peak_mb": round(ru.ru_maxrss / 1024, 1), "exit": p.returncode}
+    p.wait()
+    with os.fdopen(rfd) as f:
+        wall, cpu, maxrss_kb, rc = json.loads(f.read())
+    p.returncode = rc
+    res: dict[str, Any] = {"s": round(wall, 3), "cpu_s": round(cpu, 3),
+                           "peak_mb": round(maxrss_kb / 1024, 1), "exit": p.returncode}
     if p.returncode not in (0, 1):
         res["error"] = err.decode(errors="replace").strip().splitlines()[-1:]
     elif op in ("inline", "import"):

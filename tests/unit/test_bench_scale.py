@@ -42,3 +42,23 @@ def test_scale_table_measures_each_command_in_its_own_process(size, capsys) -> N
         assert cell["s"] > 0 and 20 < cell["peak_mb"] < 2_000
         assert cell["us_per_event"] == pytest.approx(cell["s"] * 1e6 / size, rel=0.01)
     assert row["inline"]["status"] in ("committed", "noop")
+
+
+def test_a_commands_peak_memory_is_its_own_not_the_benchs(tmp_path) -> None:
+    # Linux carries the starting process's high-water RSS into a child across exec: a bench
+    # holding 400 MB would have reported every command at >= 400 MB (the 1k row said 179 MB
+    # after the durable part had run in the same process).
+    held = b"x" * (400 << 20)  # written, so resident
+    f = tmp_path / "s.jsonl"
+    scale.write_session(f, 100)
+    store = f"file://{tmp_path}/store"
+    imported = scale.measure_one("import", f, store, "s")
+    viewed = scale.measure_one("view", f, store, "s")
+    missing = scale.measure_one("view", f, store, "no-such-session")
+    assert len(held) == 400 << 20
+    assert imported["exit"] == 0 and imported["events"] == 100
+    assert viewed["exit"] == 0
+    for cell in (imported, viewed):
+        assert 20 < cell["peak_mb"] < 300, cell
+        assert 0 < cell["cpu_s"] <= cell["s"] * 2.5
+    assert missing["exit"] == 2 and missing["error"], missing  # the command's own exit code
