@@ -1,15 +1,16 @@
 """``compactor bench perf``: what durability costs, on the embedded stack.
 
-Three numbers (targets from the durable-compaction issue):
+Three numbers (targets from issue 17, "cost that grows with the work"; the durable-compaction
+issue's were <= 1.5, >= 20 and <= 1.3):
 
-* ``durable_inline_ratio`` (<= 1.5): a 100k-token session compacted by the workflow (client
+* ``durable_inline_ratio`` (<= 1.5, and ``details.overhead_ms``, durable - inline, <= 40): a 100k-token session compacted by the workflow (client
   start -> result, dev server + in-process worker + local store) vs ``engine.compact`` on the
   same events in this process. Median of ``--runs`` runs, each on a fresh session id, so the
   worker's segment cache starts cold for every durable run.
-* ``compactions_per_s`` (>= 20): 20 sessions compacted concurrently, several rounds (each
+* ``compactions_per_s`` (>= 45 on 2 cores): 20 sessions compacted concurrently, several rounds (each
   round appends a turn batch to every session, then compacts all 20 at once); completed
   compactions / wall time.
-* ``kth_first_ratio`` (<= 1.3): a growing session (a batch of turns appended before each
+* ``kth_first_ratio`` (<= 1.2): a growing session (a batch of turns appended before each
   compaction); the k-th compaction's latency over the first's (median of the last three over
   the median of the first... the first is one number, so it is measured after a warm-up).
 
@@ -127,15 +128,16 @@ def report(r: dict[str, Any]) -> str:
     lines = [
         f"durable / inline on a {d['ratio_tokens']:,}-token session: {r['durable_inline_ratio']:.2f} "
         f"(median of paired runs; best-of {d['ratio_best_of']:.2f}; durable {d['durable_ms']:.0f} ms, "
-        f"inline {d['inline_ms']:.0f} ms; target <= 1.5)",
+        f"inline {d['inline_ms']:.0f} ms, overhead {d['durable_ms'] - d['inline_ms']:.0f} ms; "
+        f"targets <= 1.5 and <= 40 ms)",
         f"throughput, {d['sessions']} concurrent sessions, {d['worker_processes']} worker processes: "
         f"{r['compactions_per_s']:.1f} compactions/s "
-        f"({d['throughput_compactions']} in {d['throughput_s']:.2f} s; target >= 20; CPU per "
+        f"({d['throughput_compactions']} in {d['throughput_s']:.2f} s; target >= 45 on 2 cores; CPU per "
         f"compaction: workers {d.get('worker_cpu_ms_per_compaction')} ms, "
         f"dev server {d.get('server_cpu_ms_per_compaction')} ms, "
         f"bench client {d.get('client_cpu_ms_per_compaction')} ms)",
         f"k-th / first compaction of a growing session: {r['kth_first_ratio']:.2f} "
-        f"(first {d['first_ms']:.0f} ms, k={d['k']}: {d['kth_ms']:.0f} ms; target <= 1.3); "
+        f"(first {d['first_ms']:.0f} ms, k={d['k']}: {d['kth_ms']:.0f} ms; target <= 1.2); "
         f"inline engine on the same inputs: {d['inline_kth_first_ratio']:.2f}",
         f"(store {d['store']}, {d['cpus']} CPUs, load average {d['load_before']:.1f} at start)",
     ]
@@ -272,6 +274,7 @@ async def measure(*, runs: int = 3, tokens: int = 100_000, sessions: int = 20, r
         "kth_first_ratio": round(kth / first, 3),
         "details": {
             "ratio_tokens": tokens, "durable_ms": round(durable_ms, 1), "inline_ms": round(inline_ms, 1),
+            "overhead_ms": round(durable_ms - inline_ms, 1),
             "ratio_of_medians": round(durable_ms / inline_ms, 3), "ratio_best_of": round(best_ratio, 3),
             "durable_runs_ms": [round(x, 1) for x in d_ms], "inline_runs_ms": [round(x, 1) for x in i_ms],
             "sessions": sessions, "rounds": rounds, "throughput_compactions": done,
