@@ -6,6 +6,8 @@ session and compacting all 20 at once) on the embedded stack, served by ``--work
 ``compactor worker`` processes started through this file, which time in each worker:
 
 * every store activity's body (thread CPU of the executor thread that runs it),
+* the cyclic collector's passes, by generation (``gc.callbacks``; inside the bodies' or
+  activations' time when they trigger one),
 * the workflow activations (thread CPU of ``_RunningWorkflow.activate``),
 * the SDK's payload passes over activations and completions (main-thread CPU),
 * the CPU of every thread of the process from the first measured round to the end, by name
@@ -130,6 +132,18 @@ def serve_timed_worker() -> None:
         return await run_in_pool(self, body)
 
     sa.StoreActivities._run = timed_run
+
+    import gc
+
+    gc_t0 = threading.local()
+
+    def gc_timer(phase: str, info: dict) -> None:  # the collector's passes, by generation
+        if phase == "start":
+            gc_t0.t = time.thread_time()
+        elif hasattr(gc_t0, "t"):
+            add(f"gc generation {info['generation']}", gc_t0.t)
+
+    gc.callbacks.append(gc_timer)
     base: dict[str, float] = {}
 
     def mark() -> None:
