@@ -140,11 +140,18 @@ _KINDS = {
 
 
 def kind_of(path: str) -> str:
-    base = path[path.rfind("/") + 1:].lower()  # (the name after the last "/": slices, no lists)
-    if ".env" in base and (base.startswith(".env") or base.endswith(".env")):
-        return "env"
-    dot = base.rfind(".")
-    return _KINDS.get(base[dot + 1:], "") if dot >= 0 else ""
+    """The kind of file ``path`` names, from its file name (lowercased): ``.env*`` and ``*.env``
+    files are "env", else its extension's entry in ``_KINDS`` ("" for none).
+
+    Only the extension and the name's first four characters are lowercased (issue 17: no copy of
+    the name; lowering a piece alone gives the same ASCII letters ``_KINDS`` and ``.env`` hold)."""
+    slash = path.rfind("/")
+    dot = path.rfind(".")
+    if dot <= slash:
+        return ""  # (no dot in the name: no extension, no ".env")
+    if path[slash + 1:slash + 5].lower() == ".env":
+        return "env"  # (a name ending in ".env" has the extension "env", whose kind is "env" too)
+    return _KINDS.get(path[dot + 1:].lower(), "")
 
 
 def _flat(text: str, n: int = FACT_CHARS) -> str:
@@ -300,7 +307,7 @@ def content_facts(path: str, text: str, whole: bool = True, *, kind: str | None 
     opening docstring or comment the file's own explanation. ``kind``: ``kind_of(path)``, when
     the caller has it.
     """
-    if not text or not text.strip():
+    if not text or text.isspace():  # (no stripped copy of the text to see it is blank)
         return []
     if kind is None:
         kind = kind_of(path)
