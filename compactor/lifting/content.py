@@ -195,24 +195,24 @@ _SIG_LINES = {kind: re.compile(r"\n(?=[ \t]*(?:" + "|".join(words) + "))") for k
 ``\n`` first: the search skips from break to break instead of trying a pattern at every position)."""
 
 
-def _sig_matches(kind: str, sig: re.Pattern[str], text: str) -> list[re.Match[str]]:
-    """``sig.finditer(text)``, tried only where a match can start (issue 17: the scan tries
-    ``^[ \t]*`` and the alternatives at every position, ~13k instructions for a two-line file,
-    ~2 ms for a 37k-character module). Every match starts at a line start whose line opens,
-    after spaces, with one of the kind's words: the first line or one after a break
-    ``_SIG_LINES`` finds, so those line starts, in order, from the end of the last match on,
-    give the same matches."""
+def _sig_items(kind: str, sig: re.Pattern[str], text: str) -> list[tuple[int, int, str]]:
+    """(start, end, signature flattened) of each match of ``sig.finditer(text)``, tried only where
+    a match can start (issue 17: the scan tries ``^[ \t]*`` and the alternatives at every position,
+    ~13k instructions for a two-line file, ~2 ms for a 37k-character module). Every match starts
+    at a line start whose line opens, after spaces, with one of the kind's words: the first line
+    or one after a break ``_SIG_LINES`` finds, so those line starts, in order, from the end of the
+    last match on, give the same matches. (The items built here: no list of matches between.)"""
     breaks = _SIG_LINES.get(kind)
     if breaks is None:
-        return list(sig.finditer(text))
+        return [(m.start(), m.end(), _flat(m.group(1))) for m in sig.finditer(text)]
     m = sig.match(text)
-    out: list[re.Match[str]] = [] if m is None else [m]
     end = 0 if m is None else m.end()
+    out: list[tuple[int, int, str]] = [] if m is None else [(m.start(), end, _flat(m.group(1)))]
     for b in breaks.finditer(text):
         p = b.end()  # (the line start after the break)
         if p >= end and (m := sig.match(text, p)) is not None:
-            out.append(m)
             end = m.end()
+            out.append((m.start(), end, _flat(m.group(1))))
     return out
 
 
@@ -316,7 +316,7 @@ def content_facts(path: str, text: str, whole: bool = True, *, kind: str | None 
     bodies: list[tuple[int, int, str]] = []  # functions said with their statements (span, line)
     if sig is not None:
         # (a kind's signatures open with one of its words: a text without any has none, no scan)
-        sigs = [(m.start(), m.end(), _flat(m.group(1))) for m in _sig_matches(kind, sig, text)] if (
+        sigs = _sig_items(kind, sig, text) if (
             kind not in _SIG_WORDS or any(map(text.__contains__, _SIG_WORDS[kind]))) else []
         said = _behaviour.function_lines(kind, text, sigs) if kind == "js" or kind == "py" and (
             sigs and _py_bodies_possible(text)) else {}
