@@ -300,12 +300,13 @@ def _more_facts(path: str, kind: str, text: str, whole: bool) -> list[tuple[int,
     return found
 
 
-def content_facts(path: str, text: str, whole: bool = True, *, kind: str | None = None) -> list[str]:
+def content_facts(path: str, text: str, whole: bool = True, *, kind: str | None = None,
+                  lines: int | None = None) -> list[str]:
     """Short facts about what ``text`` (written to ``path``) defines, in file order.
 
     ``whole``: the text is the whole file (a write), not an edit's new lines; only then is its
     opening docstring or comment the file's own explanation. ``kind``: ``kind_of(path)``, when
-    the caller has it.
+    the caller has it; ``lines``: ``len(text.splitlines())``, when the caller has it.
     """
     if not text or text.isspace():  # (no stripped copy of the text to see it is blank)
         return []
@@ -318,8 +319,8 @@ def content_facts(path: str, text: str, whole: bool = True, *, kind: str | None 
         # (a kind's signatures open with one of its words: a text without any has none, no scan)
         sigs = _sig_items(kind, sig, text) if (
             kind not in _SIG_WORDS or any(map(text.__contains__, _SIG_WORDS[kind]))) else []
-        said = _behaviour.function_lines(kind, text, sigs) if kind == "js" or kind == "py" and (
-            sigs and _py_bodies_possible(text)) else {}
+        said = _behaviour.function_lines(kind, text, sigs) if kind == "js" or kind == "py" and sigs and (
+            lines > _behaviour.MIN_STATEMENTS if lines is not None else _py_bodies_possible(text)) else {}
         if said:
             bodies = [(a, b, line) for line, (a, b) in said.values()]
         # a signature that says nothing a reader asks for (``def __init__(self)``) goes last
@@ -329,8 +330,8 @@ def content_facts(path: str, text: str, whole: bool = True, *, kind: str | None 
                       for start, _, s in sigs]
         if kind == "js" and not whole:
             found += [(2, pos, line) for pos, line in _behaviour.branch_lines(text, [(a, b) for a, b, _ in bodies])]
-    if (kind != "py" or not whole or _PY_MORE.search(text) is not None
-            or path.lower().endswith((".html", ".htm"))):
+    # (a page, ``.html``, is never "py": kind_of(path) is "js" for it)
+    if kind != "py" or not whole or _PY_MORE.search(text) is not None:
         found += _more_facts(path, kind, text, whole)  # (the signatures' is all a plain one has)
         if bodies:  # a setting a function's line already says whole is not said twice
             found = [f for f in found if f[0] != 4 or not any(a <= f[1] < b and f[2] in line for a, b, line in bodies)]
@@ -543,4 +544,4 @@ def read_facts(path: str, text: str) -> list[str]:
         body = "\n".join(ln[m.end():] for ln in lines if (m := _NUMBERED.match(ln)))
         facts = content_facts(path, body, whole=first == 1, kind=kind)
         return [f for f in facts if not f.startswith(("if ", "elif "))]  # (a branch is what an edit added)
-    return content_facts(path, text, whole=True, kind=kind)
+    return content_facts(path, text, whole=True, kind=kind, lines=len(lines))
