@@ -352,14 +352,46 @@ def first_line_args(command: str) -> str:
     return " ".join(command.split("\n", 1)[0].split()[1:])
 
 
+@dataclass(frozen=True, slots=True)
+class _Route:
+    """What a tool's name alone says of its calls (``_route``): the name lowercased, ``-`` as ``_``,
+    and which of ``classify``'s name tables hold it."""
+
+    low: str
+    todo: bool  # a todo/plan/task tool: its input may hold a todo list
+    editor: bool
+    write: bool  # a write tool (by table or by its ``_write``/``_edit`` ending)
+    read: bool
+    shell: bool
+
+
+_ROUTES: dict[str, _Route] = {}
+_MAX_ROUTES = 4096
+"""Tool names remembered (a session uses a few dozen; a pathological one cannot grow the memo)."""
+
+
+def _route(name: str) -> _Route:
+    """``_Route`` of the tool ``name``, memoized (issue 17: the same few names, asked per call)."""
+    r = _ROUTES.get(name)
+    if r is None:
+        low = name.lower().replace("-", "_")
+        r = _Route(low, "todo" in low or "plan" in low or "task" in low, low in _EDITOR_TOOLS,
+                   low in _WRITE_TOOLS or low.endswith(("_write", "_edit")), low in _READ_TOOLS, low in _SHELL_TOOLS)
+        if len(_ROUTES) >= _MAX_ROUTES:
+            _ROUTES.clear()
+        _ROUTES[name] = r
+    return r
+
+
 def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
     """What a tool_use does: run a command, read files, change files, set todos."""
     name = use.name
-    low = name.lower().replace("-", "_")
+    route = _route(name)
+    low = route.low
     inp = use.input if isinstance(use.input, dict) else {}
     act = _Action(tool=name)
 
-    todos = _todos_of(inp) if ("todo" in low or "plan" in low or "task" in low) else None
+    todos = _todos_of(inp) if route.todo else None
     if todos is not None:
         act.kind = "todo"
         act.todos = todos
@@ -370,7 +402,7 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
     patches = _patch_files(inp)
     patch_files = _dedupe(pf.path for pf in patches) if patches else []
 
-    if low in _EDITOR_TOOLS:
+    if route.editor:
         sub = str(inp.get("command", ""))
         paths = _path_of(inp)
         if sub == "view":
@@ -383,17 +415,17 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
         act.summary = f"{name} {sub} {' '.join(paths)}".strip()
         return act
 
-    if patch_files and (low in _WRITE_TOOLS or low in _SHELL_TOOLS or "patch" in low):
+    if patch_files and (low in _WRITE_TOOLS or route.shell or "patch" in low):
         act.kind, act.paths, act.change_op = "change", patch_files, "patch"
         act.digests = {pf.path: pf.digest() for pf in patches}  # the last hunk for a file wins
         act.texts = {pf.path: "\n".join(pf.added) for pf in patches if pf.added}
         act.partial = any(pf.op != "add" for pf in patches)
-        command = _command_of(inp) if low in _SHELL_TOOLS else None
+        command = _command_of(inp) if route.shell else None
         act.command = _clip(command) if command else None
         act.summary = f"{name} {', '.join(patch_files)}"
         return act
 
-    if low in _WRITE_TOOLS or low.endswith(("_write", "_edit")):
+    if route.write:
         paths = _path_of(inp) or patch_files
         if low in ("edit", "insert", "append") and not paths:
             # SWE-agent function-calling `edit`/`insert`: acts on the open file
@@ -411,13 +443,13 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
         act.summary = f"{name} {' '.join(paths)}".strip()
         return act
 
-    if low in _READ_TOOLS:
+    if route.read:
         paths = _path_of(inp)
         act.kind, act.paths = "read", [p for p in paths if not p.startswith(("http://", "https://"))]
         act.summary = f"{name} {' '.join(paths)}".strip()
         return act
 
-    command = _command_of(inp) if (low in _SHELL_TOOLS or "command" in inp or "cmd" in inp) else None
+    command = _command_of(inp) if (route.shell or "command" in inp or "cmd" in inp) else None
     if command is not None and low not in ("str_replace_editor",):
         swe = _swe_command(command)
         if swe is not None and low not in ("exec_command", "shell_command", "shell"):
@@ -540,7 +572,7 @@ def _outcome(r: ToolResultBlock) -> _Outcome:
             line = next((ln.strip() for ln in text.splitlines() if ln.strip()
                          and not ln.startswith(("Chunk ID", "Wall time", "Process exited",
                                                 "Original token count", "Output:"))), "")
-    return _Outcome(failed=failed, exit_code=code, error_line=_one_line(line, 200) if line else "", text=text)
+    return _Outcome(failed, code, _one_line(line, 200) if line else "", text)  # (by position: fields in order)
 
 
 def _test_summary(text: str) -> str:

@@ -140,11 +140,18 @@ _KINDS = {
 
 
 def kind_of(path: str) -> str:
-    base = path[path.rfind("/") + 1:].lower()  # (the name after the last "/": slices, no lists)
-    if ".env" in base and (base.startswith(".env") or base.endswith(".env")):
-        return "env"
-    dot = base.rfind(".")
-    return _KINDS.get(base[dot + 1:], "") if dot >= 0 else ""
+    """The kind of file ``path`` names, from its file name (lowercased): ``.env*`` and ``*.env``
+    files are "env", else its extension's entry in ``_KINDS`` ("" for none).
+
+    Only the extension and the name's first four characters are lowercased (issue 17: no copy of
+    the name; lowering a piece alone gives the same ASCII letters ``_KINDS`` and ``.env`` hold)."""
+    slash = path.rfind("/")
+    dot = path.rfind(".")
+    if dot <= slash:
+        return ""  # (no dot in the name: no extension, no ".env")
+    if path[slash + 1:slash + 5].lower() == ".env":
+        return "env"  # (a name ending in ".env" has the extension "env", whose kind is "env" too)
+    return _KINDS.get(path[dot + 1:].lower(), "")
 
 
 def _flat(text: str, n: int = FACT_CHARS) -> str:
@@ -188,24 +195,24 @@ _SIG_LINES = {kind: re.compile(r"\n(?=[ \t]*(?:" + "|".join(words) + "))") for k
 ``\n`` first: the search skips from break to break instead of trying a pattern at every position)."""
 
 
-def _sig_matches(kind: str, sig: re.Pattern[str], text: str) -> list[re.Match[str]]:
-    """``sig.finditer(text)``, tried only where a match can start (issue 17: the scan tries
-    ``^[ \t]*`` and the alternatives at every position, ~13k instructions for a two-line file,
-    ~2 ms for a 37k-character module). Every match starts at a line start whose line opens,
-    after spaces, with one of the kind's words: the first line or one after a break
-    ``_SIG_LINES`` finds, so those line starts, in order, from the end of the last match on,
-    give the same matches."""
+def _sig_items(kind: str, sig: re.Pattern[str], text: str) -> list[tuple[int, int, str]]:
+    """(start, end, signature flattened) of each match of ``sig.finditer(text)``, tried only where
+    a match can start (issue 17: the scan tries ``^[ \t]*`` and the alternatives at every position,
+    ~13k instructions for a two-line file, ~2 ms for a 37k-character module). Every match starts
+    at a line start whose line opens, after spaces, with one of the kind's words: the first line
+    or one after a break ``_SIG_LINES`` finds, so those line starts, in order, from the end of the
+    last match on, give the same matches. (The items built here: no list of matches between.)"""
     breaks = _SIG_LINES.get(kind)
     if breaks is None:
-        return list(sig.finditer(text))
+        return [(m.start(), m.end(), _flat(m.group(1))) for m in sig.finditer(text)]
     m = sig.match(text)
-    out: list[re.Match[str]] = [] if m is None else [m]
     end = 0 if m is None else m.end()
+    out: list[tuple[int, int, str]] = [] if m is None else [(m.start(), end, _flat(m.group(1)))]
     for b in breaks.finditer(text):
         p = b.end()  # (the line start after the break)
         if p >= end and (m := sig.match(text, p)) is not None:
-            out.append(m)
             end = m.end()
+            out.append((m.start(), end, _flat(m.group(1))))
     return out
 
 
@@ -293,14 +300,15 @@ def _more_facts(path: str, kind: str, text: str, whole: bool) -> list[tuple[int,
     return found
 
 
-def content_facts(path: str, text: str, whole: bool = True, *, kind: str | None = None) -> list[str]:
+def content_facts(path: str, text: str, whole: bool = True, *, kind: str | None = None,
+                  lines: int | None = None) -> list[str]:
     """Short facts about what ``text`` (written to ``path``) defines, in file order.
 
     ``whole``: the text is the whole file (a write), not an edit's new lines; only then is its
     opening docstring or comment the file's own explanation. ``kind``: ``kind_of(path)``, when
-    the caller has it.
+    the caller has it; ``lines``: ``len(text.splitlines())``, when the caller has it.
     """
-    if not text or not text.strip():
+    if not text or text.isspace():  # (no stripped copy of the text to see it is blank)
         return []
     if kind is None:
         kind = kind_of(path)
@@ -309,10 +317,10 @@ def content_facts(path: str, text: str, whole: bool = True, *, kind: str | None 
     bodies: list[tuple[int, int, str]] = []  # functions said with their statements (span, line)
     if sig is not None:
         # (a kind's signatures open with one of its words: a text without any has none, no scan)
-        sigs = [(m.start(), m.end(), _flat(m.group(1))) for m in _sig_matches(kind, sig, text)] if (
+        sigs = _sig_items(kind, sig, text) if (
             kind not in _SIG_WORDS or any(map(text.__contains__, _SIG_WORDS[kind]))) else []
-        said = _behaviour.function_lines(kind, text, sigs) if kind == "js" or kind == "py" and (
-            sigs and _py_bodies_possible(text)) else {}
+        said = _behaviour.function_lines(kind, text, sigs) if kind == "js" or kind == "py" and sigs and (
+            lines > _behaviour.MIN_STATEMENTS if lines is not None else _py_bodies_possible(text)) else {}
         if said:
             bodies = [(a, b, line) for line, (a, b) in said.values()]
         # a signature that says nothing a reader asks for (``def __init__(self)``) goes last
@@ -322,8 +330,8 @@ def content_facts(path: str, text: str, whole: bool = True, *, kind: str | None 
                       for start, _, s in sigs]
         if kind == "js" and not whole:
             found += [(2, pos, line) for pos, line in _behaviour.branch_lines(text, [(a, b) for a, b, _ in bodies])]
-    if (kind != "py" or not whole or _PY_MORE.search(text) is not None
-            or path.lower().endswith((".html", ".htm"))):
+    # (a page, ``.html``, is never "py": kind_of(path) is "js" for it)
+    if kind != "py" or not whole or _PY_MORE.search(text) is not None:
         found += _more_facts(path, kind, text, whole)  # (the signatures' is all a plain one has)
         if bodies:  # a setting a function's line already says whole is not said twice
             found = [f for f in found if f[0] != 4 or not any(a <= f[1] < b and f[2] in line for a, b, line in bodies)]
@@ -536,4 +544,4 @@ def read_facts(path: str, text: str) -> list[str]:
         body = "\n".join(ln[m.end():] for ln in lines if (m := _NUMBERED.match(ln)))
         facts = content_facts(path, body, whole=first == 1, kind=kind)
         return [f for f in facts if not f.startswith(("if ", "elif "))]  # (a branch is what an edit added)
-    return content_facts(path, text, whole=True, kind=kind)
+    return content_facts(path, text, whole=True, kind=kind, lines=len(lines))

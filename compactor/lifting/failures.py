@@ -357,6 +357,8 @@ def soft_failures(command: str | None, text: str, tool_use_id: str, seq: int, re
     (``zero_tally``), the commands a user declined to run (``declined_commands``) and a fetch whose
     answer says it is cut (``partial_failure``: its key is its own, so the run still counts as ok)."""
     out: list[FailedApproach] = []
+    if not ("true" in text or "0" in text or "ommand" in text):
+        return out  # (each finder below needs one of these: most results, no call, issue 17)
     cut = partial_failure(command, text, tool_use_id, seq, result_seq) if command and ran_ok else None
     if cut is not None:
         out.append(cut)

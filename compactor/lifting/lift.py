@@ -186,6 +186,7 @@ class _Acc:
         self._listings: dict[str, dict[int, str]] = {}  # path -> the lines of its latest numbered listing
         self._soft = _failures.SoftCalls()  # the last ok command: the agent's next words may say it did nothing
         self._ok_params: dict[tuple[str, int], Any] = {}  # (key, seq) of a run that worked -> its input
+        self._unkeyed_ok: list[tuple[str, str | None, Sequence[str], str, int, Any]] = []  # runs _ok_keys keys
 
     # requests ---------------------------------------------------------------------------
     def add_request(self, e: Event) -> None:
@@ -304,12 +305,23 @@ class _Acc:
             # (kept as written: ``soft_next`` one-lines it to fewer than 200 characters when read)
             self._calls.append((seq, text))
 
-    def _note_ok(self, key: str, seq: int) -> None:
+    def _note_ok(self, key: str, seq: int, params: Any) -> None:
         if key:
             self._ok_runs.setdefault(key, []).append(seq)
+            self._ok_params[(key, seq)] = params  # (its call_params when a failure it resolved is read)
+
+    def _ok_keys(self) -> None:
+        """Key the runs that worked and are not keyed yet (``_ok_runs``, ``_ok_params``): what a
+        failure's ``resolved_at`` looks up. A lift without failures never asks (issue 17: the key,
+        a normalized command, was ~5% of a tool pair's CPU); the keys are the same either way."""
+        for name, command, paths, kind, seq, params in self._unkeyed_ok:
+            self._note_ok(_failures.action_key(name, command, paths, kind), seq, params)
+        self._unkeyed_ok.clear()
 
     def _annotated_failures(self) -> list[FailedApproach]:
         out: list[FailedApproach] = []
+        if self.failed and self._unkeyed_ok:
+            self._ok_keys()
         move_seqs = [m[0] for m in self._moves]
         failed_runs: dict[str, list[int]] = {}
         for g in self.failed:
@@ -437,7 +449,8 @@ class _Acc:
                                           status=tstatus, exit_code=out.exit_code, summary=summary,
                                           result_seq=result_seq))
 
-        key = _failures.action_key(use.name, act.command, paths, act.kind)
+        # (a run that worked is keyed only when a failure asks what resolved it: _ok_keys)
+        key = _failures.action_key(use.name, act.command, paths, act.kind) if out.failed else None
         if out.failed:
             what = act.command or act.summary or use.name
             if act.kind == "change" and paths:
@@ -449,15 +462,19 @@ class _Acc:
                                             cause=f"{cause}: {wrong}" if wrong else cause,
                                             result_seq=result_seq, key=key,
                                             params=_failures.call_params(use.input)))
-        soft = (_failures.soft_failures(act.command, text, use_id, use_seq, result_seq, key, not out.failed)
+        soft = (_failures.soft_failures(act.command, text, use_id, use_seq, result_seq, key or "", not out.failed)
                 if text else [])
+        if soft and key is None:  # (rare: a soft failure carries the key; the same call, keyed)
+            key = _failures.action_key(use.name, act.command, paths, act.kind)
+            soft = _failures.soft_failures(act.command, text, use_id, use_seq, result_seq, key, True)
         for f in soft:  # "worked", yet got nothing (0/49), or proposed and never run (declined)
             self._add_failed(f)
         if not out.failed and not (soft and any(f.key == key for f in soft)) and not (
                 act.is_test and _FAIL_SUMMARY_RE.search(_test_summary(text) or "")):
-            self._note_ok(key, use_seq)
-            if key:
-                self._ok_params[(key, use_seq)] = use.input  # (its call_params when a failure it resolved is read)
+            if key is None:
+                self._unkeyed_ok.append((use.name, act.command, paths, act.kind, use_seq, use.input))
+            else:
+                self._note_ok(key, use_seq, use.input)
         for name, line in error_names(text, out.failed) if text else []:
             self._add_error(ErrorItem(seq=result_seq, name=name, message=line, tool_use_id=use_id))
         if out.failed and result.is_error and not error_names(text, True):

@@ -32,19 +32,22 @@ INSTALL_DETAIL_CHARS = 160
 
 
 def is_install(command: str) -> bool:
-    # (memo for short commands: the lift asks twice per command, and each ladder candidate's
-    # render once more; a long script is searched each time rather than kept alive in the memo)
-    return _is_install_short(command) if len(command) <= 512 else (
-        any(map(command.__contains__, _INSTALLERS)) and bool(_INSTALL_RE.search(command)))
+    # (memo for short commands that name an installer: the lift asks once per command, and each
+    # ladder candidate's render once more; a long script is searched each time rather than kept
+    # alive in the memo, and a command naming none, most of them, is answered by one search)
+    if _INSTALLERS_PRE.search(command) is None:
+        return False
+    return _is_install_short(command) if len(command) <= 512 else bool(_INSTALL_RE.search(command))
 
 
 _INSTALLERS = ("pip", "uv", "npm", "yarn", "bun", "apt", "brew", "cargo", "gem", "poetry", "conda")
 """Every match of ``_INSTALL_RE`` names one of these (checked before the search)."""
+_INSTALLERS_PRE = re.compile("|".join(_INSTALLERS))  # (one search of the literals)
 
 
 @lru_cache(maxsize=1 << 16)
 def _is_install_short(command: str) -> bool:
-    return any(map(command.__contains__, _INSTALLERS)) and bool(_INSTALL_RE.search(command))  # (no generator)
+    return bool(_INSTALL_RE.search(command))  # (is_install has seen an installer's name in it)
 
 
 def install_outcome(text: str) -> str:

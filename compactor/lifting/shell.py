@@ -49,7 +49,7 @@ class SimpleCommand:
     piped: bool = False  # stdin comes from the previous command's `|`
 
 
-@dataclass
+@dataclass(slots=True)
 class ShellFiles:
     """What a shell command does to files."""
 
@@ -272,15 +272,15 @@ def parse(script: str) -> list[SimpleCommand]:
 
 _PATHY_EXT_RE = re.compile(r"\.[A-Za-z0-9]{1,6}$")
 _BAD_PATH_CHARS = set("|&;<>$`*{}()=\n\r\t\\\"'")
+_BAD_PATH_RE = re.compile("[" + re.escape("".join(sorted(_BAD_PATH_CHARS))) + "]")
+"""A character of ``_BAD_PATH_CHARS`` (one search: no set look-up per character)."""
 
 
 def plausible_path(tok: str) -> bool:
     """A token that reads as a file path: no shell syntax, escapes or newlines."""
     if not tok or tok.startswith("-") or tok in (".", "..") or len(tok) > 300:
         return False
-    if not _BAD_PATH_CHARS.isdisjoint(tok):
-        return False
-    if tok.startswith(("http://", "https://")) or "://" in tok:
+    if _BAD_PATH_RE.search(tok) is not None or "://" in tok:  # (a URL, ``http://`` ones too)
         return False
     return "/" in tok or bool(_PATHY_EXT_RE.search(tok))
 
@@ -386,7 +386,9 @@ def _plain_files(command: str) -> ShellFiles:
     heredocs, nothing piped, so nothing is written and only the program's operands count. The
     same rules as ``_classify`` over those words, without building ``Word``/``SimpleCommand``s
     (issue 17: most agent commands are plain); ``tests/unit/test_shell_plain.py`` holds them equal."""
-    words = [w for w in command.split(" ") if w]
+    words = command.split(" ")
+    if "" in words:  # (runs of spaces, or one at either end: most commands have none)
+        words = [w for w in words if w]
     i = 0
     while i < len(words) and (words[i] in _PREFIX_WORDS or "=" in words[i] and _ASSIGN_RE.match(words[i])):
         i += 1
@@ -403,8 +405,8 @@ def _plain_files(command: str) -> ShellFiles:
                 changes.setdefault(f, "sed -i")
             else:
                 reads.append(f)
-    elif prog in _READ_PROGRAMS:
-        reads = [w for w in args if not w.startswith("-")]
+    elif prog in _READ_PROGRAMS:  # (its operands, read; nothing changed. plausible_path drops "-" flags)
+        return ShellFiles([w for w in (dict.fromkeys(args) if len(args) > 1 else args) if plausible_path(w)], {}, {})
     elif prog in _CHANGE_PROGRAMS:
         values = [w for w in args if not w.startswith("-")]
         append = "-a" in args or "--append" in args
@@ -416,10 +418,11 @@ def _plain_files(command: str) -> ShellFiles:
         if values[:1] in (["mv"], ["rm"]):
             for f in values[1:]:
                 changes.setdefault(f, "git " + values[0])
-    reads = [p for p in (dict.fromkeys(reads) if len(reads) > 1 else reads) if plausible_path(p) and p in command]
+    # (every word is a piece of the command: it occurs verbatim in it, as ``shell_files`` promises)
+    reads = [p for p in (dict.fromkeys(reads) if len(reads) > 1 else reads) if plausible_path(p)]
     if not changes:
         return ShellFiles(reads, {}, {})  # (by position: no default factories called)
-    return ShellFiles(reads=reads, changes={p: how for p, how in changes.items() if plausible_path(p) and p in command})
+    return ShellFiles(reads=reads, changes={p: how for p, how in changes.items() if plausible_path(p)})
 
 
 def shell_files(command: str) -> ShellFiles:

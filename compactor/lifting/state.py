@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from compactor.events import SharedFieldsSet, _shared_fields_set, trusted
+from compactor.events import SharedFieldsSet, _new, _set_slot, _shared_fields_set, _validated_state
 from compactor.lifting.narrative import Finding, Reason, TurnOutcome
 
 
@@ -94,15 +94,26 @@ _NEXT_REF = _shared_fields_set({"path", "seq", "ops", "count", "tool_use_id", "d
 def first_file_ref(*, path: str, seq: int, ops: list[str], tool_use_id: str | None, digest: str,
                    facts: list[str]) -> FileRef:
     """``FileRef(path=, seq=, ops=, tool_use_id=, digest=, facts=)``, unvalidated."""
-    return trusted(FileRef, {"path": path, "seq": seq, "ops": list(ops), "count": 1, "tool_use_id": tool_use_id,
-                             "digest": digest, "facts": list(facts), "note": ""}, _FIRST_REF)
+    return next_file_ref(path=path, seq=seq, ops=ops, count=1, tool_use_id=tool_use_id, digest=digest, facts=facts,
+                         note="", _names=_FIRST_REF)
 
 
 def next_file_ref(*, path: str, seq: int, ops: list[str], count: int, tool_use_id: str | None, digest: str,
-                  facts: list[str], note: str) -> FileRef:
-    """``FileRef(path=, seq=, ops=, count=, tool_use_id=, digest=, facts=, note=)``, unvalidated."""
-    return trusted(FileRef, {"path": path, "seq": seq, "ops": list(ops), "count": count, "tool_use_id": tool_use_id,
-                             "digest": digest, "facts": list(facts), "note": note}, _NEXT_REF)
+                  facts: list[str], note: str, _names: set[str] = _NEXT_REF) -> FileRef:
+    """``FileRef(path=, seq=, ops=, count=, tool_use_id=, digest=, facts=, note=)``, unvalidated.
+
+    ``trusted(FileRef, {...}, names)`` with the fields set one by one, in field order (issue 17:
+    no dict of the values to build and loop over, ~0.4 us of each of a lift's file touches)."""
+    m = _new(FileRef)
+    _set_slot(m, "path", path)
+    _set_slot(m, "seq", seq)
+    _set_slot(m, "ops", list(ops))
+    _set_slot(m, "count", count)
+    _set_slot(m, "tool_use_id", tool_use_id)
+    _set_slot(m, "digest", digest)
+    _set_slot(m, "facts", list(facts))
+    _set_slot(m, "note", note)
+    return _validated_state(m, _names)
 
 
 TestStatus = Literal["passed", "failed", "unknown"]
@@ -126,10 +137,18 @@ _RUN_COMMAND = _shared_fields_set({"seq", "command", "tool", "tool_use_id", "exi
 
 def run_command(*, seq: int, command: str, tool: str, tool_use_id: str | None, exit_code: int | None,
                 status: CommandStatus, result_seq: int | None, detail: str) -> Command:
-    """``Command(seq=, command=, tool=, tool_use_id=, exit_code=, status=, result_seq=, detail=)``, unvalidated."""
-    return trusted(Command, {"seq": seq, "command": command, "tool": tool, "tool_use_id": tool_use_id,
-                             "exit_code": exit_code, "status": status, "result_seq": result_seq, "detail": detail},
-                   _RUN_COMMAND)
+    """``Command(seq=, command=, tool=, tool_use_id=, exit_code=, status=, result_seq=, detail=)``, unvalidated:
+    ``trusted(Command, {...}, _RUN_COMMAND)`` with the fields set one by one, in field order (as ``next_file_ref``)."""
+    m = _new(Command)
+    _set_slot(m, "seq", seq)
+    _set_slot(m, "command", command)
+    _set_slot(m, "tool", tool)
+    _set_slot(m, "tool_use_id", tool_use_id)
+    _set_slot(m, "exit_code", exit_code)
+    _set_slot(m, "status", status)
+    _set_slot(m, "result_seq", result_seq)
+    _set_slot(m, "detail", detail)
+    return _validated_state(m, _RUN_COMMAND)
 
 
 class ErrorItem(_Item):

@@ -224,8 +224,8 @@ def test_signatures_are_the_scans_matches() -> None:
     for t in texts:
         for kind in ("py", "js", "rs", "go", "sh"):
             rx = content._SIGS[kind]
-            want = [(m.start(), m.end(), m.group(1)) for m in rx.finditer(t)]
-            got = [(m.start(), m.end(), m.group(1)) for m in content._sig_matches(kind, rx, t)]
+            want = [(m.start(), m.end(), content._flat(m.group(1))) for m in rx.finditer(t)]
+            got = content._sig_items(kind, rx, t)
             assert got == want, (kind, t[:60])
 
 
