@@ -68,6 +68,9 @@ _SENTENCE_GAP_PRE = re.compile(r"[.!?][ \t]+\S")
 _GLUED_PRE_RE = re.compile(r"[.!?](?<=[a-z].)[A-Z]")  # ([a-z][.!?][A-Z], searched from the stops)
 _GLUED_RE = re.compile(r"(?<=[a-z]{3}[.!?])(?=(?:This|That|The|These|Those|Let's|Let|We|It|So|Now|Next|Another|"
                        r"However|But|And|Then|There|Which|Since|If|Our|Unfortunately|Finally|First|Also)\b)")
+# Either of the two above (a gap, or a glued sentence's full stop), in one search of the whole text:
+# no gap spans lines ([ \t] and \S hold no line break), so none found means none in any line
+_ANY_CUT_PRE = re.compile(r"[.!?](?:[ \t]+\S|(?<=[a-z].)[A-Z])")
 _LIST_ITEM_RE = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)]|#{1,6})\s*")
 _WRAP_END = (".", "!", "?", ":", ";", ")", "]", "}", ",", "`", "\"", "'")
 
@@ -78,6 +81,8 @@ def split_sentences(text: str) -> list[str]:
     A split right after an abbreviation ("e.g.", "i.e.", "etc.") is undone, so a rule is not
     cut in the middle.
     """
+    if _ANY_CUT_PRE.search(text) is None:  # no line with a sentence end inside: each line is a piece
+        return [piece for line in text.splitlines() if (piece := line.strip())]
     out: list[str] = []
     if "." in text and _GLUED_PRE_RE.search(text) and _GLUED_RE.search(text):
         text = _GLUED_RE.sub(" ", text)  # the space the writer left out; pieces stay verbatim

@@ -53,7 +53,8 @@ from compactor.lifting.constraints import (  # noqa: F401 - re-exported: the cla
     split_sentences,
     user_urls,
 )
-from compactor.lifting.narrative import NarrativeAcc
+from compactor.lifting.narrative import _REASON_NEEDLES, _RULE_NEEDLES, NarrativeAcc
+from compactor.lifting.needles import any_needle
 from compactor.lifting.actions import (  # noqa: F401 - re-exported: the lifter's public names stay here
     _AIDER_RUNNING_RE,
     _APPLIED_EDIT_RE,
@@ -125,6 +126,9 @@ _FAILED_NEEDLES = ("t work", "failed", "not working", "no luck", "still fail")
 _DECISION_PRE = re.compile("|".join(map(re.escape, _DECISION_NEEDLES)))  # (one search of the literals)
 _DECISION_FAILED_PRE = re.compile("|".join(map(re.escape, _DECISION_NEEDLES + _FAILED_NEEDLES)))
 _FAILED_PRE = re.compile("|".join(map(re.escape, _FAILED_NEEDLES)))
+# The needles of every family an assistant text is searched for, in one search: decisions and
+# failures, reasons and rules (``compactor.lifting.narrative``) and a file name's ".x" (``notes``)
+_TEXT_FAMILIES = any_needle(_DECISION_NEEDLES + _FAILED_NEEDLES + _REASON_NEEDLES + _RULE_NEEDLES, r"\.[a-z]")
 
 # "`<>` doesn't work with strings, unless the string is `ARGV`": how a thing behaves, not an attempt that failed
 _RULE_TEXT_RE = re.compile(r"\b(?:unless|only (?:if|when|with))\b", re.IGNORECASE)
@@ -212,14 +216,18 @@ class _Acc:
                 self.urls[u] = Url(url=u, seq=e.seq)
 
     # assistant text ---------------------------------------------------------------------
-    def add_assistant_text(self, e: Event) -> None:
+    def add_assistant_text(self, e: Event) -> bool:
+        """Fold the agent's words in ``e``; False when they hold no reason or rule needle (an
+        ASCII text without ``**``: ``NarrativeAcc.on_assistant_text`` need not look for reasons)."""
         text, seq = e.text, e.seq
         sentences = split_sentences(text)
         # An ASCII text none of whose needles (lowercased) occur holds no decision or failure
         # sentence: each sentence is a piece of it (a space split_sentences puts back after a
         # full stop joins no needle), so its sentences are not searched one by one (issue 17).
+        # One search for the needles of every family first: most messages hold none of them.
         low_text = text.lower() if text.isascii() else None
-        for s in sentences if low_text is None or _DECISION_FAILED_PRE.search(low_text) else ():
+        plain = low_text is not None and _TEXT_FAMILIES.search(low_text) is None
+        for s in sentences if low_text is None or not plain and _DECISION_FAILED_PRE.search(low_text) else ():
             if len(s) > 400 or len(s) < 12:
                 continue
             probe = s.replace("\u2019", "'")
@@ -237,11 +245,12 @@ class _Acc:
             self._add_failed(soft)
         if "<<<<<<< SEARCH" in text or "Applied edit to" in text or "Running " in text:
             self._text_actions(e)  # (its three markers)
-        self.notes.on_text(seq, text)
+        self.notes.on_text(seq, text, False if plain else None)  # (plain: no ".x" of a file name)
         if seq > self._last_seq and not e.tool_uses:
             first = next((s for s in sentences if len(s) >= 12), sentences[0] if sentences else "")
             self._last, self._last_seq, self._last_out = ("reply", seq, first), seq, None
         self.note_move(seq, _failures.next_words(sentences), False)
+        return not plain or "**" in text  # (bold markers dropped from a unit can join a needle)
 
     def _text_actions(self, e: Event) -> None:
         """Aider writes its actions as text: 'Applied edit to X', '> Running cmd'."""
@@ -676,8 +685,7 @@ class Lifter:
         if role == "assistant":
             text = e.text
             if text:
-                acc.add_assistant_text(e)
-                acc.narrative.on_assistant_text(seq, text)
+                acc.narrative.on_assistant_text(seq, text, acc.add_assistant_text(e))
             if here:
                 acc.narrative.on_results()
             elif calls:
