@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 
 from compactor.events import Event
+from compactor.lifting.needles import Caseless
 
 MAX_CONSTRAINT_CHARS = 1_500
 
@@ -174,9 +175,9 @@ _PASTE_INTRO_RE = re.compile(
     r"pop-up|toast|alert|dialog|got|getting|returns?|returned|response|prints?|printed|"
     r"complains?|trace|traceback|console)\b[^.!?]{0,40}:\s*$"
 )
-_PASTE_INLINE_RE = re.compile(
+_PASTE_INLINE_RE = Caseless(re.compile(
     r"(?i)\b(?:says?|said|shows?(?: this)?|showing|error(?: message)?|message|popup|pop-up|toast|"
-    r"alert|dialog|output|returns?|returned|response|prints?|printed|got|getting)\s*(:)\s+\S")
+    r"alert|dialog|output|returns?|returned|response|prints?|printed|got|getting)\s*(:)\s+\S"))
 
 
 def _intro(line: str) -> bool:
@@ -250,14 +251,14 @@ def own_lines(text: str) -> list[str]:
 
 # --- what is a rule -------------------------------------------------------------------------------
 
-_CONSTRAINT_RE = re.compile(
+_CONSTRAINT_RE = Caseless(re.compile(
     r"\b(never|don['’]?t|do not|does not|must not|mustn['’]?t|should not|shouldn['’]?t|can['’]?t|cannot|"
     r"avoid|only|without|always|must|no longer|not allowed|make sure|ensure|instead of|"
     r"no more than|at most|at least|required?|important|prefer|unchanged|untouched|intact|as-is)\b"
     r"|,\s?not\s"
     r"|절대|무조건|반드시|하지\s?마|금지",
     re.IGNORECASE,
-)
+))
 _QUOTED_RE = re.compile(r"\"[^\"\n]{3,}\"|“[^”\n]{3,}”|«[^»\n]{3,}»")
 _WH_RE = re.compile(r"^(?:what|why|how|which|who|whom|whose)\b(?!\s+(?:ever|soever)\b)", re.I)
 _AUX_RE = re.compile(
@@ -265,16 +266,16 @@ _AUX_RE = re.compile(
     r"|^(?:is|are|was|were)\s+(?:it|this|that|there|they|you|we|i)\b",
     re.I,
 )
-_HEDGE_RE = re.compile(
+_HEDGE_RE = Caseless(re.compile(
     r"\b(?:i don'?t think|i think|i guess|i wonder|wonder(?:ing)? (?:if|whether)|not sure|maybe|"
-    r"perhaps|any idea|is it possible|do you think|do you know|curious)\b", re.I)
-_MODAL_RE = re.compile(
+    r"perhaps|any idea|is it possible|do you think|do you know|curious)\b", re.I))
+_MODAL_RE = Caseless(re.compile(
     r"\b(?:must|mustn'?t|should|shouldn'?t|shall|needs? to|have to|has to|required|requirement|"
     r"important|not allowed|make sure|ensure|please|^\W*remember|prefer|(?:we|i) recommend|"
     r"(?:i|we) (?:don'?t|do not|never) want|i want|i'?d like|i would like|i need)\b"
     r"|절대|무조건|반드시|하지\s?마|금지",
     re.I,
-)
+))
 _YOU_RULE_RE = re.compile(
     r"\b(?:you|we)\s+(?:can'?t|cannot|can not|can only|may not|are not|aren'?t|won'?t|will not|do not|"
     r"don'?t|never|only|always|no longer)\b", re.I)

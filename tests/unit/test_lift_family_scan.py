@@ -127,3 +127,29 @@ def test_the_lifter_sorts_and_leaves_out_events_as_before() -> None:
     later = lift.Lifter(evs[150:], prev).state_at(None)
     assert lift.Lifter(evs, prev).state_at(None) == later  # (the covered events are left out)
     assert lift.Lifter(list(reversed(evs)), prev).state_at(None) == later
+
+
+def test_a_caseless_pattern_matches_where_the_case_insensitive_one_does() -> None:
+    from compactor.lifting.needles import Caseless
+
+    patterns = {n: p for n, p in vars(constraints).items() if isinstance(p, Caseless)}
+    assert {"_CONSTRAINT_RE", "_MODAL_RE", "_HEDGE_RE", "_PASTE_INLINE_RE"} <= set(patterns)
+    rnd = random.Random(9)
+    texts = [t for _, evs in _sessions() for e in evs if (t := e.text)]
+    texts += [line for t in texts for line in t.splitlines()]
+    words = ["Never", "DON'T", "don’t", "MUST", "I Think", "Says:", "error message: x", "please", "i NEED", "We recommend",
+             "NOT ALLOWED", "x,not y", "ONLY", "k", "\u212a", "Ensure", "é", "MU\u017fT", "\u017fhould not"]
+    texts += [" ".join(rnd.choice(words) for _ in range(rnd.randint(1, 5))) for _ in range(5_000)]
+    hits = 0
+    for name, p in patterns.items():
+        for t in texts:
+            want = p.pattern.search(t)
+            got = p.search(t)
+            assert (got.span() if got else None) == (want.span() if want else None), (name, t[:80])
+            assert not want or want.re.groups == 0 or got.span(1) == want.span(1), (name, t[:80])
+            hits += want is not None
+    assert hits > 1_000
+    with pytest.raises(ValueError):
+        Caseless(re.compile(r"\bFoo", re.I))  # an upper-case literal would not match the lowercased text
+    with pytest.raises(ValueError):
+        Caseless(re.compile(r"foo"))
