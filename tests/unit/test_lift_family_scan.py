@@ -33,26 +33,26 @@ def _sessions() -> tuple[tuple[str, list], ...]:
     built from the needles of every family and from words that hold none."""
     rnd = random.Random(12)
     events: list[Event] = [Event(seq=1, id="u1", role="user", blocks=[TextBlock(text="Fix the tests, please.")])]
-    seq = 1
     for k in range(200):
         words = rnd.sample(_WORDS, rnd.randint(1, 3))
         parts = [w.upper() if rnd.random() < 0.1 else w.capitalize() if rnd.random() < 0.5 else w for w in words]
         text = rnd.choice([". ", ".", "\n", "! ", " "]).join(parts) + rnd.choice([".", "", "?", " 7."])
         if rnd.random() < 0.15:
             text = text.replace("'", "\u2019")
-        seq += 1
-        uid = f"t{k}"
-        events.append(Event(seq=seq, id=f"a{k}", role="assistant", blocks=[
-            TextBlock(text=text), ToolUseBlock(id=uid, name="Bash", input={"command": f"cat src/m{k}.py"})]))
-        seq += 1
-        events.append(Event(seq=seq, id=f"r{k}", role="user", blocks=[ToolResultBlock(
-            tool_use_id=uid, content=[TextBlock(text=rnd.choice(["ok", "", "def f(x):\n    return 1\n"]))])]))
-        if rnd.random() < 0.3:  # a reply without a call after a result
-            seq += 1
-            events.append(Event(seq=seq, id=f"m{k}", role="assistant", blocks=[TextBlock(text=text)]))
+        events += _turn(len(events), k, text, rnd.choice(["ok", "", "def f(x):\n    return 1\n"]), rnd.random() < 0.3)
+    seq = len(events)
     for k, text in enumerate(["**So** that we keep going", "Checking module 12345.", "**Instead** of looping"]):
         events.append(Event(seq=seq + k + 1, id=f"b{k}", role="assistant", blocks=[TextBlock(text=text)]))
     return (*_transcripts(), ("family needles", events))
+
+
+def _turn(last: int, k: int, text: str, result: str, reply: bool) -> list[Event]:
+    """A message with a call, its result, and (``reply``) the same words again without a call."""
+    use = ToolUseBlock(id=f"t{k}", name="Bash", input={"command": f"cat src/m{k}.py"})
+    out = [Event(seq=last + 1, id=f"a{k}", role="assistant", blocks=[TextBlock(text=text), use]),
+           Event(seq=last + 2, id=f"r{k}", role="user",
+                 blocks=[ToolResultBlock(tool_use_id=use.id, content=[TextBlock(text=result)])])]
+    return out + [Event(seq=last + 3, id=f"m{k}", role="assistant", blocks=[TextBlock(text=text)])] if reply else out
 
 
 def _dumps(events: list) -> list[str]:
