@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 
 from compactor.events import Event
+from compactor.lifting.needles import Caseless
 
 MAX_CONSTRAINT_CHARS = 1_500
 
@@ -68,6 +69,9 @@ _SENTENCE_GAP_PRE = re.compile(r"[.!?][ \t]+\S")
 _GLUED_PRE_RE = re.compile(r"[.!?](?<=[a-z].)[A-Z]")  # ([a-z][.!?][A-Z], searched from the stops)
 _GLUED_RE = re.compile(r"(?<=[a-z]{3}[.!?])(?=(?:This|That|The|These|Those|Let's|Let|We|It|So|Now|Next|Another|"
                        r"However|But|And|Then|There|Which|Since|If|Our|Unfortunately|Finally|First|Also)\b)")
+# Either of the two above (a gap, or a glued sentence's full stop), in one search of the whole text:
+# no gap spans lines ([ \t] and \S hold no line break), so none found means none in any line
+_ANY_CUT_PRE = re.compile(r"[.!?](?:[ \t]+\S|(?<=[a-z].)[A-Z])")
 _LIST_ITEM_RE = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)]|#{1,6})\s*")
 _WRAP_END = (".", "!", "?", ":", ";", ")", "]", "}", ",", "`", "\"", "'")
 
@@ -78,6 +82,8 @@ def split_sentences(text: str) -> list[str]:
     A split right after an abbreviation ("e.g.", "i.e.", "etc.") is undone, so a rule is not
     cut in the middle.
     """
+    if _ANY_CUT_PRE.search(text) is None:  # no line with a sentence end inside: each line is a piece
+        return [piece for line in text.splitlines() if (piece := line.strip())]
     out: list[str] = []
     if "." in text and _GLUED_PRE_RE.search(text) and _GLUED_RE.search(text):
         text = _GLUED_RE.sub(" ", text)  # the space the writer left out; pieces stay verbatim
@@ -169,9 +175,9 @@ _PASTE_INTRO_RE = re.compile(
     r"pop-up|toast|alert|dialog|got|getting|returns?|returned|response|prints?|printed|"
     r"complains?|trace|traceback|console)\b[^.!?]{0,40}:\s*$"
 )
-_PASTE_INLINE_RE = re.compile(
+_PASTE_INLINE_RE = Caseless(re.compile(
     r"(?i)\b(?:says?|said|shows?(?: this)?|showing|error(?: message)?|message|popup|pop-up|toast|"
-    r"alert|dialog|output|returns?|returned|response|prints?|printed|got|getting)\s*(:)\s+\S")
+    r"alert|dialog|output|returns?|returned|response|prints?|printed|got|getting)\s*(:)\s+\S"))
 
 
 def _intro(line: str) -> bool:
@@ -245,14 +251,14 @@ def own_lines(text: str) -> list[str]:
 
 # --- what is a rule -------------------------------------------------------------------------------
 
-_CONSTRAINT_RE = re.compile(
+_CONSTRAINT_RE = Caseless(re.compile(
     r"\b(never|don['’]?t|do not|does not|must not|mustn['’]?t|should not|shouldn['’]?t|can['’]?t|cannot|"
     r"avoid|only|without|always|must|no longer|not allowed|make sure|ensure|instead of|"
     r"no more than|at most|at least|required?|important|prefer|unchanged|untouched|intact|as-is)\b"
     r"|,\s?not\s"
     r"|절대|무조건|반드시|하지\s?마|금지",
     re.IGNORECASE,
-)
+))
 _QUOTED_RE = re.compile(r"\"[^\"\n]{3,}\"|“[^”\n]{3,}”|«[^»\n]{3,}»")
 _WH_RE = re.compile(r"^(?:what|why|how|which|who|whom|whose)\b(?!\s+(?:ever|soever)\b)", re.I)
 _AUX_RE = re.compile(
@@ -260,16 +266,16 @@ _AUX_RE = re.compile(
     r"|^(?:is|are|was|were)\s+(?:it|this|that|there|they|you|we|i)\b",
     re.I,
 )
-_HEDGE_RE = re.compile(
+_HEDGE_RE = Caseless(re.compile(
     r"\b(?:i don'?t think|i think|i guess|i wonder|wonder(?:ing)? (?:if|whether)|not sure|maybe|"
-    r"perhaps|any idea|is it possible|do you think|do you know|curious)\b", re.I)
-_MODAL_RE = re.compile(
+    r"perhaps|any idea|is it possible|do you think|do you know|curious)\b", re.I))
+_MODAL_RE = Caseless(re.compile(
     r"\b(?:must|mustn'?t|should|shouldn'?t|shall|needs? to|have to|has to|required|requirement|"
     r"important|not allowed|make sure|ensure|please|^\W*remember|prefer|(?:we|i) recommend|"
     r"(?:i|we) (?:don'?t|do not|never) want|i want|i'?d like|i would like|i need)\b"
     r"|절대|무조건|반드시|하지\s?마|금지",
     re.I,
-)
+))
 _YOU_RULE_RE = re.compile(
     r"\b(?:you|we)\s+(?:can'?t|cannot|can not|can only|may not|are not|aren'?t|won'?t|will not|do not|"
     r"don'?t|never|only|always|no longer)\b", re.I)

@@ -53,7 +53,8 @@ from compactor.lifting.constraints import (  # noqa: F401 - re-exported: the cla
     split_sentences,
     user_urls,
 )
-from compactor.lifting.narrative import NarrativeAcc
+from compactor.lifting.narrative import _REASON_NEEDLES, _RULE_NEEDLES, NarrativeAcc
+from compactor.lifting.needles import any_needle
 from compactor.lifting.actions import (  # noqa: F401 - re-exported: the lifter's public names stay here
     _AIDER_RUNNING_RE,
     _APPLIED_EDIT_RE,
@@ -125,6 +126,9 @@ _FAILED_NEEDLES = ("t work", "failed", "not working", "no luck", "still fail")
 _DECISION_PRE = re.compile("|".join(map(re.escape, _DECISION_NEEDLES)))  # (one search of the literals)
 _DECISION_FAILED_PRE = re.compile("|".join(map(re.escape, _DECISION_NEEDLES + _FAILED_NEEDLES)))
 _FAILED_PRE = re.compile("|".join(map(re.escape, _FAILED_NEEDLES)))
+# The needles of every family an assistant text is searched for, in one search: decisions and
+# failures, reasons and rules (``compactor.lifting.narrative``) and a file name's ".x" (``notes``)
+_TEXT_FAMILIES = any_needle(_DECISION_NEEDLES + _FAILED_NEEDLES + _REASON_NEEDLES + _RULE_NEEDLES, r"\.[a-z]")
 
 # "`<>` doesn't work with strings, unless the string is `ARGV`": how a thing behaves, not an attempt that failed
 _RULE_TEXT_RE = re.compile(r"\b(?:unless|only (?:if|when|with))\b", re.IGNORECASE)
@@ -213,14 +217,18 @@ class _Acc:
                 self.urls[u] = Url(url=u, seq=e.seq)
 
     # assistant text ---------------------------------------------------------------------
-    def add_assistant_text(self, e: Event) -> None:
+    def add_assistant_text(self, e: Event) -> bool:
+        """Fold the agent's words in ``e``; False when they hold no reason or rule needle (an
+        ASCII text without ``**``: ``NarrativeAcc.on_assistant_text`` need not look for reasons)."""
         text, seq = e.text, e.seq
         sentences = split_sentences(text)
         # An ASCII text none of whose needles (lowercased) occur holds no decision or failure
         # sentence: each sentence is a piece of it (a space split_sentences puts back after a
         # full stop joins no needle), so its sentences are not searched one by one (issue 17).
+        # One search for the needles of every family first: most messages hold none of them.
         low_text = text.lower() if text.isascii() else None
-        for s in sentences if low_text is None or _DECISION_FAILED_PRE.search(low_text) else ():
+        plain = low_text is not None and _TEXT_FAMILIES.search(low_text) is None
+        for s in sentences if low_text is None or not plain and _DECISION_FAILED_PRE.search(low_text) else ():
             if len(s) > 400 or len(s) < 12:
                 continue
             probe = s.replace("\u2019", "'")
@@ -238,11 +246,12 @@ class _Acc:
             self._add_failed(soft)
         if "<<<<<<< SEARCH" in text or "Applied edit to" in text or "Running " in text:
             self._text_actions(e)  # (its three markers)
-        self.notes.on_text(seq, text)
+        self.notes.on_text(seq, text, False if plain else None)  # (plain: no ".x" of a file name)
         if seq > self._last_seq and not e.tool_uses:
             first = next((s for s in sentences if len(s) >= 12), sentences[0] if sentences else "")
             self._last, self._last_seq, self._last_out = ("reply", seq, first), seq, None
         self.note_move(seq, _failures.next_words(sentences), False)
+        return not plain or "**" in text  # (bold markers dropped from a unit can join a needle)
 
     def _text_actions(self, e: Event) -> None:
         """Aider writes its actions as text: 'Applied edit to X', '> Running cmd'."""
@@ -624,12 +633,25 @@ class Lifter:
     def __init__(self, events: Sequence[Event], prev: LiftedState | None = None) -> None:
         self._prev = prev
         start = prev.covers_end if prev is not None else 0
-        self._evs = sorted((e for e in events if e.seq > start or e.seq == 0), key=_SEQ)
-        self._seqs = [e.seq for e in self._evs]
-        self._results: dict[str, tuple[ToolResultBlock, int]] = {}
-        for e in self._evs:
+        # (one read of each event's seq and results when the events come in order and none is
+        # left out, as a log's do: each read of a field of 100k events is a cache miss, issue 17)
+        evs = list(events)
+        seqs: list[int] = []
+        results: dict[str, tuple[ToolResultBlock, int]] = {}
+        for e in evs:
+            seq = e.seq
+            seqs.append(seq)
             for r in e.tool_results:
-                self._results.setdefault(r.tool_use_id, (r, e.seq))
+                if r.tool_use_id not in results:
+                    results[r.tool_use_id] = (r, seq)
+        if seqs and (min(seqs) <= start and not (start == 0 and min(seqs) == 0) or seqs != sorted(seqs)):
+            evs = sorted((e for e in evs if e.seq > start or e.seq == 0), key=_SEQ)
+            seqs = [e.seq for e in evs]
+            results = {}
+            for e in evs:
+                for r in e.tool_results:
+                    results.setdefault(r.tool_use_id, (r, e.seq))
+        self._evs, self._seqs, self._results = evs, seqs, results
         self.passes = 0
         self._reset()
 
@@ -661,38 +683,38 @@ class Lifter:
         seq = e.seq
         if seq > acc.covers_end:
             acc.covers_end = seq
+        # (each field of the event read once: a fold touches 100k events, issue 17)
+        here = e.tool_results
         for b in e.blocks:
-            if type(b) in _NO_ARTIFACT:
+            t = type(b)
+            if t in _NO_ARTIFACT:
                 continue  # (text, a call, thinking: the common blocks, one look-up)
-            if isinstance(b, ArtifactRefBlock):
-                acc.add_artifact(b, e.seq)
-            elif isinstance(b, ImageBlock) and b.ref is not None:
-                acc.add_artifact(b.ref, e.seq)
-            elif isinstance(b, ToolResultBlock):
-                for c in b.content:
-                    if type(c) is TextBlock:
-                        continue
-                    if isinstance(c, ArtifactRefBlock):
-                        acc.add_artifact(c, e.seq)
-                    elif isinstance(c, ImageBlock) and c.ref is not None:
-                        acc.add_artifact(c.ref, e.seq)
+            for c in b.content if t is ToolResultBlock else (b,):  # (a block, or a result's content)
+                if type(c) is TextBlock:
+                    continue
+                if isinstance(c, ArtifactRefBlock):
+                    acc.add_artifact(c, seq)
+                elif isinstance(c, ImageBlock) and c.ref is not None:
+                    acc.add_artifact(c.ref, seq)
         if e.kind != "message":
             return
-        role, text, here = e.role, e.text, e.tool_results
-        if role == "user" and not here and is_genuine_request(e):  # (a request carries no result)
-            acc.add_request(e)
-            acc.narrative.on_request(seq)
-        elif role == "assistant" and text:
-            acc.add_assistant_text(e)
-            acc.narrative.on_assistant_text(seq, text)
-        elif role in ("user", "system") and text and not here:
-            acc._text_actions(e)  # aider's '>' lines may be attributed to the user or system
-        calls = e.tool_uses
-        if here:
-            acc.narrative.on_results()
-        elif calls and role == "assistant":
-            acc.narrative.on_call()
-
+        role, calls = e.role, e.tool_uses
+        if role == "assistant":
+            text = e.text
+            if text:
+                acc.narrative.on_assistant_text(seq, text, acc.add_assistant_text(e))
+            if here:
+                acc.narrative.on_results()
+            elif calls:
+                acc.narrative.on_call()
+        else:
+            if here:
+                acc.narrative.on_results()
+            elif role == "user" and is_genuine_request(e):  # (a request carries no result)
+                acc.add_request(e)
+                acc.narrative.on_request(seq)
+            elif role in ("user", "system") and e.text:
+                acc._text_actions(e)  # aider's '>' lines may be attributed to the user or system
         for use in calls:
             uid = use.id
             if uid in uses:

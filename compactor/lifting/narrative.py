@@ -424,11 +424,13 @@ class NarrativeAcc:
         self._flush()
         self.current_request = seq
 
-    def on_assistant_text(self, seq: int, text: str) -> None:
+    def on_assistant_text(self, seq: int, text: str, reasons: bool = True) -> None:
+        """Fold an assistant message. ``reasons``: False when the caller found no needle of a reason
+        or rule in ``text`` (lowercased, ASCII, without ``**``), so none of its units is one."""
         if not text.strip():
             return
         self._closing = (seq, text)
-        units = report_units(text) if _may_hold_reasons(text) else None
+        units = report_units(text) if reasons and _may_hold_reasons(text) else None
         for s in reason_sentences(text, units) if units else ():
             key = norm(s)
             if key not in self._reason_keys:

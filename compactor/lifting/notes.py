@@ -67,6 +67,8 @@ def _intent(text: str, names_file: bool | None = None) -> str:
 
     ``names_file``: ``_names_file(text)`` when the caller has it (the same answer as for the text
     with its whitespace collapsed: a path token holds no whitespace and is delimited alike by any)."""
+    if len(text) < INTENT_MIN_CHARS:
+        return ""  # (its words, collapsed, are shorter still: the common short line beside a call)
     flat = " ".join(text.split())
     if not flat or (_names_file(flat) if names_file is None else names_file) or "```" in text:
         return ""
@@ -108,10 +110,12 @@ class NoteAcc:
             self.last_text_seq = max(self.last_text_seq, m.seq)
         self.last_mentions = list(carry or [])
 
-    def on_text(self, seq: int, text: str) -> None:
+    def on_text(self, seq: int, text: str, names: bool | None = None) -> None:
+        """Fold an agent's message. ``names``: ``_names_file(text)`` when the caller knows it."""
         self.last_text_seq = seq
         self.last_mentions = []
-        names = _names_file(text)
+        if names is None:
+            names = _names_file(text)
         intent = _intent(text, names)
         self.last_intent = (seq, intent) if intent else None
         if intent:
