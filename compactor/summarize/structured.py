@@ -50,7 +50,10 @@ from compactor.summarize.file_details import ARTIFACT_SHARE, file_details, read_
 from compactor.summarize.ladder_memo import LADDER_MEMO as _LADDER_MEMO
 from compactor.summarize.ladder_memo import LadderMemo as _LadderMemo
 from compactor.summarize.ladder_memo import begin_ladder_memo, end_ladder_memo, read_lines
-from compactor.tokens import ASCII_ALNUM, SHORT_TEXT, count_lines, count_text, piece_cut_extra
+from compactor.summarize.line_sums import (
+    droppable, drop_batch, running_sums, section_runs, sum_lines, sum_runs,
+)
+from compactor.tokens import SHORT_TEXT, count_lines, count_text
 
 GOAL = "Goal"
 REQUESTS = "User requests"
@@ -179,6 +182,7 @@ class _Line:
     tokens: int = 0
     dropped: int = 0  # the ``_Doc.mark`` of the document whose ``_fit`` dropped it (0: none)
     detail: bool = False  # a detail of the line above: dropped silently, never counted as an item
+    inner: int = 0  # its count followed by a cut (``line_sums``; -1: it cannot follow one, 0: not set)
 
 
 _MARKS = _counter(1)
@@ -544,27 +548,23 @@ def _fit(doc: _Doc, budget: int, tokens: int,
     lines, issue 17), with the same result as ``_render(doc)`` after each batch."""
     # (tier, seq, order) order: two stable sorts of the lines in their order, by seq then by tier,
     # without a key tuple per line (a rung of a big state sorts ~100k-300k of them, issue 17)
-    candidates = [ln for ln in doc.lines if ln.tier is not None]
+    candidates, others = droppable(doc.lines)
     candidates.sort(key=_SEQ)
     candidates.sort(key=_TIER)
     text, sections, dropped = rendered
-    fixed = [ln for ln in doc.lines if ln.tier is None]
     n_dropped: dict[str, int] = {}
     n = len(candidates)
     idx = 0
     mark = doc.mark
+    sums = fixed = None
     while tokens > budget and idx < n:
-        surplus = tokens - budget
-        freed = 0
         # drop a batch that should cover the surplus, then measure exactly
-        while idx < n and freed < surplus:
-            ln = candidates[idx]
-            ln.dropped = mark
-            freed += ln.tokens
-            idx += 1
-            if not ln.detail:
-                n_dropped[ln.section] = n_dropped.get(ln.section, 0) + 1
+        if sums is None:
+            sums = running_sums(candidates)
+        idx = drop_batch(candidates, sums, idx, tokens - budget, mark, n_dropped)
         if 2 * (n - idx) < len(doc.lines):
+            if fixed is None:
+                fixed = others()
             kept = sorted([*fixed, *candidates[idx:]], key=_ORDER)
         else:
             kept = [ln for ln in doc.lines if ln.dropped != mark]
@@ -587,8 +587,21 @@ def _measure(doc: _Doc) -> tuple[str, dict[str, list[str]], dict[str, int], int]
     starting with a non-space character, which the tokenizer never joins to the newline
     before it), and across ``count_lines``' own cuts of a long text (``piece_cut_extra``); a text
     laid out otherwise than ``_render`` lays it out is counted with ``count_lines``."""
-    text, sections, dropped = _render(doc)
-    tokens = _sum_lines(doc.lines, text) if len(text) > SHORT_TEXT else None
+    lines = doc.lines
+    runs = section_runs(lines)
+    texts = [list(map(_TEXT, run)) for _, run in runs]
+    if doc.mark in map(_DROPPED, lines):  # (not a fresh document)
+        text, sections, dropped = _render(doc)
+    else:  # ``_render(doc)``, section by section
+        sections = {}
+        dropped = {}
+        for (name, _), items in zip(runs, texts):
+            if name in sections:  # (a section met again: not laid out in order, not summed below)
+                sections[name] = sections[name] + items
+            else:
+                sections[name] = items
+        text = _join(sections, dropped)
+    tokens = sum_runs(lines, runs, texts, text, _SECTION_RANK, _HEADINGS) if len(text) > SHORT_TEXT else None
     if tokens is None:  # (a short text, or one not laid out as expected)
         for ln in doc.lines:
             if ln.tier is not None:
@@ -599,57 +612,8 @@ def _measure(doc: _Doc) -> tuple[str, dict[str, list[str]], dict[str, int], int]
 
 def _sum_lines(lines: list[_Line], text: str) -> int | None:
     """``count_lines(text)`` of ``_render``'s text of ``lines`` (none dropped), summed from the
-    lines' counts (see ``_measure``), sizing the droppable ones; None: not laid out so."""
-    total = 0
-    size = 0  # characters laid out so far (a check of the layout against the text)
-    region: list[str] | None = None  # the text since the last cut, when a line cannot start a region
-    alnum = ASCII_ALNUM
-    section = None
-    rank = -1
-    last = len(lines) - 1
-    for i, ln in enumerate(lines):
-        t = ln.text
-        c = ln.tokens - 1 if ln.tokens else count_text(t)  # (a line from the ladder's memo: sized there)
-        if ln.tier is not None:
-            ln.tokens = c + 1
-        if ln.section != section:  # a section starts: its heading comes first
-            section = ln.section
-            k = _SECTION_RANK.get(section, -1)
-            if k <= rank:  # (not the order ``_render`` lays the sections out in)
-                return None
-            rank = k
-            head = _HEADINGS[section]
-            size += len(head)
-            if t[:1].isspace() or not t:
-                region = [head]
-            else:
-                total += count_text(head)
-        # the separator after this line, and whether a cut follows it
-        if i == last:
-            sep, cut = "", True
-        elif lines[i + 1].section == section:
-            sep = "\n"
-            nt = lines[i + 1].text
-            cut = bool(nt) and not nt[0].isspace()
-        else:
-            sep, cut = "\n\n", True  # (the next section's heading)
-        size += len(t) + len(sep)
-        if region is not None:
-            region.append(t)
-            region.append(sep)
-            if cut:
-                total += count_text("".join(region))
-                region = None
-        elif not cut:
-            region = [t, sep]
-        elif sep == "\n" and t[-1] in alnum:
-            total += c + 1  # a newline after a letter or digit is a token of its own
-        else:
-            total += count_text(t + sep) if sep else c
-    if size != len(text):
-        return None
-    extra = piece_cut_extra(text)
-    return None if extra is None else total + extra
+    lines' counts (``line_sums.sum_lines``); None: not laid out so."""
+    return sum_lines(lines, text, _SECTION_RANK, _HEADINGS)
 
 
 _SECTION_RANK = {name: k for k, name in enumerate(SECTION_NAMES)}
@@ -677,6 +641,8 @@ def _render_kept(kept: list[_Line], dropped: dict[str, int]) -> tuple[str, dict[
 
 
 _SEQ = attrgetter("seq")
+_TEXT = attrgetter("text")
+_DROPPED = attrgetter("dropped")
 _TIER = attrgetter("tier")
 
 def _read_lines(files: list, get_facts, memo: _LadderMemo) -> list[_Line]:
