@@ -14,11 +14,8 @@ inner); the section ranks and headings are ``structured``'s, passed in.
 
 from __future__ import annotations
 
-from bisect import bisect_left
-from collections import Counter
-from collections.abc import Callable
-from itertools import accumulate, compress, groupby, repeat
-from operator import attrgetter, is_, is_not, not_
+from itertools import compress, groupby
+from operator import attrgetter, not_
 
 from compactor.tokens import ASCII_ALNUM, count_text, piece_cut_extra
 
@@ -143,35 +140,4 @@ def sum_runs(lines: list, runs: list[tuple[str, list]], texts: list[list[str]], 
         return None
     extra = piece_cut_extra(text)
     return None if extra is None else total + extra
-
-
-_TIER = attrgetter("tier")
-_TOKENS = attrgetter("tokens")
-_DETAIL = attrgetter("detail")
-
-
-def droppable(lines: list) -> tuple[list, Callable[[], list]]:
-    """The lines with a tier (``_fit``'s candidates), in order, and a call giving the others."""
-    tiers = list(map(_TIER, lines))
-    return (list(compress(lines, map(is_not, tiers, repeat(None)))),
-            lambda: list(compress(lines, map(is_, tiers, repeat(None)))))
-
-
-def drop_batch(candidates: list, sums: list[int], idx: int, surplus: int, mark: int,
-               counts: dict[str, int]) -> int:
-    """Drop ``candidates[idx:end]``, the fewest from ``idx`` whose tokens add up to ``surplus``
-    (all of them if they do not), marking each with ``mark`` and adding the items (not the
-    details) to ``counts`` by section; ``sums``: the running sums of the candidates' tokens.
-    Returns ``end`` (one loop over the lines did the same, ~100k-300k of them a rung)."""
-    end = min(bisect_left(sums, (sums[idx - 1] if idx else 0) + surplus, idx) + 1, len(candidates))
-    batch = candidates[idx:end]
-    for ln in batch:
-        ln.dropped = mark
-    for name, k in Counter(map(_SECTION, compress(batch, map(not_, map(_DETAIL, batch))))).items():
-        counts[name] = counts.get(name, 0) + k
-    return end
-
-
-def running_sums(candidates: list) -> list[int]:
-    return list(accumulate(map(_TOKENS, candidates)))
 
