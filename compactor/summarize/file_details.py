@@ -8,8 +8,7 @@ Per changed file, newest first: the agent's own note on it and the facts its tex
 from __future__ import annotations
 
 import re
-from itertools import compress, islice
-from operator import attrgetter, lt
+from operator import attrgetter
 
 from compactor.lifting.state import FileRef
 from compactor.tokens import count_text
@@ -49,16 +48,6 @@ def signature_of(fact: str) -> str:
 
 
 _SEQ = attrgetter("seq")
-_FACTS = attrgetter("facts")
-
-
-def _newest_first(files: list[FileRef]):
-    """``sorted(files, key=seq, reverse=True)``, lazily when the files are in strictly growing seq
-    order (a big session's ~100k files read, of which a share shows a few hundred, issue 17)."""
-    seqs = list(map(_SEQ, files))
-    if all(map(lt, seqs, islice(seqs, 1, None))):
-        return reversed(files)
-    return sorted(files, key=_SEQ, reverse=True)
 
 READ_SHARE = 0.1
 """Share of the summary budget for what files the agent only read define (a setup.py's extras, a base
@@ -75,7 +64,7 @@ def file_details(files: list[FileRef], budget: int | None, share: float = ARTIFA
     out: dict[str, str] = {}
     shown_in: dict[str, str] = {}  # fact -> the (newer) file whose line already says it
     local: set[str] | None = None  # the project's own modules (made when an import needs them)
-    for rank, f in enumerate(_newest_first(files)):
+    for rank, f in enumerate(sorted(files, key=_SEQ, reverse=True)):
         if left is not None and left < 12:
             break
         parts: list[str] = []
@@ -125,6 +114,6 @@ def file_details(files: list[FileRef], budget: int | None, share: float = ARTIFA
 def read_details(files: list[FileRef], budget: int | None) -> dict[str, str]:
     """Path -> ``  defines: <facts>`` for files only read, newest first, within ``READ_SHARE``."""
     # (within a budget a read file's functions are their signatures: its share holds more files so)
-    lines = file_details(list(compress(files, map(_FACTS, files))), budget, READ_SHARE, MIN_READ_TOKENS,
+    lines = file_details([f for f in files if f.facts], budget, READ_SHARE, MIN_READ_TOKENS,
                          function_files=0, notes=False)
     return {p: ln.replace("  holds: ", "  defines: ", 1) for p, ln in lines.items()}

@@ -37,8 +37,6 @@ class LadderMemo:
     cmd_keys: list = field(default_factory=list)
     cmd_lines: list = field(default_factory=list)
     cmd_tiers: list = field(default_factory=list)
-    cmd_ranked: list = field(default_factory=list)
-    """The places of the command lines whose tier the last state set (not their own)."""
 
     def grow_commands(self, n: int) -> None:
         more = [None] * (n - len(self.cmd_items))

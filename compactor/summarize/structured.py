@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from collections import Counter
 from itertools import count as _counter
 from operator import attrgetter
 
 from pydantic import BaseModel, Field
 
+from compactor.lifting.outputs import is_install
 from compactor.lifting.lift import LastAction, LiftedState, Request
 from compactor.lifting.narrative import (
     REPORT_SHARE,
@@ -43,9 +45,6 @@ from compactor.lifting.narrative import (
     select_reasons,
     select_reports,
 )
-from compactor.summarize.command_lines import GIST_COMMAND_CHARS, GIST_SHARE, command_lines
-from compactor.summarize.command_lines import TIER_COMMAND_OK as _TIER_COMMAND_OK
-from compactor.summarize.command_lines import TIER_COMMAND_RECENT_OK as _TIER_COMMAND_RECENT_OK
 from compactor.summarize.failure_lines import build_failure_lines, code as _code, one_line as _one_line, shown_soft
 from compactor.summarize.file_details import ARTIFACT_SHARE, file_details, read_details
 from compactor.summarize.ladder_memo import LADDER_MEMO as _LADDER_MEMO
@@ -106,8 +105,8 @@ _LIST_MARK = re.compile(r"(?m)^\s*(?:[-*•]|\d{1,2}[.)])(?=\s|[A-Za-z])")
 SHORT_QUOTE_CHARS = 600
 """Last resort when even the protected items do not fit: goal/latest shrink to a head quote."""
 
-# Drop tiers, least valuable first. Within a tier the oldest item goes first. (The commands' own:
-# ``command_lines``: ok 10, explained 33, install 39, answer 45, recent ok 46, failed 50.)
+# Drop tiers, least valuable first. Within a tier the oldest item goes first.
+_TIER_COMMAND_OK = 10
 _TIER_FILE_READ = 20
 _TIER_READ_DETAIL = 36  # a file read and what it defines (within READ_SHARE): after the reasons
 _TIER_QUOTED_CONSTRAINT = 25  # a duplicate: also verbatim inside a request shown in full
@@ -117,6 +116,15 @@ _TIER_EXTRA_REPORT = 38  # an older report past the reports' share: kept while r
 _EXTRA_REPORT_TOKENS = 70
 _TIER_OLD_REPORT = 45
 _TIER_MIDDLE_REQUEST = 40
+_TIER_COMMAND_FAILED = 50
+_TIER_COMMAND_EXPLAINED = 33  # a failed run whose failure line (command, cause, outcome) is under Errors
+_TIER_COMMAND_RECENT_OK = 46  # one of the newest commands that worked
+_RECENT_OK_COMMANDS = 4
+_TIER_OUTPUT_GIST = 45  # what a fetch or query answered (within GIST_SHARE): what the agent learned
+GIST_SHARE = 0.1
+GIST_COMMAND_CHARS = 90
+"""Share of the summary budget for the answers of fetches and queries (``got: ...`` details)."""
+_TIER_INSTALL = 39  # an install (what it brought in) or a partial fetch (its limit): where the environment stands
 _TIER_ARTIFACT = 55
 _TIER_ERROR_RESOLVED = 62  # an error name whose failures were all fixed
 _TIER_OLD_TEST = 65
@@ -172,7 +180,7 @@ class _Line:
     tokens: int = 0
     dropped: int = 0  # the ``_Doc.mark`` of the document whose ``_fit`` dropped it (0: none)
     detail: bool = False  # a detail of the line above: dropped silently, never counted as an item
-    inner: int = 0  # its count followed by a cut (``line_sums``; -1: it cannot follow one, 0: not set)
+    inner: int = 0  # its count followed by a cut (``line_sums``; below 0: it cannot follow one; 0: not set)
 
 
 _MARKS = _counter(1)
@@ -347,10 +355,67 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     failure_lines = build_failure_lines(state.failed_approaches, state.files_changed)  # [line, tier, seq, tool ids]
     explained = {i for fl in failure_lines for i in fl[3]}  # failed runs the errors section tells in full
 
-    # Commands: one line per distinct command, showing the latest run (``command_lines``).
+    # Commands: one line per distinct command, showing the latest run.
+    commands = state.commands
+    latest_by_cmd = {c.command: i for i, c in enumerate(commands)}
+    latest_runs = sorted(latest_by_cmd.values())  # the latest run of each distinct command, in order
+    counts = Counter(map(_COMMAND, commands)) if len(latest_runs) < len(commands) else None  # (None: each ran once)
+    # the newest distinct commands that worked are how the agent got where it is: kept longer
+    recent_ok: set[int] = set()
+    for i in reversed(latest_runs):
+        if len(recent_ok) == _RECENT_OK_COMMANDS:
+            break
+        if commands[i].status != "failed":
+            recent_ok.add(i)
+    # what fetches and queries answered (a status, the documents and items that came back, code a
+    # response printed): what the agent learned and acted on, within a share
+    gist_room = None if budget is None else int(budget * GIST_SHARE)
+    gists: set[int] = set()
+    answers = [(count_text(c.command[:GIST_COMMAND_CHARS] + c.detail) + 4, -i) for i in latest_runs
+               if (c := commands[i]).status == "ok" and "got" in c.detail[:40]]
+    for cost, neg in sorted(answers):  # the shortest answers first (a status, a title), then the newest
+        if gist_room is not None and cost > gist_room:
+            continue
+        gists.add(-neg)
+        gist_room = None if gist_room is None else gist_room - cost
+    if memo is not None and len(memo.cmd_items) < len(commands):
+        memo.grow_commands(len(commands))
     base = _RANKED[COMMANDS]
-    lines += command_lines(state.commands, budget, explained, memo,
-                           lambda text, tier, seq, i, tokens: _Line(COMMANDS, text, tier, seq, base | i, tokens))
+    for i in latest_runs:
+        c = commands[i]
+        n = counts[c.command] if counts is not None else 1
+        gist = i in gists
+        key = 2 * n + gist
+        if memo is not None and memo.cmd_items[i] is c and memo.cmd_keys[i] == key:
+            # the same item at the same place in the previous rung's state: the same line (its
+            # order is its place; its tier is set below, as this rung's lists rank it)
+            line, tier = memo.cmd_lines[i], memo.cmd_tiers[i]
+        else:
+            command, status = c.command, c.status
+            if c.exit_code is not None:
+                outcome = f"exit {c.exit_code}"
+            else:
+                outcome = _OUTCOME_WORDS[status]
+            times = f" ×{n}" if n > 1 else ""
+            detail = f": {c.detail}" if c.detail else ""
+            cmd_text = _code(command, GIST_COMMAND_CHARS if gist else 200)  # (the answer is the point)
+            text = f"- #{c.seq} {cmd_text} → {outcome}{times}{detail}"
+            # (a cut answer's line under Errors says what it got: its command line is history too)
+            tier = (_TIER_COMMAND_FAILED if status == "failed"
+                    else _TIER_OUTPUT_GIST if gist
+                    else _TIER_INSTALL if c.detail.startswith("partial") or is_install(command)
+                    else _TIER_COMMAND_OK)  # (an answer past the share: the log has it)
+            line = _Line(COMMANDS, text, tier, c.seq, base | i)  # (sized by ``_measure``)
+            if memo is not None:
+                line.tokens = count_text(text) + 1
+                memo.cmd_items[i], memo.cmd_keys[i], memo.cmd_lines[i], memo.cmd_tiers[i] = c, key, line, tier
+        # what the rung's own lists say of it: told in full under Errors, or one of the newest
+        if explained and c.tool_use_id in explained and (c.status == "failed" or c.detail.startswith("partial")):
+            tier = _TIER_COMMAND_EXPLAINED
+        elif tier != _TIER_COMMAND_FAILED and i in recent_ok:
+            tier = _TIER_COMMAND_RECENT_OK
+        line.tier = tier
+        lines.append(line)
 
     last_test_by_cmd: dict[str, int] = {}
     for i, t in enumerate(state.tests):
@@ -563,6 +628,7 @@ _HEADINGS = {name: f"## {name}\n" for name in SECTION_NAMES}
 
 
 _ORDER = attrgetter("order")
+_COMMAND = attrgetter("command")
 
 
 def _render_kept(kept: list[_Line], dropped: dict[str, int]) -> tuple[str, dict[str, list[str]]]:
@@ -592,6 +658,9 @@ def _read_lines(files: list, get_facts, memo: _LadderMemo) -> list[_Line]:
                      count_text(text) + 1)
 
     return read_lines(files, get_facts, memo, make)
+
+
+_OUTCOME_WORDS = {"ok": "ok", "failed": "failed", "unknown": "no exit status recorded"}
 
 
 _FIXED_SECTIONS = frozenset({FILES_CHANGED, FILES_READ, COMMANDS, TESTS, ARTIFACTS})
