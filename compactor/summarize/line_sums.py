@@ -5,23 +5,25 @@ its text's ``count_lines`` is summed from the lines' own counts instead of token
 ``sum_lines`` walks the lines one by one (any layout); ``sum_runs`` takes the document's
 sections as runs of lines (``section_runs``) and, when every line of a section starts with a
 non-space character (the usual case: ``- ...`` items), sums each section in C-level passes
-over counts each line carries (``inner``: set once per line, and a line the ladder memo keeps
-carries it to the next rung), so a rung's count costs little more than its new lines.
+over the counts the lines carry (``tokens``: the ladder memo's lines are sized when built), so
+Python code runs only for the lines not sized yet and those not ending in a letter or digit.
 
-The lines are ``structured._Line`` objects (read by attribute: section, text, tier, tokens,
-inner); the section ranks and headings are ``structured``'s, passed in.
+The lines are ``structured._Line`` objects (read by attribute: section, text, tier, tokens);
+the section ranks and headings are ``structured``'s, passed in.
 """
 
 from __future__ import annotations
 
 from itertools import compress, groupby
-from operator import attrgetter, not_
+from operator import attrgetter, itemgetter, not_
 
 from compactor.tokens import ASCII_ALNUM, count_text, piece_cut_extra
 
 _SECTION = attrgetter("section")
 _TEXT = attrgetter("text")
-_INNER = attrgetter("inner")
+_TOKENS = attrgetter("tokens")
+_FIRST = itemgetter(0)
+_LAST = itemgetter(-1)
 
 
 def section_runs(lines: list) -> list[tuple[str, list]]:
@@ -84,60 +86,48 @@ def sum_lines(lines: list, text: str, ranks: dict[str, int], headings: dict[str,
     return None if extra is None else total + extra
 
 
-_CANNOT_FOLLOW_A_CUT = -(1 << 48)
-"""``inner`` of a line that cannot follow a cut (empty, or starting with whitespace): a section
-holding one sums below 0 (no real count is near 2**48)."""
-
-
-def _size(ln) -> int:
-    """Set ``ln.inner``: what the line counts for followed by a newline and a line starting
-    with a non-space character (a cut: ``count_lines`` counts it alone), or
-    ``_CANNOT_FOLLOW_A_CUT``; and size it for ``_fit``. Returns ``inner``."""
-    t = ln.text
-    c = ln.tokens - 1 if ln.tokens else count_text(t)
-    if ln.tier is not None:
-        ln.tokens = c + 1
-    if not t or t[0].isspace():
-        inner = _CANNOT_FOLLOW_A_CUT
-    else:
-        inner = c + 1 if t[-1] in ASCII_ALNUM else count_text(t + "\n")
-    ln.inner = inner
-    return inner
-
-
 def sum_runs(lines: list, runs: list[tuple[str, list]], texts: list[list[str]], text: str,
              ranks: dict[str, int], headings: dict[str, str]) -> int | None:
     """``sum_lines(lines, text, ...)``, with ``runs = section_runs(lines)`` and ``texts`` their
-    lines' texts: each section summed from its lines' ``inner`` counts when every line of it
-    starts with a non-space character (then each line but the section's last is followed by a
-    cut), else the walk of ``sum_lines``."""
+    lines' texts: a section whose lines all start with a non-space character (then each line
+    but the section's last is followed by a cut) is summed from its lines' counts, corrected for
+    the lines that do not end in a letter or digit (their newline may join their last token),
+    in C-level passes; any other section sends the whole text to the walk of ``sum_lines``."""
     total = 0
     size = 0
     rank = -1
     final = len(runs) - 1
+    alnum = ASCII_ALNUM.__contains__
     for r, (name, run) in enumerate(runs):
         k = ranks.get(name, -1)
         if k <= rank:
             return None  # (not the order ``_render`` lays the sections out in)
         rank = k
-        inners = list(map(_INNER, run))
-        if 0 in inners:  # (lines not counted yet: the ladder memo's lines are, from an earlier rung)
-            for i in compress(range(len(inners)), map(not_, inners)):
-                inners[i] = _size(run[i])
-        body = sum(inners)
-        if body < 0:
+        items = texts[r]
+        if "" in items or any(map(str.isspace, map(_FIRST, items))):
             return sum_lines(lines, text, ranks, headings)
+        sizes = list(map(_TOKENS, run))  # each line's count + 1 (the ladder memo's lines: sized there)
+        if 0 in sizes:
+            for i in compress(range(len(sizes)), map(not_, sizes)):
+                ln = run[i]
+                sizes[i] = count_text(ln.text) + 1
+                if ln.tier is not None:
+                    ln.tokens = sizes[i]
+        # a line's newline is a token of its own after a letter or digit; else counted with it
+        inner = [(i, count_text(items[i] + "\n")) for i in
+                 compress(range(len(items)), map(not_, map(alnum, map(_LAST, items))))]
+        body = sum(sizes) + sum(c - sizes[i] for i, c in inner)
+        last = len(items) - 1
+        body -= inner[-1][1] if inner and inner[-1][0] == last else sizes[last]  # (the last: below)
         head = headings[name]
-        last = run[-1]
-        total += count_text(head) + body - inners[-1]
-        size += len(head) + sum(map(len, texts[r])) + len(run) - 1
+        total += count_text(head) + body
+        size += len(head) + sum(map(len, items)) + last
         if r == final:
-            total += last.tokens - 1 if last.tokens else count_text(last.text)
+            total += sizes[last] - 1
         else:
-            total += count_text(last.text + "\n\n")
+            total += count_text(items[last] + "\n\n")
             size += 2
     if size != len(text):
         return None
     extra = piece_cut_extra(text)
     return None if extra is None else total + extra
-

@@ -180,7 +180,6 @@ class _Line:
     tokens: int = 0
     dropped: int = 0  # the ``_Doc.mark`` of the document whose ``_fit`` dropped it (0: none)
     detail: bool = False  # a detail of the line above: dropped silently, never counted as an item
-    inner: int = 0  # its count followed by a cut (``line_sums``; below 0: it cannot follow one; 0: not set)
 
 
 _MARKS = _counter(1)

@@ -208,8 +208,8 @@ def test_a_fetch_run_again_in_a_later_rung_takes_the_answers_share_once() -> Non
 
 
 def test_each_rung_is_counted_as_its_text_counts_with_the_lines_counts_the_memo_kept(tmp_path: Path) -> None:
-    """A rung's count is summed section by section from each line's count before a cut
-    (``line_sums.sum_runs``, ``_Line.inner``), which the memo's lines carry from rung to rung:
+    """A rung's count is summed section by section from its lines' counts (``line_sums.sum_runs``),
+    which the memo's lines carry from rung to rung:
     every rung's count is ``count_lines`` of its text, its text and sections are ``_render``'s,
     in growing and then random order, at budgets that keep all, some or few of the lines."""
     from compactor.tokens import count_lines
