@@ -50,8 +50,7 @@ from compactor.summarize.file_details import ARTIFACT_SHARE, file_details, read_
 from compactor.summarize.ladder_memo import LADDER_MEMO as _LADDER_MEMO
 from compactor.summarize.ladder_memo import LadderMemo as _LadderMemo
 from compactor.summarize.ladder_memo import begin_ladder_memo, end_ladder_memo, read_lines
-from compactor.summarize.line_sums import section_runs, sum_lines, sum_runs
-from compactor.tokens import SHORT_TEXT, count_lines, count_text
+from compactor.tokens import ASCII_ALNUM, SHORT_TEXT, count_lines, count_text, piece_cut_extra
 
 GOAL = "Goal"
 REQUESTS = "User requests"
@@ -588,21 +587,8 @@ def _measure(doc: _Doc) -> tuple[str, dict[str, list[str]], dict[str, int], int]
     starting with a non-space character, which the tokenizer never joins to the newline
     before it), and across ``count_lines``' own cuts of a long text (``piece_cut_extra``); a text
     laid out otherwise than ``_render`` lays it out is counted with ``count_lines``."""
-    lines = doc.lines
-    runs = section_runs(lines)
-    texts = [list(map(_TEXT, run)) for _, run in runs]
-    if doc.mark in map(_DROPPED, lines):  # (not a fresh document)
-        text, sections, dropped = _render(doc)
-    else:  # ``_render(doc)``, section by section
-        sections = {}
-        dropped = {}
-        for (name, _), items in zip(runs, texts):
-            if name in sections:  # (a section met again: not laid out in order, not summed below)
-                sections[name] = sections[name] + items
-            else:
-                sections[name] = items
-        text = _join(sections, dropped)
-    tokens = sum_runs(lines, runs, texts, text, _SECTION_RANK, _HEADINGS) if len(text) > SHORT_TEXT else None
+    text, sections, dropped = _render(doc)
+    tokens = _sum_lines(doc.lines, text) if len(text) > SHORT_TEXT else None
     if tokens is None:  # (a short text, or one not laid out as expected)
         for ln in doc.lines:
             if ln.tier is not None:
@@ -613,8 +599,57 @@ def _measure(doc: _Doc) -> tuple[str, dict[str, list[str]], dict[str, int], int]
 
 def _sum_lines(lines: list[_Line], text: str) -> int | None:
     """``count_lines(text)`` of ``_render``'s text of ``lines`` (none dropped), summed from the
-    lines' counts (``line_sums.sum_lines``); None: not laid out so."""
-    return sum_lines(lines, text, _SECTION_RANK, _HEADINGS)
+    lines' counts (see ``_measure``), sizing the droppable ones; None: not laid out so."""
+    total = 0
+    size = 0  # characters laid out so far (a check of the layout against the text)
+    region: list[str] | None = None  # the text since the last cut, when a line cannot start a region
+    alnum = ASCII_ALNUM
+    section = None
+    rank = -1
+    last = len(lines) - 1
+    for i, ln in enumerate(lines):
+        t = ln.text
+        c = ln.tokens - 1 if ln.tokens else count_text(t)  # (a line from the ladder's memo: sized there)
+        if ln.tier is not None:
+            ln.tokens = c + 1
+        if ln.section != section:  # a section starts: its heading comes first
+            section = ln.section
+            k = _SECTION_RANK.get(section, -1)
+            if k <= rank:  # (not the order ``_render`` lays the sections out in)
+                return None
+            rank = k
+            head = _HEADINGS[section]
+            size += len(head)
+            if t[:1].isspace() or not t:
+                region = [head]
+            else:
+                total += count_text(head)
+        # the separator after this line, and whether a cut follows it
+        if i == last:
+            sep, cut = "", True
+        elif lines[i + 1].section == section:
+            sep = "\n"
+            nt = lines[i + 1].text
+            cut = bool(nt) and not nt[0].isspace()
+        else:
+            sep, cut = "\n\n", True  # (the next section's heading)
+        size += len(t) + len(sep)
+        if region is not None:
+            region.append(t)
+            region.append(sep)
+            if cut:
+                total += count_text("".join(region))
+                region = None
+        elif not cut:
+            region = [t, sep]
+        elif sep == "\n" and t[-1] in alnum:
+            total += c + 1  # a newline after a letter or digit is a token of its own
+        else:
+            total += count_text(t + sep) if sep else c
+    if size != len(text):
+        return None
+    extra = piece_cut_extra(text)
+    return None if extra is None else total + extra
 
 
 _SECTION_RANK = {name: k for k, name in enumerate(SECTION_NAMES)}
@@ -642,8 +677,6 @@ def _render_kept(kept: list[_Line], dropped: dict[str, int]) -> tuple[str, dict[
 
 
 _SEQ = attrgetter("seq")
-_TEXT = attrgetter("text")
-_DROPPED = attrgetter("dropped")
 _TIER = attrgetter("tier")
 
 def _read_lines(files: list, get_facts, memo: _LadderMemo) -> list[_Line]:

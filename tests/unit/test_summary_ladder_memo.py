@@ -208,8 +208,8 @@ def test_a_fetch_run_again_in_a_later_rung_takes_the_answers_share_once() -> Non
 
 
 def test_each_rung_is_counted_as_its_text_counts_with_the_lines_counts_the_memo_kept(tmp_path: Path) -> None:
-    """A rung's count is summed section by section from its lines' counts (``line_sums.sum_runs``),
-    which the memo's lines carry from rung to rung:
+    """A rung's count is summed from its lines' counts (``_measure``), which the memo's lines
+    carry from rung to rung:
     every rung's count is ``count_lines`` of its text, its text and sections are ``_render``'s,
     in growing and then random order, at budgets that keep all, some or few of the lines."""
     from compactor.tokens import count_lines
@@ -230,7 +230,7 @@ def test_each_rung_is_counted_as_its_text_counts_with_the_lines_counts_the_memo_
 
 def test_a_section_with_a_line_that_cannot_follow_a_cut_is_counted_line_by_line() -> None:
     """A line starting with whitespace joins the line before it in one count: its section is
-    not summed from the lines' own counts (``sum_runs`` falls back to the walk)."""
+    not summed from the lines' own counts alone."""
     from compactor.tokens import count_lines
 
     doc = structured._Doc()
