@@ -26,7 +26,6 @@ telling outrank a failure a rerun fixed, the rest go before the ok command listi
 from __future__ import annotations
 
 import re
-from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from collections import Counter
 from itertools import count as _counter
@@ -48,6 +47,9 @@ from compactor.lifting.narrative import (
 )
 from compactor.summarize.failure_lines import build_failure_lines, code as _code, one_line as _one_line, shown_soft
 from compactor.summarize.file_details import ARTIFACT_SHARE, file_details, read_details
+from compactor.summarize.ladder_memo import LADDER_MEMO as _LADDER_MEMO
+from compactor.summarize.ladder_memo import LadderMemo as _LadderMemo
+from compactor.summarize.ladder_memo import begin_ladder_memo, end_ladder_memo, read_lines
 from compactor.tokens import ASCII_ALNUM, SHORT_TEXT, count_lines, count_text, piece_cut_extra
 
 GOAL = "Goal"
@@ -677,76 +679,17 @@ def _render_kept(kept: list[_Line], dropped: dict[str, int]) -> tuple[str, dict[
 _SEQ = attrgetter("seq")
 _TIER = attrgetter("tier")
 
-@dataclass(slots=True)
-class _LadderMemo:
-    """Lines already built, and sized, for the items of an earlier rung's state, by their place
-    in its lists (the rungs' lists grow by appending; an item at the same place is checked by
-    identity). Parallel lists, not a tuple per item (issue 17, memory). The ``_Line`` objects
-    themselves are kept and put in the next rung's document again (a new one per line per rung
-    was ~0.05 s a rung at 100k lines): their order is fixed by their place, a drop is marked
-    per document, and a command's tier is set again by each rung."""
-
-    read_items: list = field(default_factory=list)
-    """The files only read (``_read_lines``), their facts lines (None: none) and lines."""
-    read_facts: list = field(default_factory=list)
-    read_lines: list = field(default_factory=list)
-    cmd_items: list = field(default_factory=list)
-    """By index in ``state.commands``: the command whose line is kept (None: none), 2 x its run
-    count + its gist flag, its line (sized) and its own tier."""
-    cmd_keys: list = field(default_factory=list)
-    cmd_lines: list = field(default_factory=list)
-    cmd_tiers: list = field(default_factory=list)
-
-    def grow_commands(self, n: int) -> None:
-        more = [None] * (n - len(self.cmd_items))
-        for column in (self.cmd_items, self.cmd_keys, self.cmd_lines, self.cmd_tiers):
-            column += more
-
-
-_LADDER_MEMO: ContextVar[_LadderMemo | None] = ContextVar("structured_ladder_memo", default=None)
-"""Command and file-read lines already built for an item of an earlier rung's state.
-
-The shrink ladder renders the states of growing cuts, which share their items (one lifting
-pass): a command's or a read file's line is built and counted once per compaction instead of
-once per rung (issue 17: at 300k events a rung's ~300k lines no longer fit the count memo of
-``compactor.tokens``, so every rung tokenized each of them again).
-Set by ``begin_ladder_memo`` for the ladder; None elsewhere (no memo, nothing kept)."""
-
-
-def begin_ladder_memo() -> Token:
-    """From here on (in this context) ``render_summary`` reuses the command and file-read lines
-    it built before; ``end_ladder_memo(token)`` lets them go."""
-    return _LADDER_MEMO.set(_LadderMemo())
-
-
-def end_ladder_memo(token: Token) -> None:
-    _LADDER_MEMO.reset(token)
-
-
 def _read_lines(files: list, get_facts, memo: _LadderMemo) -> list[_Line]:
-    """The "Files read" lines of ``files``, each built and sized once per ladder: a file's line
-    changes only with its item (a new read is a new one) or its facts."""
-    out: list[_Line] = []
-    append = out.append
-    items, known, kept = memo.read_items, memo.read_facts, memo.read_lines
-    n_known = len(items)
+    """The "Files read" lines of ``files``, each built and sized once per ladder
+    (``ladder_memo.read_lines``)."""
     base = _RANKED[FILES_READ]
-    for k, f in enumerate(files):
-        facts = get_facts(f.path)
-        if k < n_known and items[k] is f and known[k] == facts:
-            append(kept[k])
-            continue
+
+    def make(k: int, f, facts) -> _Line:
         text = f"- {f.path}\n{facts}" if facts else f"- {f.path}"
-        line = _Line(FILES_READ, text, _TIER_READ_DETAIL if facts else _TIER_FILE_READ, f.seq, base | k,
+        return _Line(FILES_READ, text, _TIER_READ_DETAIL if facts else _TIER_FILE_READ, f.seq, base | k,
                      count_text(text) + 1)
-        if k < n_known:
-            items[k], known[k], kept[k] = f, facts, line
-        else:  # (k == len(items): the lines are met in order)
-            items.append(f)
-            known.append(facts)
-            kept.append(line)
-        append(line)
-    return out
+
+    return read_lines(files, get_facts, memo, make)
 
 
 _OUTCOME_WORDS = {"ok": "ok", "failed": "failed", "unknown": "no exit status recorded"}

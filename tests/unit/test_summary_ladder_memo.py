@@ -205,3 +205,39 @@ def test_a_fetch_run_again_in_a_later_rung_takes_the_answers_share_once() -> Non
     both = [r for r in got[1::2] if all(any(x.startswith(f"- #{c.seq} {structured._code(c.command, 90)} →")
                                             for x in r.sections[structured.COMMANDS]) for c in (other, again))]
     assert both  # (budgets whose share holds the later rung's two answers)
+
+
+def test_each_rung_is_counted_as_its_text_counts_with_the_lines_counts_the_memo_kept(tmp_path: Path) -> None:
+    """A rung's count is summed from its lines' counts (``_measure``), which the memo's lines
+    carry from rung to rung:
+    every rung's count is ``count_lines`` of its text, its text and sections are ``_render``'s,
+    in growing and then random order, at budgets that keep all, some or few of the lines."""
+    from compactor.tokens import count_lines
+
+    rng = random.Random(5)
+    for events in _sessions(tmp_path):
+        calls = _ladder(events, (None, 300, 5_000))
+        token = begin_ladder_memo()
+        try:
+            for s, b in [*calls, *rng.sample(calls, len(calls))]:
+                doc = structured._build(s, budget=b)
+                text, sections, dropped, n = structured._measure(doc)
+                assert (text, sections, dropped) == structured._render(doc)
+                assert n == count_lines(text)
+        finally:
+            end_ladder_memo(token)
+
+
+def test_a_section_with_a_line_that_cannot_follow_a_cut_is_counted_line_by_line() -> None:
+    """A line starting with whitespace joins the line before it in one count: its section is
+    not summed from the lines' own counts alone."""
+    from compactor.tokens import count_lines
+
+    doc = structured._Doc()
+    for i in range(60):
+        doc.add(structured.COMMANDS, f"- #{i} `make step{i}` → ok.", 10, i)
+        if i % 7 == 0:
+            doc.add(structured.COMMANDS, "   indented detail, !", 10, i, detail=True)
+    doc.add(structured.LATEST, "(from the user, #99)\nfinish it", None, 99)
+    text, _, _, n = structured._measure(doc)
+    assert n == count_lines(text) and len(text) > structured.SHORT_TEXT

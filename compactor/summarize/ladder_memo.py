@@ -1,0 +1,83 @@
+"""The shrink ladder's line memo (issue 17): lines built for one rung's state, kept for the next.
+
+The shrink ladder renders the states of growing cuts, which share their items (one lifting
+pass): a command's or a read file's line is built and counted once per compaction instead of
+once per rung (at 300k events a rung's ~300k lines no longer fit the count memo of
+``compactor.tokens``, so every rung tokenized each of them again).
+
+Only the memo lives here: what a line says and how it ranks is ``structured``'s, which builds
+the lines this memo keeps (``read_lines`` takes its builder) and reads the memo from
+``LADDER_MEMO`` while it renders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextvars import ContextVar, Token
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class LadderMemo:
+    """Lines already built, and sized, for the items of an earlier rung's state, by their place
+    in its lists (the rungs' lists grow by appending; an item at the same place is checked by
+    identity). Parallel lists, not a tuple per item (issue 17, memory). The line objects
+    themselves are kept and put in the next rung's document again (a new one per line per rung
+    was ~0.05 s a rung at 100k lines): their order is fixed by their place, a drop is marked
+    per document, and a command's tier is set again by each rung."""
+
+    read_items: list = field(default_factory=list)
+    """The files only read (``read_lines``), their facts lines (None: none) and lines."""
+    read_facts: list = field(default_factory=list)
+    read_lines: list = field(default_factory=list)
+    cmd_items: list = field(default_factory=list)
+    """By index in ``state.commands``: the command whose line is kept (None: none), 2 x its run
+    count + its gist flag, its line (sized) and its own tier."""
+    cmd_keys: list = field(default_factory=list)
+    cmd_lines: list = field(default_factory=list)
+    cmd_tiers: list = field(default_factory=list)
+
+    def grow_commands(self, n: int) -> None:
+        more = [None] * (n - len(self.cmd_items))
+        for column in (self.cmd_items, self.cmd_keys, self.cmd_lines, self.cmd_tiers):
+            column += more
+
+
+LADDER_MEMO: ContextVar[LadderMemo | None] = ContextVar("structured_ladder_memo", default=None)
+"""Command and file-read lines already built for an item of an earlier rung's state.
+Set by ``begin_ladder_memo`` for the ladder; None elsewhere (no memo, nothing kept)."""
+
+
+def begin_ladder_memo() -> Token:
+    """From here on (in this context) ``render_summary`` reuses the command and file-read lines
+    it built before; ``end_ladder_memo(token)`` lets them go."""
+    return LADDER_MEMO.set(LadderMemo())
+
+
+def end_ladder_memo(token: Token) -> None:
+    LADDER_MEMO.reset(token)
+
+
+def read_lines(files: list, get_facts: Callable[[str], Any], memo: LadderMemo,
+               make: Callable[[int, Any, Any], Any]) -> list:
+    """The "Files read" lines of ``files``, each built (``make(k, file, facts)``) and sized once
+    per ladder: a file's line changes only with its item (a new read is a new one) or its facts."""
+    out: list = []
+    append = out.append
+    items, known, kept = memo.read_items, memo.read_facts, memo.read_lines
+    n_known = len(items)
+    for k, f in enumerate(files):
+        facts = get_facts(f.path)
+        if k < n_known and items[k] is f and known[k] == facts:
+            append(kept[k])
+            continue
+        line = make(k, f, facts)
+        if k < n_known:
+            items[k], known[k], kept[k] = f, facts, line
+        else:  # (k == len(items): the lines are met in order)
+            items.append(f)
+            known.append(facts)
+            kept.append(line)
+        append(line)
+    return out
