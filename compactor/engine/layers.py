@@ -33,7 +33,7 @@ from compactor.events import (
     ToolResultBlock,
 )
 from compactor.engine.policy import Policy
-from compactor.engine.view import light_copy, with_blocks
+from compactor.engine.view import _updated_set, light_copy, with_blocks
 from compactor.tokens import MESSAGE_OVERHEAD, count_blocks, count_event, count_text, encoding
 
 if TYPE_CHECKING:
@@ -190,7 +190,7 @@ def clear_old_tool_results(
         blocks = e.blocks
         if len(blocks) == 1 and type(blocks[0]) is ToolResultBlock:  # (most: one result alone)
             if not _is_cleared(blocks[0]):
-                located.append((i, [0]))
+                located.append((i, _ALONE))
                 live += 1
             continue
         js = [j for j, b in enumerate(blocks) if isinstance(b, ToolResultBlock) and not _is_cleared(b)]
@@ -202,13 +202,29 @@ def clear_old_tool_results(
     artifacts, replacements, counts = out.artifacts, out.replacements, out.counts
     freed = 0  # (set on ``out`` once: an assignment to the model is validated)
     left = live - keep  # the oldest results are cleared: all but the newest ``keep``
+    alone_tokens = MESSAGE_OVERHEAD + _RESULT_TOKENS + _fixed_tokens()  # an event of one cleared text
     for i, idxs in located:
         if left <= 0:
             break
+        e = events[i]
+        if idxs is _ALONE:  # (most: one result of one text, alone in its event)
+            r = e.blocks[0]
+            content = r.content
+            if len(content) == 1 and type(content[0]) is TextBlock and content[0].text:
+                left -= 1
+                data = content[0].text.encode("utf-8")
+                digest = hashlib.sha256(data).hexdigest()
+                artifacts[digest] = data
+                size = len(data)
+                seq = e.seq
+                replacements[seq] = [_with_content(r, [_text_ref(digest, size, "text/plain")])]
+                counts[seq] = after = alone_tokens + _size_tokens(size) + _hex_tokens(digest)
+                before = e.tokens  # (count_event: the count cached on the event)
+                freed += (count_blocks(e.blocks) if before is None else before) - after
+                continue
         if len(idxs) > left:
             idxs = idxs[:left]
         left -= len(idxs)
-        e = events[i]
         blocks: list[Block] = list(e.blocks)
         known: int | None = 0  # tokens of the cleared results, when _cleared knows them all
         for j in idxs:
@@ -246,7 +262,7 @@ def _cleared(r: ToolResultBlock, arts: dict[str, bytes]) -> tuple[ToolResultBloc
         data = content[0].text.encode("utf-8")
         ref = _cleared_ref(data, "text/plain")
         arts[ref.sha256] = data
-        return light_copy(r, {"content": [ref]}), _RESULT_TOKENS + cleared_ref_tokens(ref)
+        return _with_content(r, [ref]), _RESULT_TOKENS + cleared_ref_tokens(ref)
     content = []
     text = r.text
     tokens: int | None = None
@@ -275,7 +291,7 @@ def _cleared(r: ToolResultBlock, arts: dict[str, bytes]) -> tuple[ToolResultBloc
                 content.append(ref)
     if not content:
         content = [TextBlock(text=CLEARED_TEXT)]
-    return light_copy(r, {"content": content}), tokens
+    return _with_content(r, content), tokens
 
 
 _RESULT_TOKENS = 4
@@ -329,11 +345,14 @@ def _size_tokens(size: int) -> int:
 
 def cleared_ref_tokens(ref: ArtifactRefBlock) -> int:
     """``count_text(render_artifact_ref(ref))`` for a ref made by ``_cleared_ref`` (see above)."""
-    digest = ref.sha256
-    n = _fixed_tokens() + _size_tokens(ref.bytes)
+    return _fixed_tokens() + _size_tokens(ref.bytes) + _hex_tokens(ref.sha256)
+
+
+def _hex_tokens(digest: str) -> int:
+    """The tokens of a cleared ref's two hex parts, "/<digest>" and " <digest[:12]>"."""
     hexes = (digest + " " + digest[:12]).encode("ascii")
     letters = hexes.translate(_LETTER_RUNS).split()
-    n += sum(map(_piece_tokens, letters)) + sum(map(_run_tokens, map(len, hexes.translate(_DIGIT_RUNS).split())))
+    n = sum(map(_piece_tokens, letters)) + sum(map(_run_tokens, map(len, hexes.translate(_DIGIT_RUNS).split())))
     if not letters or digest[0].isdigit():
         return n + _piece_tokens(b"/") + _piece_tokens(b" ")  # each alone before a digit
     # the first letter run of each part takes the "/" or space before it
@@ -349,15 +368,51 @@ def _cleared_ref(data: bytes, media_type: str) -> ArtifactRefBlock:
     preview_head=CLEARED_TEXT)``, built without validating fields made here (one per cleared
     result: nearly every result of a big session, issue 17): the same values and fields-set."""
     digest = hashlib.sha256(data).hexdigest()
-    ref = object.__new__(ArtifactRefBlock)
-    object.__setattr__(ref, "__dict__", {
-        "type": "artifact_ref", "uri": ARTIFACT_URI.format(digest), "sha256": digest, "bytes": len(data),
-        "preview_head": CLEARED_TEXT, "preview_tail": "", "media_type": media_type,
-    })
-    object.__setattr__(ref, "__pydantic_extra__", None)
-    object.__setattr__(ref, "__pydantic_private__", None)
-    object.__setattr__(ref, "__pydantic_fields_set__", _shared_fields_set(_CLEARED_FIELDS))
+    return _text_ref(digest, len(data), media_type)
+
+
+def _text_ref(digest: str, size: int, media_type: str) -> ArtifactRefBlock:
+    """``_cleared_ref`` of bytes of this digest and size. Its fields are stored one by one, in
+    field order, as ``events.trusted`` stores them (the class's shared-key values array, not a
+    dict of its own: 300 bytes a ref with its uri instead of 492, issue 17, memory)."""
+    ref = _new(ArtifactRefBlock)
+    _set(ref, "type", "artifact_ref")
+    _set(ref, "uri", _URI_HEAD + digest)
+    _set(ref, "sha256", digest)
+    _set(ref, "bytes", size)
+    _set(ref, "preview_head", CLEARED_TEXT)
+    _set(ref, "preview_tail", "")
+    _set(ref, "media_type", media_type)
+    _set(ref, "__pydantic_fields_set__", _CLEARED_SET)
+    _set(ref, "__pydantic_extra__", None)
+    _set(ref, "__pydantic_private__", None)
     return ref
+
+
+def _with_content(r: ToolResultBlock, content: list) -> ToolResultBlock:
+    """``r.model_copy(update={"content": content})`` (``view.light_copy``'s copy), its fields
+    read one by one and stored as ``_text_ref`` stores them: ``r`` is not given a ``__dict__``
+    (a dict made on the original result, 64 bytes each) and the copy has none of its own."""
+    if type(r) is not ToolResultBlock or r.__pydantic_extra__ is not None or r.__pydantic_private__ is not None:
+        return light_copy(r, {"content": content})
+    new = _new(ToolResultBlock)
+    _set(new, "type", r.type)
+    _set(new, "tool_use_id", r.tool_use_id)
+    _set(new, "content", content)
+    _set(new, "is_error", r.is_error)
+    _set(new, "__pydantic_fields_set__", _updated_set(r.__pydantic_fields_set__, _CONTENT))
+    _set(new, "__pydantic_extra__", None)
+    _set(new, "__pydantic_private__", None)
+    return new
+
+
+_new = object.__new__
+_set = object.__setattr__
+_URI_HEAD = ARTIFACT_URI.format("")
+_CLEARED_SET = _shared_fields_set(_CLEARED_FIELDS)
+_CONTENT = frozenset({"content"})
+_ALONE = (0,)
+"""The block indices of an event that is one tool result alone (shared: most events)."""
 
 
 def _record(out: LayerOutcome, e: Event, blocks: list[Block], after: int | None = None) -> int:
