@@ -313,8 +313,6 @@ _RESULT_TOKENS = 4
 _REF_HEAD = "[output stored as artifact://sha256"
 _REF_TAIL = "); preview:]\n" + CLEARED_TEXT + "\n...\n"
 _LETTER_RUNS = bytes.maketrans(b"0123456789", b" " * 10)  # digits -> spaces: split() gives the letter runs
-_DIGIT_RUNS = bytes.maketrans(b"abcdef", b" " * 6)  # letters -> spaces: split() gives the digit runs
-_DIGIT_RUN_TOKENS = [(n + 2) // 3 for n in range(80)]  # a run of n digits: pieces of up to three
 
 
 class _PieceTokens(dict):  # type: ignore[type-arg]
@@ -330,7 +328,6 @@ class _PieceTokens(dict):  # type: ignore[type-arg]
 
 _PIECE_TOKENS = _PieceTokens()
 _piece_tokens = _PIECE_TOKENS.__getitem__
-_run_tokens = _DIGIT_RUN_TOKENS.__getitem__
 
 
 @lru_cache(maxsize=1)
@@ -349,15 +346,37 @@ def cleared_ref_tokens(ref: ArtifactRefBlock) -> int:
 
 
 def _hex_tokens(digest: str) -> int:
-    """The tokens of a cleared ref's two hex parts, "/<digest>" and " <digest[:12]>"."""
-    hexes = (digest + " " + digest[:12]).encode("ascii")
+    """The tokens of a cleared ref's two hex parts, "/<digest>" and " <digest[:12]>": its
+    letter runs counted one by one; its digit runs, pieces of up to three digits, one token
+    each, counted in bulk - each digit made a "0", each run given two more ("0 " -> "000 ": a
+    space ends every run), so the run's pieces are its non-overlapping "000"s; the "/" and
+    space before the first run of each part, as the first letter run takes them (``_LEAD``)."""
+    hexes = (digest + " " + digest[:12] + " ").encode("ascii")
     letters = hexes.translate(_LETTER_RUNS).split()
-    n = sum(map(_piece_tokens, letters)) + sum(map(_run_tokens, map(len, hexes.translate(_DIGIT_RUNS).split())))
-    if not letters or digest[0].isdigit():
-        return n + _piece_tokens(b"/") + _piece_tokens(b" ")  # each alone before a digit
-    # the first letter run of each part takes the "/" or space before it
-    first, first12 = letters[0], letters[0][:12]
-    return n + _piece_tokens(b"/" + first) - _piece_tokens(first) + _piece_tokens(b" " + first12) - _piece_tokens(first12)
+    return (sum(map(_piece_tokens, letters)) + hexes.translate(_ZEROS).replace(b"0 ", b"000 ").count(b"000")
+            + _lead(letters[0] if digest[0] >= "a" else b""))
+
+
+class _LeadTokens(dict):  # type: ignore[type-arg]
+    """the digest's first letter run (b"" when it opens with a digit) -> what the "/" and the
+    space before its two parts add to the count of the runs (``__missing__``: counted on first
+    lookup; at most the runs a digest opens with)."""
+
+    def __missing__(self, first: bytes) -> int:
+        if len(self) > 1 << 16:
+            self.clear()
+        if not first:  # each alone before a digit
+            n = _piece_tokens(b"/") + _piece_tokens(b" ")
+        else:  # the first letter run of each part takes the "/" or space before it
+            first12 = first[:12]
+            n = (_piece_tokens(b"/" + first) - _piece_tokens(first)
+                 + _piece_tokens(b" " + first12) - _piece_tokens(first12))
+        self[first] = n
+        return n
+
+
+_lead = _LeadTokens().__getitem__
+_ZEROS = bytes.maketrans(b"0123456789abcdef", b"0000000000      ")  # digits -> "0", letters -> spaces
 
 
 _CLEARED_FIELDS = frozenset({"uri", "sha256", "bytes", "preview_head", "preview_tail", "media_type"})
