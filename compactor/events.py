@@ -423,7 +423,7 @@ def content_hash_line(e: Event) -> bytes:
                 f'"type":"thinking"}}')
         else:
             return _dumped_line(e)
-    return (f'{{"blocks":[{",".join(parts)}],"id":{_ascii(e.id)},"kind":{_word(e.kind)},"role":{_word(e.role)},'
+    return (f'{{"blocks":[{",".join(parts)}],"id":{_ascii(e.id)},"kind":{_ascii(e.kind)},"role":{_ascii(e.role)},'
             f'"seq":{seq}}}\n').encode()
 
 
@@ -437,20 +437,6 @@ def _dumped_line(e: Event) -> bytes:
 
 
 _ascii = json.encoder.encode_basestring_ascii  # what json.dumps writes a str as (ensure_ascii)
-
-
-class _Words(dict):  # type: ignore[type-arg]
-    """str -> ``_ascii`` of it, made on first lookup: an event's kind and role (a handful of
-    words, written for every event's content-hash line)."""
-
-    def __missing__(self, word: str) -> str:
-        if len(self) > 1 << 10:
-            self.clear()
-        got = self[word] = _ascii(word)
-        return got
-
-
-_word = _Words().__getitem__
 
 
 def _no_default(o: Any) -> Any:

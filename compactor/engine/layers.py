@@ -306,10 +306,10 @@ _RESULT_TOKENS = 4
 # the "/" or space before it, when the digest opens with a letter), a lone "/" or space (when
 # it opens with a digit), and each run of digits in pieces of up to three, one token each (all
 # 1,110 such strings are single tokens in cl100k). A letter run is counted once and
-# remembered: one ref costs two byte translations and a few dictionary lookups instead of a
-# tokenizer call on 216 characters (the ref of nearly every result of a big session, issue
-# 17). Checked against count_text on random and all-letter/all-digit digests
-# (tests/unit/test_layers.py).
+# remembered: one ref costs two byte translations, a split, a count and a dictionary lookup
+# per letter run instead of a tokenizer call on 216 characters (the ref of nearly every
+# result of a big session, issue 17). Checked against count_text on random and
+# all-letter/all-digit digests (tests/unit/test_layers.py).
 _REF_HEAD = "[output stored as artifact://sha256"
 _REF_TAIL = "); preview:]\n" + CLEARED_TEXT + "\n...\n"
 _LETTER_RUNS = bytes.maketrans(b"0123456789", b" " * 10)  # digits -> spaces: split() gives the letter runs
