@@ -17,10 +17,9 @@ from compactor.engine.policy import make_policy
 from compactor.events import ArtifactRefBlock, Event, ImageBlock, TextBlock, ToolResultBlock
 from compactor.importers import import_file
 from compactor.tokens import count_blocks, count_event
-from tests.conftest import corpus_files
+from tests.conftest import corpus_files, fixture_sessions
 from tests.unit.engine_fixtures import Conv
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 POLICY = make_policy("default").model_copy(update={"clear_tool_results_after": 0})
 
 
@@ -79,15 +78,7 @@ def test_a_generated_session_clears_as_the_generic_path(tmp_path: Path):
 
 
 def test_fixture_sessions_clear_as_the_generic_path():
-    files = [p for p in FIXTURES.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".json", ".md", ".traj")]
-    n = 0
-    for p in files:
-        try:
-            events = import_file(p).events
-        except Exception:  # (not every fixture is a transcript)
-            continue
-        n += _check(events, keep=0)
-    assert n > 20
+    assert sum(_check(events, keep=0) for events in fixture_sessions()) > 20
 
 
 @pytest.mark.corpus
