@@ -182,7 +182,7 @@ def clear_old_tool_results(
     keep = policy.keep_recent_tool_results if keep is None else keep
     out = LayerOutcome(layer=LAYER_CLEAR)
     # (event index, block indices) of the live tool results, in order, and how many there are
-    located: list[tuple[int, list[int]]] = []
+    located: list[tuple[int, Sequence[int]]] = []
     live = 0
     for i, e in enumerate(events):
         if not e.tool_results or e.kind == "pinned":  # (cached on the event: most have none)
@@ -350,7 +350,7 @@ def _hex_tokens(digest: str) -> int:
     letter runs counted one by one; its digit runs, pieces of up to three digits, one token
     each, counted in bulk - each digit made a "0", each run given two more ("0 " -> "000 ": a
     space ends every run), so the run's pieces are its non-overlapping "000"s; the "/" and
-    space before the first run of each part, as the first letter run takes them (``_LEAD``)."""
+    space before the first run of each part, as the first letter run takes them (``_LeadTokens``)."""
     hexes = (digest + " " + digest[:12] + " ").encode("ascii")
     letters = hexes.translate(_LETTER_RUNS).split()
     return (sum(map(_piece_tokens, letters)) + hexes.translate(_ZEROS).replace(b"0 ", b"000 ").count(b"000")
