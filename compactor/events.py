@@ -389,37 +389,42 @@ def content_hash_line(e: Event) -> bytes:
     seq = e.seq
     if type(seq) is not int:
         return _dumped_line(e)
+    # (each piece one f-string: its parts joined in one allocation, not a chain of concatenations)
     parts = []
     add = parts.append
     for b in e.blocks:
         t = type(b)
         if t is TextBlock:
-            add('{"text":' + _ascii(b.text) + ',"type":"text"}')
+            add(f'{{"text":{_ascii(b.text)},"type":"text"}}')
         elif t is ToolUseBlock:
             inp = b.input
             if type(inp) is not dict or not _plain_dict(inp):
                 return _dumped_line(e)
-            add('{"id":' + _ascii(b.id) + ',"input":' + _sorted_json(inp) + ',"name":' + _ascii(b.name)
-                + ',"type":"tool_use"}')
+            add(f'{{"id":{_ascii(b.id)},"input":{_sorted_json(inp)},"name":{_ascii(b.name)},"type":"tool_use"}}')
         elif t is ToolResultBlock:
             err = b.is_error
             if err is not True and err is not False:
                 return _dumped_line(e)
-            texts = []
-            for c in b.content:
-                if type(c) is not TextBlock:
-                    return _dumped_line(e)
-                texts.append('{"text":' + _ascii(c.text) + ',"type":"text"}')
-            add('{"content":[' + ",".join(texts) + ('],"is_error":true' if err else '],"is_error":false')
-                + ',"tool_use_id":' + _ascii(b.tool_use_id) + ',"type":"tool_result"}')
+            content = b.content
+            if len(content) == 1 and type(content[0]) is TextBlock:  # (most: one text)
+                texts = f'{{"text":{_ascii(content[0].text)},"type":"text"}}'
+            else:
+                pieces = []
+                for c in content:
+                    if type(c) is not TextBlock:
+                        return _dumped_line(e)
+                    pieces.append(f'{{"text":{_ascii(c.text)},"type":"text"}}')
+                texts = ",".join(pieces)
+            add(f'{{"content":[{texts}],"is_error":{"true" if err else "false"},'
+                f'"tool_use_id":{_ascii(b.tool_use_id)},"type":"tool_result"}}')
         elif t is ThinkingBlock:
             sig = b.signature
-            add('{"signature":' + ("null" if sig is None else _ascii(sig)) + ',"thinking":' + _ascii(b.thinking)
-                + ',"type":"thinking"}')
+            add(f'{{"signature":{"null" if sig is None else _ascii(sig)},"thinking":{_ascii(b.thinking)},'
+                f'"type":"thinking"}}')
         else:
             return _dumped_line(e)
-    return ('{"blocks":[' + ",".join(parts) + '],"id":' + _ascii(e.id) + ',"kind":' + _ascii(e.kind)
-            + ',"role":' + _ascii(e.role) + ',"seq":' + int.__repr__(seq) + "}\n").encode()
+    return (f'{{"blocks":[{",".join(parts)}],"id":{_ascii(e.id)},"kind":{_ascii(e.kind)},"role":{_ascii(e.role)},'
+            f'"seq":{seq}}}\n').encode()
 
 
 def _dumped_line(e: Event) -> bytes:

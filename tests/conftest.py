@@ -23,6 +23,20 @@ def corpus_files() -> list[Path]:
     return sorted(p for p in CORPUS.rglob("*") if p.is_file() and p.name != "README.md")
 
 
+def fixture_sessions() -> list[list]:
+    """The events of every fixture that imports as a transcript (not every fixture is one)."""
+    from compactor.importers import import_file
+
+    out = []
+    for p in FIXTURES.rglob("*"):
+        if p.is_file() and p.suffix in (".jsonl", ".json", ".md", ".traj"):
+            try:
+                out.append(import_file(p).events)
+            except Exception:
+                continue
+    return out
+
+
 @pytest.fixture(scope="session")
 def corpus_dir() -> Path:
     if not CORPUS.is_dir():

@@ -33,7 +33,7 @@ from compactor.events import (
     ToolResultBlock,
 )
 from compactor.engine.policy import Policy
-from compactor.engine.view import light_copy, with_blocks
+from compactor.engine.view import _updated_set, light_copy, with_blocks
 from compactor.tokens import MESSAGE_OVERHEAD, count_blocks, count_event, count_text, encoding
 
 if TYPE_CHECKING:
@@ -182,7 +182,7 @@ def clear_old_tool_results(
     keep = policy.keep_recent_tool_results if keep is None else keep
     out = LayerOutcome(layer=LAYER_CLEAR)
     # (event index, block indices) of the live tool results, in order, and how many there are
-    located: list[tuple[int, list[int]]] = []
+    located: list[tuple[int, Sequence[int]]] = []
     live = 0
     for i, e in enumerate(events):
         if not e.tool_results or e.kind == "pinned":  # (cached on the event: most have none)
@@ -190,7 +190,7 @@ def clear_old_tool_results(
         blocks = e.blocks
         if len(blocks) == 1 and type(blocks[0]) is ToolResultBlock:  # (most: one result alone)
             if not _is_cleared(blocks[0]):
-                located.append((i, [0]))
+                located.append((i, _ALONE))
                 live += 1
             continue
         js = [j for j, b in enumerate(blocks) if isinstance(b, ToolResultBlock) and not _is_cleared(b)]
@@ -202,13 +202,29 @@ def clear_old_tool_results(
     artifacts, replacements, counts = out.artifacts, out.replacements, out.counts
     freed = 0  # (set on ``out`` once: an assignment to the model is validated)
     left = live - keep  # the oldest results are cleared: all but the newest ``keep``
+    alone_tokens = MESSAGE_OVERHEAD + _RESULT_TOKENS + _fixed_tokens()  # an event of one cleared text
     for i, idxs in located:
         if left <= 0:
             break
+        e = events[i]
+        if idxs is _ALONE:  # (most: one result of one text, alone in its event)
+            r = e.blocks[0]
+            content = r.content
+            if len(content) == 1 and type(content[0]) is TextBlock and content[0].text:
+                left -= 1
+                data = content[0].text.encode("utf-8")
+                digest = hashlib.sha256(data).hexdigest()
+                artifacts[digest] = data
+                size = len(data)
+                seq = e.seq
+                replacements[seq] = [_with_content(r, [_text_ref(digest, size, "text/plain")])]
+                counts[seq] = after = alone_tokens + _size_tokens(size) + _hex_tokens(digest)
+                before = e.tokens  # (count_event: the count cached on the event)
+                freed += (count_blocks(e.blocks) if before is None else before) - after
+                continue
         if len(idxs) > left:
             idxs = idxs[:left]
         left -= len(idxs)
-        e = events[i]
         blocks: list[Block] = list(e.blocks)
         known: int | None = 0  # tokens of the cleared results, when _cleared knows them all
         for j in idxs:
@@ -246,7 +262,7 @@ def _cleared(r: ToolResultBlock, arts: dict[str, bytes]) -> tuple[ToolResultBloc
         data = content[0].text.encode("utf-8")
         ref = _cleared_ref(data, "text/plain")
         arts[ref.sha256] = data
-        return light_copy(r, {"content": [ref]}), _RESULT_TOKENS + cleared_ref_tokens(ref)
+        return _with_content(r, [ref]), _RESULT_TOKENS + cleared_ref_tokens(ref)
     content = []
     text = r.text
     tokens: int | None = None
@@ -275,7 +291,7 @@ def _cleared(r: ToolResultBlock, arts: dict[str, bytes]) -> tuple[ToolResultBloc
                 content.append(ref)
     if not content:
         content = [TextBlock(text=CLEARED_TEXT)]
-    return light_copy(r, {"content": content}), tokens
+    return _with_content(r, content), tokens
 
 
 _RESULT_TOKENS = 4
@@ -290,15 +306,13 @@ _RESULT_TOKENS = 4
 # the "/" or space before it, when the digest opens with a letter), a lone "/" or space (when
 # it opens with a digit), and each run of digits in pieces of up to three, one token each (all
 # 1,110 such strings are single tokens in cl100k). A letter run is counted once and
-# remembered: one ref costs two byte translations and a few dictionary lookups instead of a
-# tokenizer call on 216 characters (the ref of nearly every result of a big session, issue
-# 17). Checked against count_text on random and all-letter/all-digit digests
-# (tests/unit/test_layers.py).
+# remembered: one ref costs two byte translations, a split, a count and a dictionary lookup
+# per letter run instead of a tokenizer call on 216 characters (the ref of nearly every
+# result of a big session, issue 17). Checked against count_text on random and
+# all-letter/all-digit digests (tests/unit/test_layers.py).
 _REF_HEAD = "[output stored as artifact://sha256"
 _REF_TAIL = "); preview:]\n" + CLEARED_TEXT + "\n...\n"
 _LETTER_RUNS = bytes.maketrans(b"0123456789", b" " * 10)  # digits -> spaces: split() gives the letter runs
-_DIGIT_RUNS = bytes.maketrans(b"abcdef", b" " * 6)  # letters -> spaces: split() gives the digit runs
-_DIGIT_RUN_TOKENS = [(n + 2) // 3 for n in range(80)]  # a run of n digits: pieces of up to three
 
 
 class _PieceTokens(dict):  # type: ignore[type-arg]
@@ -314,7 +328,6 @@ class _PieceTokens(dict):  # type: ignore[type-arg]
 
 _PIECE_TOKENS = _PieceTokens()
 _piece_tokens = _PIECE_TOKENS.__getitem__
-_run_tokens = _DIGIT_RUN_TOKENS.__getitem__
 
 
 @lru_cache(maxsize=1)
@@ -329,16 +342,41 @@ def _size_tokens(size: int) -> int:
 
 def cleared_ref_tokens(ref: ArtifactRefBlock) -> int:
     """``count_text(render_artifact_ref(ref))`` for a ref made by ``_cleared_ref`` (see above)."""
-    digest = ref.sha256
-    n = _fixed_tokens() + _size_tokens(ref.bytes)
-    hexes = (digest + " " + digest[:12]).encode("ascii")
+    return _fixed_tokens() + _size_tokens(ref.bytes) + _hex_tokens(ref.sha256)
+
+
+def _hex_tokens(digest: str) -> int:
+    """The tokens of a cleared ref's two hex parts, "/<digest>" and " <digest[:12]>": its
+    letter runs counted one by one; its digit runs, pieces of up to three digits, one token
+    each, counted in bulk - each digit made a "0", each run given two more ("0 " -> "000 ": a
+    space ends every run), so the run's pieces are its non-overlapping "000"s; the "/" and
+    space before the first run of each part, as the first letter run takes them (``_LeadTokens``)."""
+    hexes = (digest + " " + digest[:12] + " ").encode("ascii")
     letters = hexes.translate(_LETTER_RUNS).split()
-    n += sum(map(_piece_tokens, letters)) + sum(map(_run_tokens, map(len, hexes.translate(_DIGIT_RUNS).split())))
-    if not letters or digest[0].isdigit():
-        return n + _piece_tokens(b"/") + _piece_tokens(b" ")  # each alone before a digit
-    # the first letter run of each part takes the "/" or space before it
-    first, first12 = letters[0], letters[0][:12]
-    return n + _piece_tokens(b"/" + first) - _piece_tokens(first) + _piece_tokens(b" " + first12) - _piece_tokens(first12)
+    return (sum(map(_piece_tokens, letters)) + hexes.translate(_ZEROS).replace(b"0 ", b"000 ").count(b"000")
+            + _lead(letters[0] if digest[0] >= "a" else b""))
+
+
+class _LeadTokens(dict):  # type: ignore[type-arg]
+    """the digest's first letter run (b"" when it opens with a digit) -> what the "/" and the
+    space before its two parts add to the count of the runs (``__missing__``: counted on first
+    lookup; at most the runs a digest opens with)."""
+
+    def __missing__(self, first: bytes) -> int:
+        if len(self) > 1 << 16:
+            self.clear()
+        if not first:  # each alone before a digit
+            n = _piece_tokens(b"/") + _piece_tokens(b" ")
+        else:  # the first letter run of each part takes the "/" or space before it
+            first12 = first[:12]
+            n = (_piece_tokens(b"/" + first) - _piece_tokens(first)
+                 + _piece_tokens(b" " + first12) - _piece_tokens(first12))
+        self[first] = n
+        return n
+
+
+_lead = _LeadTokens().__getitem__
+_ZEROS = bytes.maketrans(b"0123456789abcdef", b"0000000000      ")  # digits -> "0", letters -> spaces
 
 
 _CLEARED_FIELDS = frozenset({"uri", "sha256", "bytes", "preview_head", "preview_tail", "media_type"})
@@ -349,15 +387,51 @@ def _cleared_ref(data: bytes, media_type: str) -> ArtifactRefBlock:
     preview_head=CLEARED_TEXT)``, built without validating fields made here (one per cleared
     result: nearly every result of a big session, issue 17): the same values and fields-set."""
     digest = hashlib.sha256(data).hexdigest()
-    ref = object.__new__(ArtifactRefBlock)
-    object.__setattr__(ref, "__dict__", {
-        "type": "artifact_ref", "uri": ARTIFACT_URI.format(digest), "sha256": digest, "bytes": len(data),
-        "preview_head": CLEARED_TEXT, "preview_tail": "", "media_type": media_type,
-    })
-    object.__setattr__(ref, "__pydantic_extra__", None)
-    object.__setattr__(ref, "__pydantic_private__", None)
-    object.__setattr__(ref, "__pydantic_fields_set__", _shared_fields_set(_CLEARED_FIELDS))
+    return _text_ref(digest, len(data), media_type)
+
+
+def _text_ref(digest: str, size: int, media_type: str) -> ArtifactRefBlock:
+    """``_cleared_ref`` of bytes of this digest and size. Its fields are stored one by one, in
+    field order, as ``events.trusted`` stores them (the class's shared-key values array, not a
+    dict of its own: 300 bytes a ref with its uri instead of 492, issue 17, memory)."""
+    ref = _new(ArtifactRefBlock)
+    _set(ref, "type", "artifact_ref")
+    _set(ref, "uri", _URI_HEAD + digest)
+    _set(ref, "sha256", digest)
+    _set(ref, "bytes", size)
+    _set(ref, "preview_head", CLEARED_TEXT)
+    _set(ref, "preview_tail", "")
+    _set(ref, "media_type", media_type)
+    _set(ref, "__pydantic_fields_set__", _CLEARED_SET)
+    _set(ref, "__pydantic_extra__", None)
+    _set(ref, "__pydantic_private__", None)
     return ref
+
+
+def _with_content(r: ToolResultBlock, content: list) -> ToolResultBlock:
+    """``r.model_copy(update={"content": content})`` (``view.light_copy``'s copy), its fields
+    read one by one and stored as ``_text_ref`` stores them: ``r`` is not given a ``__dict__``
+    (a dict made on the original result, 64 bytes each) and the copy has none of its own."""
+    if type(r) is not ToolResultBlock or r.__pydantic_extra__ is not None or r.__pydantic_private__ is not None:
+        return light_copy(r, {"content": content})
+    new = _new(ToolResultBlock)
+    _set(new, "type", r.type)
+    _set(new, "tool_use_id", r.tool_use_id)
+    _set(new, "content", content)
+    _set(new, "is_error", r.is_error)
+    _set(new, "__pydantic_fields_set__", _updated_set(r.__pydantic_fields_set__, _CONTENT))
+    _set(new, "__pydantic_extra__", None)
+    _set(new, "__pydantic_private__", None)
+    return new
+
+
+_new = object.__new__
+_set = object.__setattr__
+_URI_HEAD = ARTIFACT_URI.format("")
+_CLEARED_SET = _shared_fields_set(_CLEARED_FIELDS)
+_CONTENT = frozenset({"content"})
+_ALONE = (0,)
+"""The block indices of an event that is one tool result alone (shared: most events)."""
 
 
 def _record(out: LayerOutcome, e: Event, blocks: list[Block], after: int | None = None) -> int:

@@ -27,9 +27,8 @@ from compactor.events import (
     content_hash_line,
 )
 from compactor.importers import import_file
-from tests.conftest import corpus_files
+from tests.conftest import corpus_files, fixture_sessions
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def _same(events: list[Event]) -> int:
@@ -64,13 +63,8 @@ def test_corpus_events_hash_as_their_dump(path: Path):
 
 
 def test_fixture_events_hash_as_their_dump():
-    files = [p for p in FIXTURES.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".json", ".md", ".traj")]
     n = 0
-    for p in files:
-        try:
-            events = import_file(p).events
-        except Exception:  # (not every fixture is a transcript)
-            continue
+    for events in fixture_sessions():
         _same(events)
         n += len(events)
     assert n > 100
