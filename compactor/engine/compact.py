@@ -24,7 +24,6 @@ import hashlib
 import json
 import time
 from bisect import bisect_right
-from itertools import accumulate
 from operator import is_
 from datetime import datetime
 from typing import Any, Callable, Sequence
@@ -521,8 +520,9 @@ def apply_layers(
         # state extends the previous one (compactor.lifting.lift.Lifter; same states).
         from compactor.lifting.lift import LiftedState, Lifter
 
-        covered_seqs = [e.seq for e in covered_all]
-        covered_sums = [0, *accumulate(count_event(e) for e in covered_all)]  # tokens of each prefix
+        # (the lists the checks read too: covered_text's body is covered_all)
+        covered_seqs = covered_text.body_seqs(end0)
+        covered_sums = covered_text.prefix_sums(end0)  # tokens of each prefix
         safe_points: dict[bool, list[int]] = dict(_safe or {})  # keep_request -> safe cuts, every rung
         lifter = Lifter(covered_all, LiftedState.model_validate(state0) if state0 else None)
         from compactor.summarize.structured import begin_ladder_memo, end_ladder_memo
@@ -593,9 +593,9 @@ def apply_layers(
                 break  # a cut before the latest request keeps everything: no mid-turn cut
         end_ladder_memo(line_memo)
         durations[LAYER_SUMMARY] = (time.perf_counter() - t_sum) * 1000
-        # The ladder's working sets (the lifter's indexes of every covered call, the prefix
-        # sums) go before the picked state is dumped: that dump is the compaction's peak
-        # (issue 17, memory). The candidates keep their own lifted states.
+        # The ladder's working sets (the lifter's indexes of every covered call) go before the
+        # picked state is dumped: that dump is the compaction's peak (issue 17, memory). The
+        # candidates keep their own lifted states; the prefix sums are covered_text's.
         del lifter, covered_sums, covered_seqs
     if candidates.n:
         chosen = candidates.pick()

@@ -138,22 +138,29 @@ class CoveredText:
             got = self._memo[("body", prev_end)] = body(self.events, prev_end)
         return got
 
-    def _body_seqs(self, prev_end: int) -> list[int]:
+    def body_seqs(self, prev_end: int) -> list[int]:
+        """The seqs of ``body(prev_end)``, in order (read-only: shared with the engine's ladder)."""
         got = self._memo.get(("seqs", prev_end))
         if got is None:
             got = self._memo[("seqs", prev_end)] = [e.seq for e in self.body(prev_end)]
         return got
 
-    def covered(self, prev_end: int, end: int) -> list[Event]:
-        """``[e for e in body(events, prev_end) if e.seq <= end]``."""
-        return self.body(prev_end)[:bisect_right(self._body_seqs(prev_end), end)]
-
-    def covered_tokens(self, prev_end: int, end: int) -> int:
-        """``sum(count_event(e) for e in covered(prev_end, end))``, from prefix sums."""
+    def prefix_sums(self, prev_end: int) -> list[int]:
+        """``[0, *accumulate(count_event(e) for e in body(prev_end))]``: the tokens of each
+        prefix of the body (read-only: shared with the engine's ladder, which made its own
+        list of the same sums, issue 17)."""
         sums = self._memo.get(("sums", prev_end))
         if sums is None:
             sums = self._memo[("sums", prev_end)] = [0, *accumulate(map(count_event, self.body(prev_end)))]
-        return sums[bisect_right(self._body_seqs(prev_end), end)]
+        return sums
+
+    def covered(self, prev_end: int, end: int) -> list[Event]:
+        """``[e for e in body(events, prev_end) if e.seq <= end]``."""
+        return self.body(prev_end)[:bisect_right(self.body_seqs(prev_end), end)]
+
+    def covered_tokens(self, prev_end: int, end: int) -> int:
+        """``sum(count_event(e) for e in covered(prev_end, end))``, from prefix sums."""
+        return self.prefix_sums(prev_end)[bisect_right(self.body_seqs(prev_end), end)]
 
     def latest_request(self, prev_end: int = 0) -> Event | None:
         """``boundary.latest_request(events, prev_end)``."""
