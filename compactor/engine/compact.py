@@ -175,6 +175,7 @@ def plan(
     _counted: int | None = None,
     _prepared: bool = False,
     _body: list[list[Event]] | None = None,
+    _calls: dict[str, Any] | None = None,
 ) -> Plan:
     """Decide the target, the tail budgets and the layers for ``events`` (see ``compact``).
 
@@ -185,13 +186,15 @@ def plan(
     checkpoint, ``quick_view_tokens(events, placed=True)`` of these very events, in this
     order, when the caller has it (``compact``'s ``tokens_before``): not counted again.
     ``_prepared``: ``events`` are ``prepare(events, prev)``'s already (``compact``: a copy of
-    the session's list fewer). ``_body``: gets the events' ``body``, for ``apply_layers``."""
+    the session's list fewer). ``_body``: gets the events' ``body``, for ``apply_layers``.
+    ``_calls``: gets what the safe cuts' walk learnt of the body's calls
+    (``boundary.safe_cut_points_both``), for ``apply_layers``'s validator index."""
     evs = list(events) if _prepared else prepare(events, prev)
     safe = {} if _safe is None else _safe
 
     def safe_points(keep: bool) -> list[int]:
         if keep not in safe:  # both lists in one walk: the ladder may ask for the other
-            safe.update(safe_cut_points_both(evs, _prev_end(prev), body_events=covered))
+            safe.update(safe_cut_points_both(evs, _prev_end(prev), body_events=covered, calls=_calls))
         return safe[keep]
 
     late: list[int] = []
@@ -369,12 +372,14 @@ def apply_layers(
     _view: dict[str, int] | None = None,
     _prepared: bool = False,
     _body: list[Event] | None = None,
+    _calls: dict[str, Any] | None = None,
 ) -> LayerResult:
     """Run the layers cheapest first, stopping as soon as the view fits ``plan.target_tokens``.
 
     ``_safe``: the safe cut points ``plan`` computed on the same events (``compact``);
     ``_view``: what ``plan`` filled in on them (its count of the view); ``_prepared``,
-    ``_body``: as ``plan``'s (the events prepared already, and their body)."""
+    ``_body``, ``_calls``: as ``plan``'s (the events prepared already, their body, and what
+    the safe cuts' walk learnt of its calls)."""
     if (prev.id if prev is not None else None) != plan.prev_checkpoint:
         raise ValueError("plan was made for a different previous checkpoint")
     evs = list(events) if _prepared else prepare(events, prev)
@@ -384,6 +389,7 @@ def apply_layers(
     # The layers' input, the events they may replace: every event of evs that is not pinned
     # (evs holds only pinned events and those after end0, in seq order: that is the body).
     covered_text = CoveredText(evs, body=(end0, covered_all))  # whole-session facts the checks share
+    covered_text.take_calls(end0, _calls)  # (kept only when made on covered_all itself)
     covered_hash = PrefixHash(covered_all)  # the source hash of each candidate's covered prefix
     hash_lines = HashLines(covered_hash)  # each event's content-hash line, made once for both hashes
     ckpt_id = checkpoint_id or default_checkpoint_id(evs, policy, target, prev, lines=hash_lines)
@@ -812,8 +818,9 @@ def _compact(
         # the same order (prepare drops none, sorts none, copies none to count it)
         counted = None
     walked: list[list[Event]] = []  # plan's body of the events, for the layers
+    calls: dict[str, Any] = {}  # what plan's walk for the safe cuts learnt of the calls, for the checks
     p = plan(evs, policy, target_tokens, prev, provider_usage=provider_usage, _safe=safe, _view=shown,
-             _counted=counted, _prepared=True, _body=walked)
+             _counted=counted, _prepared=True, _body=walked, _calls=calls)
     plan_ms = (time.perf_counter() - t0) * 1000
     tenant = tenant or (prev.tenant if prev is not None else "inline")
     session = session or (prev.session if prev is not None else "inline")
@@ -842,7 +849,7 @@ def _compact(
         return noop(vio, None, {"plan": plan_ms}, view)
     res = apply_layers(evs, p, policy, prev=prev, checkpoint_id=checkpoint_id, now=now,
                        tenant=tenant, session=session, _safe=safe, _view=shown, _prepared=True,
-                       _body=walked[0] if walked else None)
+                       _body=walked[0] if walked else None, _calls=calls)
     ckpt = res.checkpoint
     assert ckpt is not None
     if not res.layers or res.tokens_after >= p.tokens_before:

@@ -45,26 +45,55 @@ class CoveredText:
     def answered(self) -> set[str]:
         """Ids of the calls a result in the events answers (read-only: shared)."""
         if self._answered is None:
-            self._answered = {r.tool_use_id for e in self.events for r in e.tool_results}
-        return self._answered
+            self._walk_events()
+        return self._answered  # type: ignore[return-value]
 
     def source_refs(self) -> set[tuple[str, str]]:
         """(sha256, uri) of every artifact ref the events carry (read-only: shared)."""
         if self._source_refs is None:
-            refs: set[tuple[str, str]] = set()
-            for e in self.events:
-                for b in e.blocks:
-                    t = type(b)
-                    if t is TextBlock or t is ToolUseBlock:
-                        continue  # (no ref in them: most blocks)
-                    if t is ToolResultBlock:
-                        content = b.content
-                        if (len(content) == 1 and type(content[0]) is TextBlock) or \
-                                all(type(c) is TextBlock for c in content):
-                            continue  # (most results: one text)
-                    refs.update((r.sha256, r.uri) for r in _refs((b,)))
-            self._source_refs = refs
-        return self._source_refs
+            self._walk_events()
+        return self._source_refs  # type: ignore[return-value]
+
+    def _walk_events(self) -> None:
+        """``answered``, ``source_refs`` and ``range_facts`` in one walk of the events: every
+        validation with the index asks for all three, and each was a walk of the session of
+        its own (issue 17)."""
+        answered: set[str] = set()
+        refs: set[tuple[str, str]] = set()
+        seqs: list[int] = []
+        pinned: list[int] = []
+        by_seq: dict[int, Event] = {}
+        add_seq = seqs.append
+        ordered = True
+        last = None
+        for i, e in enumerate(self.events):
+            seq = e.seq
+            add_seq(seq)
+            by_seq[seq] = e
+            if last is not None and seq < last:
+                ordered = False
+            last = seq
+            if e.kind == "pinned":
+                pinned.append(i)
+            results = e.tool_results
+            if results:
+                if len(results) == 1:
+                    answered.add(results[0].tool_use_id)
+                else:
+                    answered.update(r.tool_use_id for r in results)
+            for b in e.blocks:
+                t = type(b)
+                if t is TextBlock or t is ToolUseBlock:
+                    continue  # (no ref in them: most blocks)
+                if t is ToolResultBlock:
+                    content = b.content
+                    if (len(content) == 1 and type(content[0]) is TextBlock) or \
+                            all(type(c) is TextBlock for c in content):
+                        continue  # (most results: one text)
+                refs.update((r.sha256, r.uri) for r in _refs((b,)))
+        self._answered, self._source_refs = answered, refs
+        if "range" not in self._memo:
+            self._memo["range"] = (by_seq, seqs, max(seqs, default=0), pinned) if ordered else None
 
     def _build(self) -> None:
         # _block_texts of every block, inlined for the common blocks (a generator per block
@@ -179,14 +208,12 @@ class CoveredText:
         calls = self._memo.get(("calls", prev_end))
         if calls is None:
             evs = self.body(prev_end)
-            # the seq of each call's last result: the body is in seq order, so the last written
-            last_result = {r.tool_use_id: e.seq for e in evs if e.tool_results for r in e.tool_results}
+            last_result, with_uses = self._call_facts(prev_end)
             calls = []
             get = last_result.get
-            for pos, e in enumerate(evs):
+            for pos in with_uses:
+                e = evs[pos]
                 uses = e.tool_uses
-                if not uses:
-                    continue
                 if len(uses) == 1:  # (most calls: the list below without the generators)
                     lr = get(uses[0].id)
                     if lr is not None:
@@ -225,8 +252,29 @@ class CoveredText:
         got = self._memo.get(("unanswered", prev_end))
         if got is None:
             answered = self.answered()
+            evs = self.body(prev_end)
             got = self._memo[("unanswered", prev_end)] = [
-                (e.seq, u) for e in self.body(prev_end) for u in e.tool_uses if u.id not in answered]
+                (e.seq, u) for e in map(evs.__getitem__, self._call_facts(prev_end)[1])
+                for u in e.tool_uses if u.id not in answered]
+        return got
+
+    def take_calls(self, prev_end: int, calls: dict[str, Any] | None) -> None:
+        """What ``boundary.safe_cut_points_both(..., calls=)`` learnt walking the body of these
+        events for ``prev_end`` (the engine's plan walks it for the safe cuts): used instead of
+        another walk when it was that very list."""
+        if calls and calls.get("body") is self.body(prev_end):
+            self._memo[("call_facts", prev_end)] = (calls["last_result"], calls["with_uses"])
+
+    def _call_facts(self, prev_end: int) -> tuple[dict[str, int], list[int]]:
+        """(call id -> the seq of its last result, the positions of the events holding calls)
+        in ``body(prev_end)`` (read-only: shared). The body is in seq order, so the last
+        result written is the last one."""
+        got = self._memo.get(("call_facts", prev_end))
+        if got is None:
+            evs = self.body(prev_end)
+            got = self._memo[("call_facts", prev_end)] = (
+                {r.tool_use_id: e.seq for e in evs if e.tool_results for r in e.tool_results},
+                [i for i, e in enumerate(evs) if e.tool_uses])
         return got
 
     def range_facts(self) -> tuple[dict[int, Event], list[int], int, list[int]] | None:
@@ -234,11 +282,7 @@ class CoveredText:
         the pinned events; None when the events are not in seq order (the checks then walk
         them)."""
         if "range" not in self._memo:
-            seqs = [e.seq for e in self.events]
-            ordered = all(a <= b for a, b in zip(seqs, seqs[1:]))
-            pinned = [i for i, e in enumerate(self.events) if e.kind == "pinned"]
-            self._memo["range"] = (({e.seq: e for e in self.events}, seqs, max(seqs, default=0), pinned)
-                                   if ordered else None)
+            self._walk_events()
         return self._memo["range"]
 
 
