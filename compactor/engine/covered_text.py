@@ -97,9 +97,12 @@ class CoveredText:
 
     def _build(self) -> None:
         # _block_texts of every block, inlined for the common blocks (a generator per block
-        # was a third of the build at 100k events, issue 17): the same texts, in order
+        # was a third of the build at 100k events, issue 17): the same texts but the calls'
+        # input JSON, which is searched last and made only then (``_inputs_text``)
         calls: list[str] = []
         add = calls.append
+        inputs: list[Any] = []
+        add_input = inputs.append
         for e in self.events:
             for b in e.blocks:
                 t = type(b)
@@ -118,14 +121,26 @@ class CoveredText:
                                 _collect_strings(v, calls)
                     else:
                         _collect_strings(inp, calls)
-                    add(_input_json(inp))
+                    add_input(inp)
                     add(b.id)
                 else:
                     calls.extend(_block_texts(b))
-        self._calls = "\n".join(calls)
-        # an identifier that stands as a whole word somewhere occurs, no search needed
-        self._words = _word_set(calls)
+        # an identifier that stands as a whole word somewhere occurs, no search needed; else
+        # it is searched in the pieces the words were split from (no join of them all)
+        self._calls, self._words = _pieces_and_words(calls)
+        self._inputs: list[Any] | None = inputs
+        self._inputs_text: str | None = None
         self._built = True
+
+    def _in_inputs(self, ident: str) -> bool:
+        """Whether ``ident`` occurs in a call's input as JSON (``tokens._input_json``): its
+        string values are searched with the other texts already, so this JSON (a dump per
+        call: a sixth of the build at 100k events, issue 17) is made only for an identifier
+        found nowhere else."""
+        if self._inputs_text is None:
+            self._inputs_text = "\n".join(map(_input_json, self._inputs or ()))
+            self._inputs = None
+        return ident in self._inputs_text
 
     def _build_bulk(self) -> None:
         """The tool results' bodies and their words: most of a session's text, read only for
@@ -135,24 +150,27 @@ class CoveredText:
         for e in self.events:
             for r in e.tool_results:
                 bulk.extend(_result_texts(r))
-        self._bulk = "\n".join(bulk)
-        self._bulk_words = _word_set(bulk)
+        self._bulk, self._bulk_words = _pieces_and_words(bulk)
         self._bulk_built = True
 
     def occurs(self, ident: str) -> bool | None:
         """Whether ``ident`` occurs in the events; None when this index cannot tell (a newline
-        in ``ident``): search in full."""
+        in ``ident``): search in full.
+
+        The texts are searched in pieces (a few hundred texts joined by newlines each): an
+        identifier without a newline lies within one text, so within one piece, and a whole
+        word of a text is a part of it (the words only answer sooner)."""
         if "\n" in ident:
             return None
         if not self._built:
             self._build()
         got = self._found.get(ident)
         if got is None:
-            got = ident in self._words or ident in self._calls
+            got = ident in self._words or any(ident in p for p in self._calls) or self._in_inputs(ident)
             if not got:
                 if not self._bulk_built:
                     self._build_bulk()
-                got = ident in self._bulk_words or ident in self._bulk
+                got = ident in self._bulk_words or any(ident in p for p in self._bulk)
             self._found[ident] = got
         return got
 
@@ -286,10 +304,14 @@ class CoveredText:
         return self._memo["range"]
 
 
-def _word_set(texts: list[str]) -> set[str]:
-    """Every whitespace-separated word of ``texts``: a few hundred texts joined by newlines at
-    a time, the same set as each text's words, without a list of every word at once."""
+def _pieces_and_words(texts: list[str]) -> tuple[list[str], set[str]]:
+    """``texts`` joined by newlines a few hundred at a time, and every whitespace-separated
+    word of them: the same set as each text's words, without a list of every word at once,
+    and the pieces searched for what is not a word (one join of all the texts fewer)."""
+    pieces: list[str] = []
     words: set[str] = set()
     for i in range(0, len(texts), 512):
-        words.update("\n".join(texts[i:i + 512]).split())
-    return words
+        piece = "\n".join(texts[i:i + 512])
+        pieces.append(piece)
+        words.update(piece.split())
+    return pieces, words
