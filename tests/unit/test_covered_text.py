@@ -166,3 +166,39 @@ def test_summary_identifiers_line_by_line_are_the_whole_texts() -> None:
     quote = "- " + "word " * 2_000 + "src/quoted/at_the_end.py"  # a long line is searched, not kept
     assert summary_identifiers("head\n" + quote) == identifiers("head\n" + quote) == {"src/quoted/at_the_end.py"}
     assert not any(line == quote for _, line in identifiers_mod._LINE_IDS)
+
+
+def test_occurs_is_a_search_of_every_text_the_full_check_reads() -> None:
+    """``CoveredText.occurs`` searches pieces of the texts and makes the calls' input JSON only
+    for what no other text holds: the same verdict as a search of all the texts joined, for
+    words, parts of words, parts of a call's JSON only (quotes, braces, keys), of the results'
+    bodies, text that would straddle two texts, and what occurs nowhere."""
+    from compactor.engine.identifiers import _block_texts, _result_texts
+
+    rnd = random.Random(17)
+    json_only = compared = 0
+    for events in _sessions():
+        texts = [t for e in events for b in e.blocks for t in _block_texts(b)]
+        haystack = "\n".join(texts)
+        bulk = "\n".join(t for e in events for r in e.tool_results for t in _result_texts(r))
+        inputs = [t for t in texts if t.startswith("{") and '": ' in t]
+        probes = ["src/never_seen_anywhere.py", "toolu_0000deadbeef"]
+        for source in (haystack, bulk, *inputs[:20]):
+            for _ in range(40):
+                if not source:
+                    break
+                i = rnd.randrange(len(source))
+                probe = source[i:i + rnd.randint(1, 30)].split("\n")[0]
+                if probe:
+                    probes.append(probe)
+            probes += source.split()[:50]
+        for a, b in zip(texts, texts[1:]):  # the end of one text and the start of the next
+            if a and b and "\n" not in a[-4:] + b[:4]:
+                probes.append(a[-4:] + b[:4])
+        index = CoveredText(events)
+        for probe in probes:
+            want = probe in haystack or probe in bulk
+            assert index.occurs(probe) is want, probe
+            compared += 1
+            json_only += want and not any(probe in t for t in texts if t not in inputs) and probe not in bulk
+    assert compared > 2000 and json_only > 20  # the calls' JSON alone did answer some
