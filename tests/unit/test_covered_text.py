@@ -64,7 +64,7 @@ def test_validate_with_the_per_cut_facts_gives_the_walks_violations() -> None:
     """Batches, constraints, unknown outcomes, ranges, the latest request and the summary's
     size read from the index give the violations walking the events per candidate gives: at
     every 5th cut (splitting calls from their results too), replacements that keep or drop a result, and a view that shows a covered event."""
-    from compactor.engine.boundary import body
+    from compactor.engine.boundary import body, safe_cut_points_both
     from compactor.engine.invariants import validate
     from compactor.engine.layers import clear_old_tool_results
     from compactor.engine.policy import make_policy
@@ -72,12 +72,20 @@ def test_validate_with_the_per_cut_facts_gives_the_walks_violations() -> None:
     from compactor.tokens import with_tokens
 
     codes: set[str] = set()
+    all_planned: set[str] = set()
     for events in _sessions():
         evs = with_tokens(sorted(events, key=lambda e: e.seq))
         repl = clear_old_tool_results(evs, make_policy("default"), keep=3).replacements
         text_repl = {s: [TextBlock(text="late result as text")] for s in list(repl)[-2:]}
         index = CoveredText(evs)
         shared = CoveredText(evs, body=(0, body(evs, 0)))  # the engine's: its body list given
+        # the engine's since issue 17: the calls learnt by the plan's walk for the safe cuts
+        planned_body, calls = body(evs, 0), {}
+        safe_cut_points_both(evs, 0, body_events=planned_body, calls=calls)
+        planned = CoveredText(evs, body=(0, planned_body))
+        planned.take_calls(0, calls)
+        assert not evs or ("call_facts", 0) in planned._memo  # (taken, not walked again)
+        planned_codes: set[str] = set()
         for end in [e.seq for e in evs][::5]:
             for replacements in ({}, repl, {**repl, **text_repl}):
                 kept = {s: b for s, b in replacements.items() if s > end}
@@ -91,9 +99,14 @@ def test_validate_with_the_per_cut_facts_gives_the_walks_violations() -> None:
                 want = validate(events=evs, checkpoint=ckpt, view=view, target_tokens=None)
                 assert got == want, end
                 assert validate(events=evs, checkpoint=ckpt, view=view, target_tokens=None, index=shared) == want
+                from_plan = validate(events=evs, checkpoint=ckpt, view=view, target_tokens=None, index=planned)
+                assert from_plan == want, end
                 codes |= {v.code for v in got}
+                planned_codes |= {v.code for v in from_plan}
+        all_planned |= planned_codes
     assert {"event_duplicated", "latest_request_missing", "constraint_dropped"} <= codes, codes
     assert codes & {"tool_pairing", "batch_split"}, codes
+    assert all_planned == codes
 
 
 def test_identifiers_of_the_previous_state_keep_the_full_searchs_verdict() -> None:
