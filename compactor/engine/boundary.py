@@ -113,7 +113,6 @@ def safe_cut_points_both(events: Sequence[Event], prev_end: int = 0, walk_past_r
     # whole session on its own: 3-4 walks per call, issue 17). ``evs`` is in seq order.
     use_seq: dict[str, int] = {}
     last_result: dict[str, int] = {}  # the seq of each call's last result (any call id)
-    last_assistant = 0
     with_uses: list[int] = []
     for i, e in enumerate(evs):
         uses = e.tool_uses
@@ -125,8 +124,11 @@ def safe_cut_points_both(events: Sequence[Event], prev_end: int = 0, walk_past_r
         if results:
             for r in results:
                 last_result[r.tool_use_id] = e.seq
-        if e.role == "assistant":
-            last_assistant = e.seq
+    last_assistant = 0  # the seq of the last assistant event: read back from the end
+    for i in range(len(evs) - 1, -1, -1):
+        if evs[i].role == "assistant":
+            last_assistant = evs[i].seq
+            break
     if calls is not None:
         calls.update(body=evs, last_result=last_result, with_uses=with_uses)
     # [start, end) ranges where a cut would separate a tool_use from one of its results.
@@ -151,18 +153,21 @@ def safe_cut_points_both(events: Sequence[Event], prev_end: int = 0, walk_past_r
             break
     if not walk_past_request:
         limit = keep_limit
+    # the seqs up to the limit outside every [start, end) span: the runs between the sorted,
+    # disjoint spans, found by bisection and copied as slices (not a test per event, issue 17)
+    seqs = [e.seq for e in evs]  # ascending
+    hi = bisect_right(seqs, limit)
     out: list[int] = []
-    blocked = _blocked(spans)
-    b, nb = 0, len(blocked)
-    for e in evs:  # ascending: a pointer into the sorted, disjoint spans instead of a search each
-        k = e.seq
-        if k > limit:
+    pos = 0
+    for start, end in _blocked(spans):
+        if pos >= hi:
             break
-        while b < nb and blocked[b][1] <= k:
-            b += 1
-        if b < nb and blocked[b][0] <= k:
-            continue  # inside [start, end)
-        out.append(k)
+        at = bisect_left(seqs, start, pos, hi)
+        if at > pos:
+            out += seqs[pos:at]
+        pos = bisect_left(seqs, end, at, hi)
+    if pos < hi:
+        out += seqs[pos:hi]
     kept = out[:bisect_right(out, keep_limit)] if keep_limit < limit else out
     return {True: kept, False: out} if walk_past_request else {True: kept}
 

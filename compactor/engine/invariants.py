@@ -393,7 +393,11 @@ def check_range(
     if facts is not None:
         gaps = index._memo.get(("gaps", prev_end))
         if gaps is None:
-            gaps = index._memo[("gaps", prev_end)] = _gaps(events, prev_end)
+            later = facts[1][bisect_right(facts[1], prev_end):]  # (the events' seqs, ascending)
+            # no gap when the distinct seqs after prev_end are as many as prev_end+1..the last
+            # (a set of the ints, not one of every event's seq walked and sorted: issue 17)
+            gaps = index._memo[("gaps", prev_end)] = (
+                [] if not later or len(set(later)) == later[-1] - prev_end else _gaps(events, prev_end))
         out += gaps
         snapshot = facts[2]
     else:

@@ -215,3 +215,29 @@ def test_occurs_is_a_search_of_every_text_the_full_check_reads() -> None:
             compared += 1
             json_only += want and not any(probe in t for t in texts if t not in inputs) and probe not in bulk
     assert compared > 2000 and json_only > 20  # the calls' JSON alone did answer some
+
+
+def test_a_gap_or_a_repeat_in_the_seqs_is_still_caught_with_the_index() -> None:
+    """``check_range`` with the index finds the gaps from the seqs it holds: a missing seq
+    after the previous checkpoint is reported as the walk reports it; a repeated one or one
+    before the previous checkpoint is no gap."""
+    from compactor.engine.invariants import check_range
+
+    def ev(seq: int, role: str = "user", kind: str = "message") -> Event:
+        return Event(seq=seq, id=f"e{seq}-{role}", kind=kind, role=role, blocks=[TextBlock(text=f"t{seq}")])
+
+    prev = Checkpoint(id="p", tenant="t", session="s", covers=SeqRange(start=1, end=2))
+    cases = {
+        "gap": [ev(1, kind="pinned"), ev(3), ev(4, "assistant"), ev(6), ev(7, "assistant")],
+        "repeat": [ev(1, kind="pinned"), ev(3), ev(3, "assistant"), ev(4), ev(5, "assistant")],
+        "whole": [ev(1, kind="pinned"), ev(3), ev(4, "assistant"), ev(5)],
+    }
+    found = {}
+    for name, evs in cases.items():
+        for p in (None, prev):
+            want = check_range(evs, None, evs, p)
+            got = check_range(evs, None, evs, p, CoveredText(evs))
+            assert got == want, (name, p)
+            found[name, p is None] = sorted(v.code for v in got)
+    assert found["gap", False] == ["range_not_contiguous"] and found["whole", False] == []
+    assert found["repeat", False] == ["event_duplicated"] * 2  # no gap: the two events share seq 3
