@@ -218,7 +218,9 @@ def plan(
     tail_budget = min(policy.tail_budget_tokens, int(available * TAIL_SHARE))
     tail_max = min(policy.tail_max_tokens, int(available * TAIL_MAX_SHARE))
     tail_min = min(policy.tail_min_tokens, tail_budget)
-    covered = body(evs, end)  # what both cuts below walk back over
+    # what both cuts below walk back over: body(evs, end), whose check of the order is not
+    # needed on prepare's events (in seq order: a walk of the session fewer, issue 17)
+    covered = [e for e in evs if e.kind != "pinned" and e.seq > end]
     if _body is not None:
         _body.append(covered)
     cut = choose_cut(
