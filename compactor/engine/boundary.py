@@ -153,21 +153,18 @@ def safe_cut_points_both(events: Sequence[Event], prev_end: int = 0, walk_past_r
             break
     if not walk_past_request:
         limit = keep_limit
-    # the seqs up to the limit outside every [start, end) span: the runs between the sorted,
-    # disjoint spans, found by bisection and copied as slices (not a test per event, issue 17)
-    seqs = [e.seq for e in evs]  # ascending
-    hi = bisect_right(seqs, limit)
     out: list[int] = []
-    pos = 0
-    for start, end in _blocked(spans):
-        if pos >= hi:
+    blocked = _blocked(spans)
+    b, nb = 0, len(blocked)
+    for e in evs:  # ascending: a pointer into the sorted, disjoint spans instead of a search each
+        k = e.seq
+        if k > limit:
             break
-        at = bisect_left(seqs, start, pos, hi)
-        if at > pos:
-            out += seqs[pos:at]
-        pos = bisect_left(seqs, end, at, hi)
-    if pos < hi:
-        out += seqs[pos:hi]
+        while b < nb and blocked[b][1] <= k:
+            b += 1
+        if b < nb and blocked[b][0] <= k:
+            continue  # inside [start, end)
+        out.append(k)
     kept = out[:bisect_right(out, keep_limit)] if keep_limit < limit else out
     return {True: kept, False: out} if walk_past_request else {True: kept}
 
