@@ -24,6 +24,7 @@ import hashlib
 import json
 import time
 from bisect import bisect_right
+from itertools import accumulate
 from operator import is_
 from datetime import datetime
 from typing import Any, Callable, Sequence
@@ -391,7 +392,8 @@ def apply_layers(
     # The layers' input, the events they may replace: every event of evs that is not pinned
     # (evs holds only pinned events and those after end0, in seq order: that is the body).
     covered_text = CoveredText(evs, body=(end0, covered_all))  # whole-session facts the checks share
-    covered_text.take_calls(end0, _calls)  # (kept only when made on covered_all itself)
+    if covered_text is not None:  # (None: tests/unit/test_lift_once.py's path without shared checks)
+        covered_text.take_calls(end0, _calls)  # (kept only when made on covered_all itself)
     covered_hash = PrefixHash(covered_all)  # the source hash of each candidate's covered prefix
     hash_lines = HashLines(covered_hash)  # each event's content-hash line, made once for both hashes
     ckpt_id = checkpoint_id or default_checkpoint_id(evs, policy, target, prev, lines=hash_lines)
@@ -529,8 +531,12 @@ def apply_layers(
         from compactor.lifting.lift import LiftedState, Lifter
 
         # (the lists the checks read too: covered_text's body is covered_all)
-        covered_seqs = covered_text.body_seqs(end0)
-        covered_sums = covered_text.prefix_sums(end0)  # tokens of each prefix
+        if covered_text is not None:
+            covered_seqs = covered_text.body_seqs(end0)
+            covered_sums = covered_text.prefix_sums(end0)  # tokens of each prefix
+        else:
+            covered_seqs = [e.seq for e in covered_all]
+            covered_sums = [0, *accumulate(map(count_event, covered_all))]
         safe_points: dict[bool, list[int]] = dict(_safe or {})  # keep_request -> safe cuts, every rung
         lifter = Lifter(covered_all, LiftedState.model_validate(state0) if state0 else None)
         from compactor.summarize.structured import begin_ladder_memo, end_ladder_memo
