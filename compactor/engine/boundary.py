@@ -22,8 +22,8 @@ constrain the cut nor count towards the tail.
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from typing import Callable, Sequence
+from bisect import bisect_left, bisect_right
+from typing import Any, Callable, Sequence
 
 from compactor.events import Event
 from compactor.engine.policy import Policy
@@ -95,12 +95,17 @@ def safe_cut_points(
 
 
 def safe_cut_points_both(events: Sequence[Event], prev_end: int = 0, walk_past_request: bool = True, *,
-                         body_events: Sequence[Event] | None = None) -> dict[bool, list[int]]:
+                         body_events: Sequence[Event] | None = None,
+                         calls: dict[str, Any] | None = None) -> dict[bool, list[int]]:
     """``{keep: safe_cut_points(events, prev_end, keep_latest_request=keep)}`` for both values
     of ``keep`` in one walk (the engine's ladder asks for both, issue 17): keeping the latest
     request only lowers the limit, so its list is the other's up to that limit.
     ``walk_past_request=False``: only the ``True`` list is made (the other is not walked).
-    ``body_events``: ``body(events, prev_end)`` when the caller has it."""
+    ``body_events``: ``body(events, prev_end)`` when the caller has it. ``calls``: filled with
+    what the walk learnt of the body's calls, for the validator's index of the same body
+    (``covered_text.CoveredText.take_calls``: a walk of the session fewer, issue 17):
+    ``body`` (the list walked), ``last_result`` (call id -> the seq of its last result) and
+    ``with_uses`` (the positions in ``body`` of the events holding calls)."""
     evs = body(events, prev_end) if body_events is None else body_events
     if not evs:
         return {True: [], False: []} if walk_past_request else {True: []}
@@ -108,18 +113,24 @@ def safe_cut_points_both(events: Sequence[Event], prev_end: int = 0, walk_past_r
     # whole session on its own: 3-4 walks per call, issue 17). ``evs`` is in seq order.
     use_seq: dict[str, int] = {}
     last_result: dict[str, int] = {}  # the seq of each call's last result (any call id)
-    last_assistant = 0
-    for e in evs:
+    with_uses: list[int] = []
+    for i, e in enumerate(evs):
         uses = e.tool_uses
         if uses:
+            with_uses.append(i)
             for u in uses:
                 use_seq.setdefault(u.id, e.seq)
         results = e.tool_results
         if results:
             for r in results:
                 last_result[r.tool_use_id] = e.seq
-        if e.role == "assistant":
-            last_assistant = e.seq
+    last_assistant = 0  # the seq of the last assistant event: read back from the end
+    for i in range(len(evs) - 1, -1, -1):
+        if evs[i].role == "assistant":
+            last_assistant = evs[i].seq
+            break
+    if calls is not None:
+        calls.update(body=evs, last_result=last_result, with_uses=with_uses)
     # [start, end) ranges where a cut would separate a tool_use from one of its results.
     spans = [(use_seq[i], end) for i, end in last_result.items() if i in use_seq and end > use_seq[i]]
     limit = evs[-1].seq  # cover at most everything
@@ -261,8 +272,11 @@ def choose_cut(
 
 
 def _nearest(points: list[int], ideal: int) -> int:
-    later = [k for k in points if k >= ideal]
-    if later:
-        return min(later)
-    earlier = [k for k in points if k < ideal]
-    return max(earlier) if earlier else 0
+    """The first of ``points`` at or after ``ideal``, else the last before it, else 0.
+    ``points`` ascending (``safe_cut_points`` and lists taken from it): found by bisection,
+    not two lists of every safe point per call (issue 17: ~50k points at 100k events, asked
+    by the plan and each rung of the ladder)."""
+    i = bisect_left(points, ideal)
+    if i < len(points):
+        return points[i]
+    return points[-1] if points else 0

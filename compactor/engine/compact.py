@@ -176,6 +176,7 @@ def plan(
     _counted: int | None = None,
     _prepared: bool = False,
     _body: list[list[Event]] | None = None,
+    _calls: dict[str, Any] | None = None,
 ) -> Plan:
     """Decide the target, the tail budgets and the layers for ``events`` (see ``compact``).
 
@@ -186,13 +187,15 @@ def plan(
     checkpoint, ``quick_view_tokens(events, placed=True)`` of these very events, in this
     order, when the caller has it (``compact``'s ``tokens_before``): not counted again.
     ``_prepared``: ``events`` are ``prepare(events, prev)``'s already (``compact``: a copy of
-    the session's list fewer). ``_body``: gets the events' ``body``, for ``apply_layers``."""
+    the session's list fewer). ``_body``: gets the events' ``body``, for ``apply_layers``.
+    ``_calls``: gets what the safe cuts' walk learnt of the body's calls
+    (``boundary.safe_cut_points_both``), for ``apply_layers``'s validator index."""
     evs = list(events) if _prepared else prepare(events, prev)
     safe = {} if _safe is None else _safe
 
     def safe_points(keep: bool) -> list[int]:
         if keep not in safe:  # both lists in one walk: the ladder may ask for the other
-            safe.update(safe_cut_points_both(evs, _prev_end(prev), body_events=covered))
+            safe.update(safe_cut_points_both(evs, _prev_end(prev), body_events=covered, calls=_calls))
         return safe[keep]
 
     late: list[int] = []
@@ -216,7 +219,9 @@ def plan(
     tail_budget = min(policy.tail_budget_tokens, int(available * TAIL_SHARE))
     tail_max = min(policy.tail_max_tokens, int(available * TAIL_MAX_SHARE))
     tail_min = min(policy.tail_min_tokens, tail_budget)
-    covered = body(evs, end)  # what both cuts below walk back over
+    # what both cuts below walk back over: body(evs, end), whose check of the order is not
+    # needed on prepare's events (in seq order: a walk of the session fewer, issue 17)
+    covered = [e for e in evs if e.kind != "pinned" and e.seq > end]
     if _body is not None:
         _body.append(covered)
     cut = choose_cut(
@@ -370,12 +375,14 @@ def apply_layers(
     _view: dict[str, int] | None = None,
     _prepared: bool = False,
     _body: list[Event] | None = None,
+    _calls: dict[str, Any] | None = None,
 ) -> LayerResult:
     """Run the layers cheapest first, stopping as soon as the view fits ``plan.target_tokens``.
 
     ``_safe``: the safe cut points ``plan`` computed on the same events (``compact``);
     ``_view``: what ``plan`` filled in on them (its count of the view); ``_prepared``,
-    ``_body``: as ``plan``'s (the events prepared already, and their body)."""
+    ``_body``, ``_calls``: as ``plan``'s (the events prepared already, their body, and what
+    the safe cuts' walk learnt of its calls)."""
     if (prev.id if prev is not None else None) != plan.prev_checkpoint:
         raise ValueError("plan was made for a different previous checkpoint")
     evs = list(events) if _prepared else prepare(events, prev)
@@ -385,6 +392,8 @@ def apply_layers(
     # The layers' input, the events they may replace: every event of evs that is not pinned
     # (evs holds only pinned events and those after end0, in seq order: that is the body).
     covered_text = CoveredText(evs, body=(end0, covered_all))  # whole-session facts the checks share
+    if covered_text is not None:  # (None: tests/unit/test_lift_once.py's path without shared checks)
+        covered_text.take_calls(end0, _calls)  # (kept only when made on covered_all itself)
     covered_hash = PrefixHash(covered_all)  # the source hash of each candidate's covered prefix
     hash_lines = HashLines(covered_hash)  # each event's content-hash line, made once for both hashes
     ckpt_id = checkpoint_id or default_checkpoint_id(evs, policy, target, prev, lines=hash_lines)
@@ -521,8 +530,13 @@ def apply_layers(
         # state extends the previous one (compactor.lifting.lift.Lifter; same states).
         from compactor.lifting.lift import LiftedState, Lifter
 
-        covered_seqs = [e.seq for e in covered_all]
-        covered_sums = [0, *accumulate(count_event(e) for e in covered_all)]  # tokens of each prefix
+        # (the lists the checks read too: covered_text's body is covered_all)
+        if covered_text is not None:
+            covered_seqs = covered_text.body_seqs(end0)
+            covered_sums = covered_text.prefix_sums(end0)  # tokens of each prefix
+        else:
+            covered_seqs = [e.seq for e in covered_all]
+            covered_sums = [0, *accumulate(map(count_event, covered_all))]
         safe_points: dict[bool, list[int]] = dict(_safe or {})  # keep_request -> safe cuts, every rung
         lifter = Lifter(covered_all, LiftedState.model_validate(state0) if state0 else None)
         from compactor.summarize.structured import begin_ladder_memo, end_ladder_memo
@@ -593,9 +607,9 @@ def apply_layers(
                 break  # a cut before the latest request keeps everything: no mid-turn cut
         end_ladder_memo(line_memo)
         durations[LAYER_SUMMARY] = (time.perf_counter() - t_sum) * 1000
-        # The ladder's working sets (the lifter's indexes of every covered call, the prefix
-        # sums) go before the picked state is dumped: that dump is the compaction's peak
-        # (issue 17, memory). The candidates keep their own lifted states.
+        # The ladder's working sets (the lifter's indexes of every covered call) go before the
+        # picked state is dumped: that dump is the compaction's peak (issue 17, memory). The
+        # candidates keep their own lifted states; the prefix sums are covered_text's.
         del lifter, covered_sums, covered_seqs
     if candidates.n:
         chosen = candidates.pick()
@@ -812,8 +826,9 @@ def _compact(
         # the same order (prepare drops none, sorts none, copies none to count it)
         counted = None
     walked: list[list[Event]] = []  # plan's body of the events, for the layers
+    calls: dict[str, Any] = {}  # what plan's walk for the safe cuts learnt of the calls, for the checks
     p = plan(evs, policy, target_tokens, prev, provider_usage=provider_usage, _safe=safe, _view=shown,
-             _counted=counted, _prepared=True, _body=walked)
+             _counted=counted, _prepared=True, _body=walked, _calls=calls)
     plan_ms = (time.perf_counter() - t0) * 1000
     tenant = tenant or (prev.tenant if prev is not None else "inline")
     session = session or (prev.session if prev is not None else "inline")
@@ -842,7 +857,7 @@ def _compact(
         return noop(vio, None, {"plan": plan_ms}, view)
     res = apply_layers(evs, p, policy, prev=prev, checkpoint_id=checkpoint_id, now=now,
                        tenant=tenant, session=session, _safe=safe, _view=shown, _prepared=True,
-                       _body=walked[0] if walked else None)
+                       _body=walked[0] if walked else None, _calls=calls)
     ckpt = res.checkpoint
     assert ckpt is not None
     if not res.layers or res.tokens_after >= p.tokens_before:

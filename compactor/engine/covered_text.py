@@ -45,32 +45,64 @@ class CoveredText:
     def answered(self) -> set[str]:
         """Ids of the calls a result in the events answers (read-only: shared)."""
         if self._answered is None:
-            self._answered = {r.tool_use_id for e in self.events for r in e.tool_results}
-        return self._answered
+            self._walk_events()
+        return self._answered  # type: ignore[return-value]
 
     def source_refs(self) -> set[tuple[str, str]]:
         """(sha256, uri) of every artifact ref the events carry (read-only: shared)."""
         if self._source_refs is None:
-            refs: set[tuple[str, str]] = set()
-            for e in self.events:
-                for b in e.blocks:
-                    t = type(b)
-                    if t is TextBlock or t is ToolUseBlock:
-                        continue  # (no ref in them: most blocks)
-                    if t is ToolResultBlock:
-                        content = b.content
-                        if (len(content) == 1 and type(content[0]) is TextBlock) or \
-                                all(type(c) is TextBlock for c in content):
-                            continue  # (most results: one text)
-                    refs.update((r.sha256, r.uri) for r in _refs((b,)))
-            self._source_refs = refs
-        return self._source_refs
+            self._walk_events()
+        return self._source_refs  # type: ignore[return-value]
+
+    def _walk_events(self) -> None:
+        """``answered``, ``source_refs`` and ``range_facts`` in one walk of the events: every
+        validation with the index asks for all three, and each was a walk of the session of
+        its own (issue 17)."""
+        answered: set[str] = set()
+        refs: set[tuple[str, str]] = set()
+        seqs: list[int] = []
+        pinned: list[int] = []
+        by_seq: dict[int, Event] = {}
+        add_seq = seqs.append
+        ordered = True
+        last = None
+        for i, e in enumerate(self.events):
+            seq = e.seq
+            add_seq(seq)
+            by_seq[seq] = e
+            if last is not None and seq < last:
+                ordered = False
+            last = seq
+            if e.kind == "pinned":
+                pinned.append(i)
+            results = e.tool_results
+            if results:
+                if len(results) == 1:
+                    answered.add(results[0].tool_use_id)
+                else:
+                    answered.update(r.tool_use_id for r in results)
+            for b in e.blocks:
+                t = type(b)
+                if t is TextBlock or t is ToolUseBlock:
+                    continue  # (no ref in them: most blocks)
+                if t is ToolResultBlock:
+                    content = b.content
+                    if (len(content) == 1 and type(content[0]) is TextBlock) or \
+                            all(type(c) is TextBlock for c in content):
+                        continue  # (most results: one text)
+                refs.update((r.sha256, r.uri) for r in _refs((b,)))
+        self._answered, self._source_refs = answered, refs
+        if "range" not in self._memo:
+            self._memo["range"] = (by_seq, seqs, max(seqs, default=0), pinned) if ordered else None
 
     def _build(self) -> None:
         # _block_texts of every block, inlined for the common blocks (a generator per block
-        # was a third of the build at 100k events, issue 17): the same texts, in order
+        # was a third of the build at 100k events, issue 17): the same texts but the calls'
+        # input JSON, which is searched last and made only then (``_inputs_text``)
         calls: list[str] = []
         add = calls.append
+        inputs: list[Any] = []
+        add_input = inputs.append
         for e in self.events:
             for b in e.blocks:
                 t = type(b)
@@ -89,14 +121,26 @@ class CoveredText:
                                 _collect_strings(v, calls)
                     else:
                         _collect_strings(inp, calls)
-                    add(_input_json(inp))
+                    add_input(inp)
                     add(b.id)
                 else:
                     calls.extend(_block_texts(b))
-        self._calls = "\n".join(calls)
-        # an identifier that stands as a whole word somewhere occurs, no search needed
-        self._words = _word_set(calls)
+        # an identifier that stands as a whole word somewhere occurs, no search needed; else
+        # it is searched in the pieces the words were split from (no join of them all)
+        self._calls, self._words = _pieces_and_words(calls)
+        self._inputs: list[Any] | None = inputs
+        self._inputs_text: str | None = None
         self._built = True
+
+    def _in_inputs(self, ident: str) -> bool:
+        """Whether ``ident`` occurs in a call's input as JSON (``tokens._input_json``): its
+        string values are searched with the other texts already, so this JSON (a dump per
+        call: a sixth of the build at 100k events, issue 17) is made only for an identifier
+        found nowhere else."""
+        if self._inputs_text is None:
+            self._inputs_text = "\n".join(map(_input_json, self._inputs or ()))
+            self._inputs = None
+        return ident in self._inputs_text
 
     def _build_bulk(self) -> None:
         """The tool results' bodies and their words: most of a session's text, read only for
@@ -106,24 +150,27 @@ class CoveredText:
         for e in self.events:
             for r in e.tool_results:
                 bulk.extend(_result_texts(r))
-        self._bulk = "\n".join(bulk)
-        self._bulk_words = _word_set(bulk)
+        self._bulk, self._bulk_words = _pieces_and_words(bulk)
         self._bulk_built = True
 
     def occurs(self, ident: str) -> bool | None:
         """Whether ``ident`` occurs in the events; None when this index cannot tell (a newline
-        in ``ident``): search in full."""
+        in ``ident``): search in full.
+
+        The texts are searched in pieces (a few hundred texts joined by newlines each): an
+        identifier without a newline lies within one text, so within one piece, and a whole
+        word of a text is a part of it (the words only answer sooner)."""
         if "\n" in ident:
             return None
         if not self._built:
             self._build()
         got = self._found.get(ident)
         if got is None:
-            got = ident in self._words or ident in self._calls
+            got = ident in self._words or any(ident in p for p in self._calls) or self._in_inputs(ident)
             if not got:
                 if not self._bulk_built:
                     self._build_bulk()
-                got = ident in self._bulk_words or ident in self._bulk
+                got = ident in self._bulk_words or any(ident in p for p in self._bulk)
             self._found[ident] = got
         return got
 
@@ -138,22 +185,29 @@ class CoveredText:
             got = self._memo[("body", prev_end)] = body(self.events, prev_end)
         return got
 
-    def _body_seqs(self, prev_end: int) -> list[int]:
+    def body_seqs(self, prev_end: int) -> list[int]:
+        """The seqs of ``body(prev_end)``, in order (read-only: shared with the engine's ladder)."""
         got = self._memo.get(("seqs", prev_end))
         if got is None:
             got = self._memo[("seqs", prev_end)] = [e.seq for e in self.body(prev_end)]
         return got
 
-    def covered(self, prev_end: int, end: int) -> list[Event]:
-        """``[e for e in body(events, prev_end) if e.seq <= end]``."""
-        return self.body(prev_end)[:bisect_right(self._body_seqs(prev_end), end)]
-
-    def covered_tokens(self, prev_end: int, end: int) -> int:
-        """``sum(count_event(e) for e in covered(prev_end, end))``, from prefix sums."""
+    def prefix_sums(self, prev_end: int) -> list[int]:
+        """``[0, *accumulate(count_event(e) for e in body(prev_end))]``: the tokens of each
+        prefix of the body (read-only: shared with the engine's ladder, which made its own
+        list of the same sums, issue 17)."""
         sums = self._memo.get(("sums", prev_end))
         if sums is None:
             sums = self._memo[("sums", prev_end)] = [0, *accumulate(map(count_event, self.body(prev_end)))]
-        return sums[bisect_right(self._body_seqs(prev_end), end)]
+        return sums
+
+    def covered(self, prev_end: int, end: int) -> list[Event]:
+        """``[e for e in body(events, prev_end) if e.seq <= end]``."""
+        return self.body(prev_end)[:bisect_right(self.body_seqs(prev_end), end)]
+
+    def covered_tokens(self, prev_end: int, end: int) -> int:
+        """``sum(count_event(e) for e in covered(prev_end, end))``, from prefix sums."""
+        return self.prefix_sums(prev_end)[bisect_right(self.body_seqs(prev_end), end)]
 
     def latest_request(self, prev_end: int = 0) -> Event | None:
         """``boundary.latest_request(events, prev_end)``."""
@@ -172,14 +226,12 @@ class CoveredText:
         calls = self._memo.get(("calls", prev_end))
         if calls is None:
             evs = self.body(prev_end)
-            # the seq of each call's last result: the body is in seq order, so the last written
-            last_result = {r.tool_use_id: e.seq for e in evs if e.tool_results for r in e.tool_results}
+            last_result, with_uses = self._call_facts(prev_end)
             calls = []
             get = last_result.get
-            for pos, e in enumerate(evs):
+            for pos in with_uses:
+                e = evs[pos]
                 uses = e.tool_uses
-                if not uses:
-                    continue
                 if len(uses) == 1:  # (most calls: the list below without the generators)
                     lr = get(uses[0].id)
                     if lr is not None:
@@ -218,8 +270,29 @@ class CoveredText:
         got = self._memo.get(("unanswered", prev_end))
         if got is None:
             answered = self.answered()
+            evs = self.body(prev_end)
             got = self._memo[("unanswered", prev_end)] = [
-                (e.seq, u) for e in self.body(prev_end) for u in e.tool_uses if u.id not in answered]
+                (e.seq, u) for e in map(evs.__getitem__, self._call_facts(prev_end)[1])
+                for u in e.tool_uses if u.id not in answered]
+        return got
+
+    def take_calls(self, prev_end: int, calls: dict[str, Any] | None) -> None:
+        """What ``boundary.safe_cut_points_both(..., calls=)`` learnt walking the body of these
+        events for ``prev_end`` (the engine's plan walks it for the safe cuts): used instead of
+        another walk when it was that very list."""
+        if calls and calls.get("body") is self.body(prev_end):
+            self._memo[("call_facts", prev_end)] = (calls["last_result"], calls["with_uses"])
+
+    def _call_facts(self, prev_end: int) -> tuple[dict[str, int], list[int]]:
+        """(call id -> the seq of its last result, the positions of the events holding calls)
+        in ``body(prev_end)`` (read-only: shared). The body is in seq order, so the last
+        result written is the last one."""
+        got = self._memo.get(("call_facts", prev_end))
+        if got is None:
+            evs = self.body(prev_end)
+            got = self._memo[("call_facts", prev_end)] = (
+                {r.tool_use_id: e.seq for e in evs if e.tool_results for r in e.tool_results},
+                [i for i, e in enumerate(evs) if e.tool_uses])
         return got
 
     def range_facts(self) -> tuple[dict[int, Event], list[int], int, list[int]] | None:
@@ -227,18 +300,18 @@ class CoveredText:
         the pinned events; None when the events are not in seq order (the checks then walk
         them)."""
         if "range" not in self._memo:
-            seqs = [e.seq for e in self.events]
-            ordered = all(a <= b for a, b in zip(seqs, seqs[1:]))
-            pinned = [i for i, e in enumerate(self.events) if e.kind == "pinned"]
-            self._memo["range"] = (({e.seq: e for e in self.events}, seqs, max(seqs, default=0), pinned)
-                                   if ordered else None)
+            self._walk_events()
         return self._memo["range"]
 
 
-def _word_set(texts: list[str]) -> set[str]:
-    """Every whitespace-separated word of ``texts``: a few hundred texts joined by newlines at
-    a time, the same set as each text's words, without a list of every word at once."""
+def _pieces_and_words(texts: list[str]) -> tuple[list[str], set[str]]:
+    """``texts`` joined by newlines a few hundred at a time, and every whitespace-separated
+    word of them: the same set as each text's words, without a list of every word at once,
+    and the pieces searched for what is not a word (one join of all the texts fewer)."""
+    pieces: list[str] = []
     words: set[str] = set()
     for i in range(0, len(texts), 512):
-        words.update("\n".join(texts[i:i + 512]).split())
-    return words
+        piece = "\n".join(texts[i:i + 512])
+        pieces.append(piece)
+        words.update(piece.split())
+    return pieces, words

@@ -206,7 +206,7 @@ def check_tool_pairing(events: Sequence[Event], view: Sequence[Event], index: An
     # A result the view shows as text where it arrived (view.place_results) is not an answer:
     # its call is closed as unanswered by render_request.
     shown_late = {uid for e in view for uid in e.meta.get(LATE_RESULTS, ())}
-    answered_in_source = _answered(events, index) - shown_late
+    answered = _answered(events, index)  # (the index's set, shared: tested, not copied less shown_late)
     seq_of_use = {u.id: e.seq for e in view for u in e.tool_uses}
     _, messages = to_anthropic(view)
     seen_uses: set[str] = set()
@@ -226,7 +226,7 @@ def check_tool_pairing(events: Sequence[Event], view: Sequence[Event], index: An
             for uid in uses:
                 if uid in got:
                     continue
-                if uid not in answered_in_source:
+                if uid not in answered or uid in shown_late:
                     continue  # no result anywhere: the request closes it as unknown (render_request)
                 out.append(Violation(code="tool_pairing",
                                      message=f"tool_use {uid} is not answered in the next message "
@@ -393,7 +393,11 @@ def check_range(
     if facts is not None:
         gaps = index._memo.get(("gaps", prev_end))
         if gaps is None:
-            gaps = index._memo[("gaps", prev_end)] = _gaps(events, prev_end)
+            later = facts[1][bisect_right(facts[1], prev_end):]  # (the events' seqs, ascending)
+            # no gap when the distinct seqs after prev_end are as many as prev_end+1..the last
+            # (a set of the ints, not one of every event's seq walked and sorted: issue 17)
+            gaps = index._memo[("gaps", prev_end)] = (
+                [] if not later or len(set(later)) == later[-1] - prev_end else _gaps(events, prev_end))
         out += gaps
         snapshot = facts[2]
     else:
@@ -497,11 +501,14 @@ def check_unknown(
     out: list[Violation] = []
     state = ckpt.state or {}
     unknown = {u["tool_use_id"]: u for u in state.get("unknown_actions", []) or []}
-    answered = _answered(events, index) | {r.tool_use_id for e in view for r in e.tool_results}
+    # (the index's set is shared: a call is answered in it or in the view, not in a union copied
+    # per candidate, issue 17)
+    in_source = _answered(events, index)
+    in_view = {r.tool_use_id for e in view for r in e.tool_results}
     # previously unknown stays unknown unless a result arrived
     for u in ((prev.state or {}).get("unknown_actions", []) if prev is not None else []) or []:
         uid = u["tool_use_id"]
-        if uid not in unknown and uid not in answered:
+        if uid not in unknown and uid not in in_source and uid not in in_view:
             out.append(Violation(code="unknown_reported_done",
                                  message=f"action {uid} ({u.get('name', 'tool')}) was unknown and no result "
                                  "arrived, but the state no longer lists it as unknown", seq=u.get("seq")))
@@ -513,7 +520,7 @@ def check_unknown(
         for seq, use in calls:
             if seq > ckpt.covers.end:
                 break
-            if use.id not in answered and use.id not in unknown:
+            if use.id not in in_source and use.id not in in_view and use.id not in unknown:
                 out.append(Violation(code="unknown_reported_done",
                                      message=f"call {use.id} ({use.name}) has no result but is not listed "
                                      "as unknown", seq=seq))

@@ -64,7 +64,7 @@ def test_validate_with_the_per_cut_facts_gives_the_walks_violations() -> None:
     """Batches, constraints, unknown outcomes, ranges, the latest request and the summary's
     size read from the index give the violations walking the events per candidate gives: at
     every 5th cut (splitting calls from their results too), replacements that keep or drop a result, and a view that shows a covered event."""
-    from compactor.engine.boundary import body
+    from compactor.engine.boundary import body, safe_cut_points_both
     from compactor.engine.invariants import validate
     from compactor.engine.layers import clear_old_tool_results
     from compactor.engine.policy import make_policy
@@ -72,12 +72,20 @@ def test_validate_with_the_per_cut_facts_gives_the_walks_violations() -> None:
     from compactor.tokens import with_tokens
 
     codes: set[str] = set()
+    all_planned: set[str] = set()
     for events in _sessions():
         evs = with_tokens(sorted(events, key=lambda e: e.seq))
         repl = clear_old_tool_results(evs, make_policy("default"), keep=3).replacements
         text_repl = {s: [TextBlock(text="late result as text")] for s in list(repl)[-2:]}
         index = CoveredText(evs)
         shared = CoveredText(evs, body=(0, body(evs, 0)))  # the engine's: its body list given
+        # the engine's since issue 17: the calls learnt by the plan's walk for the safe cuts
+        planned_body, calls = body(evs, 0), {}
+        safe_cut_points_both(evs, 0, body_events=planned_body, calls=calls)
+        planned = CoveredText(evs, body=(0, planned_body))
+        planned.take_calls(0, calls)
+        assert not evs or ("call_facts", 0) in planned._memo  # (taken, not walked again)
+        planned_codes: set[str] = set()
         for end in [e.seq for e in evs][::5]:
             for replacements in ({}, repl, {**repl, **text_repl}):
                 kept = {s: b for s, b in replacements.items() if s > end}
@@ -91,9 +99,14 @@ def test_validate_with_the_per_cut_facts_gives_the_walks_violations() -> None:
                 want = validate(events=evs, checkpoint=ckpt, view=view, target_tokens=None)
                 assert got == want, end
                 assert validate(events=evs, checkpoint=ckpt, view=view, target_tokens=None, index=shared) == want
+                from_plan = validate(events=evs, checkpoint=ckpt, view=view, target_tokens=None, index=planned)
+                assert from_plan == want, end
                 codes |= {v.code for v in got}
+                planned_codes |= {v.code for v in from_plan}
+        all_planned |= planned_codes
     assert {"event_duplicated", "latest_request_missing", "constraint_dropped"} <= codes, codes
     assert codes & {"tool_pairing", "batch_split"}, codes
+    assert all_planned == codes
 
 
 def test_identifiers_of_the_previous_state_keep_the_full_searchs_verdict() -> None:
@@ -166,3 +179,65 @@ def test_summary_identifiers_line_by_line_are_the_whole_texts() -> None:
     quote = "- " + "word " * 2_000 + "src/quoted/at_the_end.py"  # a long line is searched, not kept
     assert summary_identifiers("head\n" + quote) == identifiers("head\n" + quote) == {"src/quoted/at_the_end.py"}
     assert not any(line == quote for _, line in identifiers_mod._LINE_IDS)
+
+
+def test_occurs_is_a_search_of_every_text_the_full_check_reads() -> None:
+    """``CoveredText.occurs`` searches pieces of the texts and makes the calls' input JSON only
+    for what no other text holds: the same verdict as a search of all the texts joined, for
+    words, parts of words, parts of a call's JSON only (quotes, braces, keys), of the results'
+    bodies, text that would straddle two texts, and what occurs nowhere."""
+    from compactor.engine.identifiers import _block_texts, _result_texts
+
+    rnd = random.Random(17)
+    json_only = compared = 0
+    for events in _sessions():
+        texts = [t for e in events for b in e.blocks for t in _block_texts(b)]
+        haystack = "\n".join(texts)
+        bulk = "\n".join(t for e in events for r in e.tool_results for t in _result_texts(r))
+        inputs = [t for t in texts if t.startswith("{") and '": ' in t]
+        probes = ["src/never_seen_anywhere.py", "toolu_0000deadbeef"]
+        for source in (haystack, bulk, *inputs[:20]):
+            for _ in range(40):
+                if not source:
+                    break
+                i = rnd.randrange(len(source))
+                probe = source[i:i + rnd.randint(1, 30)].split("\n")[0]
+                if probe:
+                    probes.append(probe)
+            probes += source.split()[:50]
+        for a, b in zip(texts, texts[1:]):  # the end of one text and the start of the next
+            if a and b and "\n" not in a[-4:] + b[:4]:
+                probes.append(a[-4:] + b[:4])
+        index = CoveredText(events)
+        for probe in probes:
+            want = probe in haystack or probe in bulk
+            assert index.occurs(probe) is want, probe
+            compared += 1
+            json_only += want and not any(probe in t for t in texts if t not in inputs) and probe not in bulk
+    assert compared > 2000 and json_only > 20  # the calls' JSON alone did answer some
+
+
+def test_a_gap_or_a_repeat_in_the_seqs_is_still_caught_with_the_index() -> None:
+    """``check_range`` with the index finds the gaps from the seqs it holds: a missing seq
+    after the previous checkpoint is reported as the walk reports it; a repeated one or one
+    before the previous checkpoint is no gap."""
+    from compactor.engine.invariants import check_range
+
+    def ev(seq: int, role: str = "user", kind: str = "message") -> Event:
+        return Event(seq=seq, id=f"e{seq}-{role}", kind=kind, role=role, blocks=[TextBlock(text=f"t{seq}")])
+
+    prev = Checkpoint(id="p", tenant="t", session="s", covers=SeqRange(start=1, end=2))
+    cases = {
+        "gap": [ev(1, kind="pinned"), ev(3), ev(4, "assistant"), ev(6), ev(7, "assistant")],
+        "repeat": [ev(1, kind="pinned"), ev(3), ev(3, "assistant"), ev(4), ev(5, "assistant")],
+        "whole": [ev(1, kind="pinned"), ev(3), ev(4, "assistant"), ev(5)],
+    }
+    found = {}
+    for name, evs in cases.items():
+        for p in (None, prev):
+            want = check_range(evs, None, evs, p)
+            got = check_range(evs, None, evs, p, CoveredText(evs))
+            assert got == want, (name, p)
+            found[name, p is None] = sorted(v.code for v in got)
+    assert found["gap", False] == ["range_not_contiguous"] and found["whole", False] == []
+    assert found["repeat", False] == ["event_duplicated"] * 2  # no gap: the two events share seq 3
