@@ -334,7 +334,9 @@ def count_blocks(blocks: Sequence[object]) -> int:
         t = type(b)
         if t is TextBlock:
             text = b.text  # type: ignore[attr-defined]
-            if text.strip():  # (so not empty: ``count_text`` of it is one of the memos')
+            # ``text.strip()`` is not empty (so neither is the text: ``count_text`` of it is one
+            # of the memos'), without the stripped copy (issue 17)
+            if text and not text.isspace():
                 total += _count_short(text) if len(text) <= SHORT_TEXT else _count_cached(text)
                 renders = True
         elif t is ToolUseBlock:
@@ -346,7 +348,7 @@ def count_blocks(blocks: Sequence[object]) -> int:
             for c in b.content:  # type: ignore[attr-defined]
                 if type(c) is TextBlock:
                     text = c.text
-                    if text.strip():  # (``count_text`` of it, inlined)
+                    if text and not text.isspace():  # (``count_text`` of it, inlined)
                         n += _count_short(text) if len(text) <= SHORT_TEXT else _count_cached(text)
                 else:
                     text, x = _block_text(c)
