@@ -68,9 +68,12 @@ class Draft:
 
     def add_line(self, no: Any) -> None:
         """Note in ``meta`` that line ``no`` added to this draft (``lines``: every line's)."""
-        self.meta.setdefault("lines", [self.meta.get("line")]).append(no)
-        if self.trusted == SHARED:  # a key more: no longer the dict of the shared keys
+        if self.trusted == SHARED:
+            # a key more: a dict of its own first (a key added to a dict of ``build.keyed``
+            # would go into the table it shares), copied with its shared table when finished
+            self.meta = {k: v for k, v in self.meta.items()}
             self.trusted = CHECKED
+        self.meta.setdefault("lines", [self.meta.get("line")]).append(no)
 
 
 #: ``Draft.trusted``'s levels.
