@@ -97,7 +97,7 @@ def _count(text: str) -> int:
     # that scan (issue 17: one encode per imported text)
     if len(text) <= COUNT_PIECE:
         encode = _ENCODE or _encoder()
-        if _PIECE is not None and text.isascii():
+        if _PIECE is not None and len(text) <= SPLIT_MOST and text.isascii():
             # the tokenizer's own pieces, each counted once (``_split``, ``_PieceCounts``)
             return sum(map(_PIECE, _split(text)))
         try:
@@ -150,6 +150,9 @@ _split = re.compile(
     f"|[{_W}]"
 ).findall
 
+#: Longest text counted by its pieces: the list of a text's pieces, held while it is counted,
+#: takes ~20x its size (a longer one goes to tiktoken, whose token list takes ~8x).
+SPLIT_MOST = 1 << 16
 #: Pieces whose counts ``_PieceCounts`` holds at most (then it starts again): ~100 bytes each.
 MAX_PIECES = 1 << 16
 

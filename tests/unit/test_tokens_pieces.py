@@ -77,3 +77,11 @@ def test_the_piece_memo_is_bounded_and_counts_the_same_after_a_restart(monkeypat
     for text in _random_texts(19, 300):
         assert tokens._count(text) == _encoded(text)
         assert len(memo) <= 50
+
+
+def test_a_long_ascii_text_counts_the_same_by_pieces_or_by_tiktoken(monkeypatch) -> None:
+    text = "".join(_random_texts(20, 3_000))
+    assert len(text) > 60_000
+    by_pieces = tokens._count(text)
+    monkeypatch.setattr(tokens, "SPLIT_MOST", 1_000)  # (this text goes to tiktoken now)
+    assert tokens._count(text) == by_pieces == _encoded(text)
