@@ -96,8 +96,12 @@ def _count(text: str) -> int:
     # its code: with no special token allowed, ``encode`` only adds a scan for them), without
     # that scan (issue 17: one encode per imported text)
     if len(text) <= COUNT_PIECE:
+        encode = _ENCODE or _encoder()
+        if _PIECE is not None and len(text) <= SPLIT_MOST and text.isascii():
+            # the tokenizer's own pieces, each counted once (``_split``, ``_PieceCounts``)
+            return sum(map(_PIECE, _split(text)))
         try:
-            return len((_ENCODE or _encoder())(text))
+            return len(encode(text))
         except UnicodeEncodeError:  # a lone surrogate: tiktoken's wrapper replaces it first
             return len(encoding().encode_ordinary(text))
     return sum(len(encoding().encode_ordinary(p)) for p in _pieces(text))
@@ -105,17 +109,70 @@ def _count(text: str) -> int:
 
 _ENCODE: Any = None
 """The encoder ``_count`` calls, once loaded (``_encoder``)."""
+_PIECE: Any = None
+"""The count of one piece of ``_split`` (``_PieceCounts``), once loaded (``_encoder``);
+None where tiktoken's core has no ``encode_single_piece`` or splits otherwise."""
 
 
 def _encoder() -> Any:
     """The core of ``encoding().encode_ordinary``: tiktoken's Python wrapper only calls it and,
     when it refuses a text (``UnicodeEncodeError``: a lone surrogate), calls it again on the
     text with the surrogate replaced, which ``_count`` leaves to the wrapper (issue 17: a
-    Python call and a lookup less per counted text)."""
-    global _ENCODE
+    Python call and a lookup less per counted text). Also sets ``_PIECE``."""
+    global _ENCODE, _PIECE
     enc = encoding()
-    _ENCODE = getattr(getattr(enc, "_core_bpe", None), "encode_ordinary", None) or enc.encode_ordinary
+    core = getattr(enc, "_core_bpe", None)
+    single = getattr(core, "encode_single_piece", None)
+    if single is not None and getattr(enc, "_pat_str", None) == _CL100K_SPLIT:
+        _PIECE = _PieceCounts(single).__getitem__
+    _ENCODE = getattr(core, "encode_ordinary", None) or enc.encode_ordinary
     return _ENCODE
+
+
+# cl100k's pre-split (its ``pat_str``: tiktoken cuts a text into these pieces and encodes each
+# on its own, a piece that is a token as that token) written for ASCII text in Python's ``re``
+# (3.11: possessive quantifiers): ``\p{L}`` is [A-Za-z] there, ``\p{N}`` [0-9], ``\s`` the
+# six ASCII White_Space characters (not ``re``'s ``\s``, which also holds \x1c-\x1f) and
+# ``$`` the end of the text (``\Z``; ``re``'s ``$`` also matches before a final newline).
+_CL100K_SPLIT = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|"""
+    r"""\s*[\r\n]|\s+(?!\S)|\s"""
+)
+_W = "\t\n\x0b\x0c\r "
+_split = re.compile(
+    "'(?:[sdmtSDMT]|[lL][lL]|[vV][eE]|[rR][eE])"
+    "|[^\r\nA-Za-z0-9]?+[A-Za-z]++"
+    "|[0-9]{1,3}+"
+    f"| ?[^{_W}A-Za-z0-9]++[\r\n]*+"
+    f"|[{_W}]++\\Z"
+    f"|[{_W}]*[\r\n]"
+    f"|[{_W}]+(?![^{_W}])"
+    f"|[{_W}]"
+).findall
+
+#: Longest text counted by its pieces: the list of a text's pieces, held while it is counted,
+#: takes ~20x its size (a longer one goes to tiktoken, whose token list takes ~8x).
+SPLIT_MOST = 1 << 16
+#: Pieces whose counts ``_PieceCounts`` holds at most (then it starts again): ~100 bytes each.
+MAX_PIECES = 1 << 16
+
+
+class _PieceCounts(dict):  # type: ignore[type-arg]
+    """The token count of each piece of an ASCII text seen (issue 17: a short text is counted
+    in half the time: the tokenizer's pre-split regex, its slowest part, run by ``re``, and a
+    lookup per piece; the pieces recur - words, numbers, punctuation - across texts). A piece
+    counts what tiktoken's ``encode_ordinary`` gives it inside the text: the token it is, or
+    its byte-pair encoding (``encode_single_piece``), so the sum is the text's count."""
+
+    def __init__(self, single: Any) -> None:
+        super().__init__()
+        self.single = single
+
+    def __missing__(self, piece: str) -> int:
+        if len(self) >= MAX_PIECES:
+            self.clear()
+        n = self[piece] = len(self.single(piece.encode()))
+        return n
 
 
 def _pieces(text: str) -> Iterator[str]:
@@ -334,7 +391,9 @@ def count_blocks(blocks: Sequence[object]) -> int:
         t = type(b)
         if t is TextBlock:
             text = b.text  # type: ignore[attr-defined]
-            if text.strip():  # (so not empty: ``count_text`` of it is one of the memos')
+            # ``text.strip()`` is not empty (so neither is the text: ``count_text`` of it is one
+            # of the memos'), without the stripped copy (issue 17)
+            if text and not text.isspace():
                 total += _count_short(text) if len(text) <= SHORT_TEXT else _count_cached(text)
                 renders = True
         elif t is ToolUseBlock:
@@ -346,7 +405,7 @@ def count_blocks(blocks: Sequence[object]) -> int:
             for c in b.content:  # type: ignore[attr-defined]
                 if type(c) is TextBlock:
                     text = c.text
-                    if text.strip():  # (``count_text`` of it, inlined)
+                    if text and not text.isspace():  # (``count_text`` of it, inlined)
                         n += _count_short(text) if len(text) <= SHORT_TEXT else _count_cached(text)
                 else:
                     text, x = _block_text(c)

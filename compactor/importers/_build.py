@@ -91,11 +91,15 @@ def tool_use_block(id: Any, name: Any, input: Any) -> ToolUseBlock:
     """``ToolUseBlock(id=id, name=name, input=input)``: the input dict copied as validation
     copies it (``shared_keys_dict``), the tool's name interned."""
     if type(id) is str and type(name) is str and type(input) is dict and _STR.issuperset(map(type, input)):
-        return trusted(
-            ToolUseBlock,
-            {"type": "tool_use", "id": id, "name": intern(name), "input": shared_keys_dict(input)},
-            _TOOL_USE,
-        )
+        m = _new(ToolUseBlock)  # (``trusted``, inlined: one per call, issue 17)
+        _set_slot(m, "type", "tool_use")
+        _set_slot(m, "id", id)
+        _set_slot(m, "name", intern(name))
+        _set_slot(m, "input", shared_keys_dict(input))
+        _set_slot(m, "__pydantic_fields_set__", _TOOL_USE)
+        _set_slot(m, "__pydantic_extra__", None)
+        _set_slot(m, "__pydantic_private__", None)
+        return m
     return ToolUseBlock(id=id, name=name, input=input)
 
 
@@ -120,15 +124,34 @@ def shared_keys_dict(d: dict[str, Any]) -> dict[str, Any]:
     112 for four, against 184 for a dict of its own. Past ``MAX_KEY_TABLES`` tuples of keys, for
     an empty dict or one of more than ``_MOST_KEYS`` keys, a plain copy; its keys interned."""
     keys = tuple(d)
-    cls = _KEY_TABLES.get(keys)
+    cls = _KEY_TABLES.get(keys) or key_table(keys)
     if cls is None:
-        if not keys or len(keys) > _MOST_KEYS or len(_KEY_TABLES) >= MAX_KEY_TABLES:
-            return {intern(k): v for k, v in d.items()}
-        cls = _KEY_TABLES[keys] = _key_table(keys)
+        return {intern(k): v for k, v in d.items()}
     out: dict[str, Any] = _new(cls).__dict__
     for k, v in d.items():  # (one by one: ``update`` of an empty dict takes the other's table)
         out[k] = v
     return out
+
+
+def key_table(keys: tuple[str, ...]) -> type | None:
+    """The class whose instances' ``__dict__`` share one key table holding ``keys`` in their
+    order (``shared_keys_dict``'s, made on first use), or None where it gives a plain copy.
+    An importer that knows a dict's keys as it makes it fills ``_new(cls).__dict__`` in that
+    order itself: the dict ``shared_keys_dict`` would copy it into (issue 17: one dict and
+    its copy less per event)."""
+    cls = _KEY_TABLES.get(keys)
+    if cls is None:
+        if not keys or len(keys) > _MOST_KEYS or len(_KEY_TABLES) >= MAX_KEY_TABLES:
+            return None
+        cls = _KEY_TABLES[keys] = _key_table(keys)
+    return cls
+
+
+def keyed(keys: tuple[str, ...]) -> dict[str, Any]:
+    """An empty dict for ``keys``: filled with them in their order, it is the dict
+    ``shared_keys_dict`` would copy one of those items into (``key_table``)."""
+    cls = _KEY_TABLES.get(keys) or key_table(keys)
+    return {} if cls is None else _new(cls).__dict__
 
 
 def _key_table(keys: tuple[str, ...]) -> type:
@@ -151,13 +174,17 @@ def tool_result_block(tool_use_id: Any, content: list[Any], is_error: bool) -> T
         and type(is_error) is bool
         and _RESULT_CONTENT_TYPES.issuperset(map(type, content))
     ):
-        return trusted(
-            ToolResultBlock,
-            # a copy of exactly its length, as validation makes (a list grown by appends holds
-            # spare room: 24 bytes more for one block)
-            {"type": "tool_result", "tool_use_id": tool_use_id, "content": content[:], "is_error": is_error},
-            _TOOL_RESULT,
-        )
+        m = _new(ToolResultBlock)  # (``trusted``, inlined: one per result, issue 17)
+        _set_slot(m, "type", "tool_result")
+        _set_slot(m, "tool_use_id", tool_use_id)
+        # a copy of exactly its length, as validation makes (a list grown by appends holds
+        # spare room: 24 bytes more for one block)
+        _set_slot(m, "content", content[:])
+        _set_slot(m, "is_error", is_error)
+        _set_slot(m, "__pydantic_fields_set__", _TOOL_RESULT)
+        _set_slot(m, "__pydantic_extra__", None)
+        _set_slot(m, "__pydantic_private__", None)
+        return m
     return ToolResultBlock(tool_use_id=tool_use_id, content=content, is_error=is_error)
 
 

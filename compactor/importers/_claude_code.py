@@ -27,7 +27,7 @@ from compactor.importers._common import (
     source_key,
     usage_of,
 )
-from compactor.importers._drafts import Builder, Draft
+from compactor.importers._drafts import SHARED, Builder, Draft
 
 FORMAT = "claude-code"
 
@@ -53,6 +53,13 @@ _INJECTED_TEXT = re.compile(
 _COMMAND_NAME = re.compile(r"<command-name>\s*(/?[^<]*?)\s*</command-name>")
 
 
+#: The keys of a usual line's ``meta``, in the order they are set (``build.keyed``).
+_LINE = ("line",)
+_LINE_COMMAND = ("line", "slash_command")
+_LINE_ID = ("line", "message_id")
+_LINE_MODEL = ("line", "model")
+_LINE_MODEL_ID = ("line", "model", "message_id")
+
 #: A streamed import hands drafts over once this many are pending.
 RELEASE_EVERY = 256
 
@@ -64,14 +71,18 @@ def parse(src: Source, name: str) -> ImportResult:
     by_msg_id: dict[str, Draft] = {}
     pending_compaction: Draft | None = None
 
+    streamed = b.sink is not None
+    drafts = b.drafts  # (the builder's list, changed in place until ``finish``)
     for no, line in iter_jsonl(src, b):
-        if b.sink is not None and len(b.drafts) >= RELEASE_EVERY:
+        if streamed and len(drafts) >= RELEASE_EVERY:
             _release_finished(b)
         typ = line.get("type")
         if typ != "system" and (typ in NON_CONVERSATION or typ not in ("user", "assistant")):
             continue  # bookkeeping or unknown (the test below, moved up): no time or id needed
         at = parse_time(line.get("timestamp"))
-        uid = str(line.get("uuid") or f"cc-{b.key}-L{no}")
+        uid = line.get("uuid")
+        if type(uid) is not str or not uid:  # (the usual uuid is the id as it is)
+            uid = str(uid or f"cc-{b.key}-L{no}")
         if typ == "system":
             if line.get("subtype") == "compact_boundary":
                 md = line.get("compactMetadata") or {}
@@ -150,7 +161,7 @@ def _assistant(
         usage_raw.get("cache_read_input_tokens"),
         usage_raw.get("cache_creation_input_tokens"),
     ) if usage_raw else None  # (``usage_of`` of four Nones is None)
-    _add_assistant(b, msg, uid, at, mid, blocks, usage, meta, by_msg_id)
+    _add_assistant(b, msg, uid, at, mid, blocks, usage, meta["line"], meta, by_msg_id)
 
 
 def _add_assistant(
@@ -161,25 +172,41 @@ def _add_assistant(
     mid: Any,
     blocks: list[Any],
     usage: Any,
-    meta: dict[str, Any],
+    no: int,
+    meta: dict[str, Any] | None,
     by_msg_id: dict[str, Draft],
 ) -> None:
-    """Extend the draft of the same response (``mid``) with a line's ``blocks`` when only
-    results came since, else start a draft of them; ``blocks`` and ``meta`` are the line's own
-    (kept, not copied)."""
+    """Extend the draft of the same response (``mid``) with line ``no``'s ``blocks`` when
+    only results came since, else start a draft of them; ``blocks`` and ``meta`` are the
+    line's own (kept, not copied). ``meta`` None: a line of the usual shape
+    (``_fast_assistant``), its draft ``SHARED``."""
     target = by_msg_id.get(mid) if mid else None
     if target is not None and _only_results_since(b, target):
         target.blocks.extend(blocks)
         if usage is not None:  # later lines of a response carry the final usage
             target.usage = usage
-        target.meta.setdefault("lines", [target.meta.get("line")]).append(meta["line"])
+        target.add_line(no)
         return
-    if msg.get("model"):
-        model = msg["model"]  # the same name on every response: one string for all of them
-        meta["model"] = build.intern(model) if type(model) is str else model
-    if mid:
-        meta["message_id"] = mid
-    d = Draft("assistant", uid, at, "message", False, blocks, usage, meta)
+    model = msg.get("model")
+    if model and type(model) is str:
+        model = build.intern(model)  # the same name on every response: one string for all of them
+    if meta is None:  # a fast line's: its dict made with its keys (``build.keyed``)
+        if model:
+            meta = build.keyed(_LINE_MODEL_ID if mid else _LINE_MODEL)
+            meta["line"] = no
+            meta["model"] = model
+        else:
+            meta = build.keyed(_LINE_ID if mid else _LINE)
+            meta["line"] = no
+        if mid:
+            meta["message_id"] = mid
+        d = Draft("assistant", uid, at, "message", False, blocks, usage, meta, SHARED)
+    else:
+        if model:
+            meta["model"] = model
+        if mid:
+            meta["message_id"] = mid
+        d = Draft("assistant", uid, at, "message", False, blocks, usage, meta)
     b.drafts.append(d)
     if mid:
         by_msg_id.clear()
@@ -237,7 +264,7 @@ def _fast_assistant(
         )
     else:
         return False
-    _add_assistant(b, msg, uid, at, mid, blocks, usage, {"line": no}, by_msg_id)
+    _add_assistant(b, msg, uid, at, mid, blocks, usage, no, None, by_msg_id)
     return True
 
 
@@ -247,12 +274,13 @@ def _fast_user(b: Builder, line: dict[str, Any], msg: dict[str, Any], uid: str, 
     nothing, for any other line (issue 17)."""
     content = msg.get("content")
     if type(content) is str:
-        meta: dict[str, Any] = {"line": no}
         injected = bool(line.get("isMeta")) or bool(_INJECTED_TEXT.match(content))
         cmd = _COMMAND_NAME.search(content)
+        meta = build.keyed(_LINE_COMMAND if cmd else _LINE)
+        meta["line"] = no
         if cmd:
             meta["slash_command"] = cmd.group(1)
-        b.drafts.append(Draft("user", uid, at, "message", injected, [text_block(content)], None, meta))
+        b.drafts.append(Draft("user", uid, at, "message", injected, [text_block(content)], None, meta, SHARED))
         return True
     if type(content) is not list or not content:
         return False
@@ -272,9 +300,11 @@ def _fast_user(b: Builder, line: dict[str, Any], msg: dict[str, Any], uid: str, 
     # a results-only draft right after the call collects parallel results
     if d is not None and d.results_only:
         d.blocks.extend(results)
-        d.meta.setdefault("lines", [d.meta.get("line")]).append(no)
+        d.add_line(no)
         return True
-    drafts.append(Draft("user", uid, at, "message", False, results, None, {"line": no}))
+    meta = build.keyed(_LINE)
+    meta["line"] = no
+    drafts.append(Draft("user", uid, at, "message", False, results, None, meta, SHARED))
     return True
 
 
@@ -338,7 +368,7 @@ def _user(
         # a results-only draft right after the call collects parallel results
         if d is not None and d.results_only and not others:
             d.blocks.extend(results)
-            d.meta.setdefault("lines", [d.meta.get("line")]).append(meta["line"])
+            d.add_line(meta["line"])
             return
         b.new("user", uid, at=at, blocks=[*results, *others], meta=meta)
         return

@@ -151,3 +151,30 @@ def test_a_failing_sink_or_store_stops_the_import_with_its_own_error(tmp_path) -
     with pytest.raises(OSError, match="No space left"):  # not a ParseError nor an InvalidInput
         import_file(path, sink=lambda events: None, count=True, spill=spill,
                     limits=ImportLimits(max_inline_tool_output=16))
+
+
+def test_the_usual_lines_events_keep_their_drafts_meta_and_share_the_line_number(tmp_path) -> None:
+    """Memory (issue 17): an event of a usual line keeps the ``meta`` its draft was made with,
+    a dict with its keys' shared table (the size of ``shared_keys_dict``'s copy, which a
+    merged response's or results' draft, a key more, is finished into); a seq equal to its line number is the line's int (one int for both)."""
+    import sys
+
+    from compactor.importers import _build as build
+
+    paths = _transcripts(tmp_path)
+    merged = 0
+    for path in paths:
+        for count in (False, True):
+            events: list[Any] = []
+            try:
+                import_file(path, sink=events.extend, count=count)
+            except Exception:  # (a fixture of broken input)
+                continue
+            for e in events:
+                if not e.id.isascii():
+                    continue  # (validated: ``build.event`` leaves such an id to pydantic)
+                assert sys.getsizeof(e.meta) == sys.getsizeof(build.shared_keys_dict(dict(e.meta))), (path.name, e.meta)
+                merged += "lines" in e.meta
+            if path.name == "small.jsonl":
+                assert all(e.seq is e.meta["line"] for e in events) and len(events) == 400
+    assert merged > 20
