@@ -212,13 +212,10 @@ def clear_old_tool_results(
             content = r.content
             if len(content) == 1 and type(content[0]) is TextBlock and content[0].text:
                 left -= 1
-                data = content[0].text.encode("utf-8")
-                digest = hashlib.sha256(data).hexdigest()
-                artifacts[digest] = data
-                size = len(data)
+                copy, ref = _cleared_text(r, content[0].text, artifacts)
                 seq = e.seq
-                replacements[seq] = [_with_content(r, [_text_ref(digest, size, "text/plain")])]
-                counts[seq] = after = alone_tokens + _size_tokens(size) + _hex_tokens(digest)
+                replacements[seq] = [copy]
+                counts[seq] = after = alone_tokens + _size_tokens(ref.bytes) + _hex_tokens(ref.sha256)
                 before = e.tokens  # (count_event: the count cached on the event)
                 freed += (count_blocks(e.blocks) if before is None else before) - after
                 continue
@@ -253,16 +250,23 @@ def _is_cleared(r: ToolResultBlock) -> bool:
     return any(isinstance(c, ArtifactRefBlock) and c.preview_head == CLEARED_TEXT for c in r.content)
 
 
+def _cleared_text(r: ToolResultBlock, text: str, arts: dict[str, bytes]) -> tuple[ToolResultBlock, ArtifactRefBlock]:
+    """``r``, a result of one text, cleared: its copy holding only the ref to ``text``'s bytes
+    (put in ``arts``), and that ref."""
+    data = text.encode("utf-8")
+    ref = _cleared_ref(data, "text/plain")
+    arts[ref.sha256] = data
+    return _with_content(r, [ref]), ref
+
+
 def _cleared(r: ToolResultBlock, arts: dict[str, bytes]) -> tuple[ToolResultBlock, int | None]:
     """The cleared copy of ``r`` (the artifacts it names put in ``arts``), and its tokens in
     the request (the result's share of ``count_blocks``) when it holds only a ref made here,
     else None."""
     content: list = r.content
     if len(content) == 1 and type(content[0]) is TextBlock and content[0].text:  # (most: one text)
-        data = content[0].text.encode("utf-8")
-        ref = _cleared_ref(data, "text/plain")
-        arts[ref.sha256] = data
-        return _with_content(r, [ref]), _RESULT_TOKENS + cleared_ref_tokens(ref)
+        copy, ref = _cleared_text(r, content[0].text, arts)
+        return copy, _RESULT_TOKENS + cleared_ref_tokens(ref)
     content = []
     text = r.text
     tokens: int | None = None
