@@ -173,11 +173,17 @@ def externalize_tool_results(events: Sequence[Event], policy: Policy) -> LayerOu
 
 
 def clear_old_tool_results(
-    events: Sequence[Event], policy: Policy, *, keep: int | None = None
+    events: Sequence[Event], policy: Policy, *, keep: int | None = None, lazy: bool = False
 ) -> LayerOutcome:
     """Layer (b): clear all but the newest ``keep`` tool results, once more than the policy's
     ``clear_tool_results_after`` exist. The placeholder is an artifact ref (so the content is
     recoverable and the validator can resolve it); the tool_use is untouched.
+
+    ``lazy``: an event of one result of one text alone (nearly every cleared event of a big
+    session) gets a ``ClearedText`` in ``replacements`` instead of its blocks - what makes
+    them when a view shows the event (``realize_cleared``); its count and artifact are the
+    same (the engine's ``apply_layers``: a summary covers most cleared events, whose blocks
+    no view ever shows, issue 17).
     """
     keep = policy.keep_recent_tool_results if keep is None else keep
     out = LayerOutcome(layer=LAYER_CLEAR)
@@ -212,10 +218,16 @@ def clear_old_tool_results(
             content = r.content
             if len(content) == 1 and type(content[0]) is TextBlock and content[0].text:
                 left -= 1
-                copy, ref = _cleared_text(r, content[0].text, artifacts)
+                data = content[0].text.encode("utf-8")
+                digest = _sha256(data).hexdigest()
+                artifacts[digest] = data
+                size = len(data)
                 seq = e.seq
-                replacements[seq] = [copy]
-                counts[seq] = after = alone_tokens + _size_tokens(ref.bytes) + _hex_tokens(ref.sha256)
+                if lazy:
+                    replacements[seq] = ClearedText(r, digest, size)  # type: ignore[assignment]
+                else:
+                    replacements[seq] = [_with_content(r, [_text_ref(digest, size, "text/plain")])]
+                counts[seq] = after = alone_tokens + _size_tokens(size) + _hex_tokens(digest)
                 before = e.tokens  # (count_event: the count cached on the event)
                 freed += (count_blocks(e.blocks) if before is None else before) - after
                 continue
@@ -241,6 +253,36 @@ def clear_old_tool_results(
         freed += count_event(e) - after  # (the count cached on the event: prepare counts every event)
     out.items, out.freed_tokens = live - keep, freed
     return out
+
+
+class ClearedText:
+    """A cleared result of one text alone in its event, its blocks not made yet (``lazy``):
+    the result, and its text's sha256 and size in UTF-8 bytes. ``blocks()`` makes what the
+    eager layer puts in ``replacements`` (``_cleared_text``'s copy holding its ref): the same
+    values, fields-set and field order (``tests/unit/test_clearing_lazy.py``). 56 bytes an
+    event instead of the copy, the ref, its uri and their list (~600, issue 17, memory)."""
+
+    __slots__ = ("result", "digest", "size")
+
+    def __init__(self, result: ToolResultBlock, digest: str, size: int) -> None:
+        self.result, self.digest, self.size = result, digest, size
+
+    def blocks(self) -> list[Block]:
+        return [_with_content(self.result, [_text_ref(self.digest, self.size, "text/plain")])]
+
+
+def realize_cleared(repl: dict[int, list[Block]], after: int,
+                    counted: dict[int, tuple[list[Block], int]] | None = None) -> dict[int, list[Block]]:
+    """``repl``'s replacements of the events after seq ``after`` (in ``repl``'s order), a
+    ``ClearedText`` made into its blocks - written back into ``repl`` (and ``counted``'s
+    pair, seq -> (blocks, tokens)), so every later view and checkpoint shows the same blocks."""
+    kept = {s: b for s, b in repl.items() if s > after}
+    made = [(s, b) for s, b in kept.items() if type(b) is ClearedText]
+    for s, lazy in made:
+        kept[s] = repl[s] = blocks = lazy.blocks()  # type: ignore[attr-defined]
+        if counted is not None and s in counted:
+            counted[s] = (blocks, counted[s][1])
+    return kept
 
 
 def _is_cleared(r: ToolResultBlock) -> bool:
@@ -431,6 +473,7 @@ def _with_content(r: ToolResultBlock, content: list) -> ToolResultBlock:
 
 _new = object.__new__
 _set = object.__setattr__
+_sha256 = hashlib.sha256
 _URI_HEAD = ARTIFACT_URI.format("")
 _CLEARED_SET = _shared_fields_set(_CLEARED_FIELDS)
 _CONTENT = frozenset({"content"})
