@@ -430,7 +430,7 @@ def apply_layers(
             for name in layers:
                 again = layer_fns[name](apply_replacements(covered_all, repl), policy)
                 repl.update(again.replacements)
-                counted.update((s, (b, again.counts[s])) for s, b in again.replacements.items())
+                counted.update((s, (b, again.counts.get(s))) for s, b in again.replacements.items())
             released[0] = end0
         base: dict[str, object] = {}
         if prev is not None:
@@ -505,7 +505,8 @@ def apply_layers(
         if not out.items:
             continue
         repl.update(out.replacements)
-        counted.update((s, (b, out.counts[s])) for s, b in out.replacements.items())
+        # (a lazily cleared event's count is made with its blocks: realize_cleared)
+        counted.update((s, (b, out.counts.get(s))) for s, b in out.replacements.items())
         artifacts.update(out.artifacts)
         if shown_tokens is not None:
             shown_tokens -= out.freed_tokens  # (_DERIVE_VIEW_COUNT)
@@ -660,7 +661,7 @@ def _known_counts(counted: dict[int, tuple[list[Block], int]]) -> Callable[[Even
         if got is not None:
             blocks, n = got
             shown = e.blocks
-            if len(shown) == len(blocks) and all(map(is_, shown, blocks)):
+            if n is not None and len(shown) == len(blocks) and all(map(is_, shown, blocks)):
                 return n
         return count_event(e)
     return count

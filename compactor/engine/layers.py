@@ -181,9 +181,10 @@ def clear_old_tool_results(
 
     ``lazy``: an event of one result of one text alone (nearly every cleared event of a big
     session) gets a ``ClearedText`` in ``replacements`` instead of its blocks - what makes
-    them when a view shows the event (``realize_cleared``); its count and artifact are the
-    same (the engine's ``apply_layers``: a summary covers most cleared events, whose blocks
-    no view ever shows, issue 17).
+    them, and its count, when a view shows the event (``realize_cleared``; ``counts`` has no
+    entry for it); its artifact and ``freed_tokens`` are the same (the engine's
+    ``apply_layers``: a summary covers most cleared events, whose blocks no view ever shows,
+    issue 17).
     """
     keep = policy.keep_recent_tool_results if keep is None else keep
     out = LayerOutcome(layer=LAYER_CLEAR)
@@ -209,6 +210,7 @@ def clear_old_tool_results(
     freed = 0  # (set on ``out`` once: an assignment to the model is validated)
     left = live - keep  # the oldest results are cleared: all but the newest ``keep``
     alone_tokens = MESSAGE_OVERHEAD + _RESULT_TOKENS + _fixed_tokens()  # an event of one cleared text
+    lazy_digests: list[str] = []
     for i, idxs in located:
         if left <= 0:
             break
@@ -223,13 +225,17 @@ def clear_old_tool_results(
                 artifacts[digest] = data
                 size = len(data)
                 seq = e.seq
-                if lazy:
-                    replacements[seq] = ClearedText(r, digest, size)  # type: ignore[assignment]
-                else:
-                    replacements[seq] = [_with_content(r, [_text_ref(digest, size, "text/plain")])]
-                counts[seq] = after = alone_tokens + _size_tokens(size) + _hex_tokens(digest)
                 before = e.tokens  # (count_event: the count cached on the event)
-                freed += (count_blocks(e.blocks) if before is None else before) - after
+                if before is None:
+                    before = count_blocks(e.blocks)
+                if lazy:  # (its count made with its blocks; the digests' share of freed in bulk below)
+                    replacements[seq] = ClearedText(r, digest, size)  # type: ignore[assignment]
+                    lazy_digests.append(digest)
+                    freed += before - alone_tokens - _size_tokens(size)
+                    continue
+                replacements[seq] = [_with_content(r, [_text_ref(digest, size, "text/plain")])]
+                counts[seq] = after = alone_tokens + _size_tokens(size) + _hex_tokens(digest)
+                freed += before - after
                 continue
         if len(idxs) > left:
             idxs = idxs[:left]
@@ -251,6 +257,8 @@ def clear_old_tool_results(
         replacements[seq] = blocks
         counts[seq] = after
         freed += count_event(e) - after  # (the count cached on the event: prepare counts every event)
+    if lazy_digests:
+        freed -= _hex_tokens_sum(lazy_digests)
     out.items, out.freed_tokens = live - keep, freed
     return out
 
@@ -270,6 +278,11 @@ class ClearedText:
     def blocks(self) -> list[Block]:
         return [_with_content(self.result, [_text_ref(self.digest, self.size, "text/plain")])]
 
+    def tokens(self) -> int:
+        """The event's tokens shown with ``blocks()`` (what the eager layer puts in ``counts``)."""
+        return (MESSAGE_OVERHEAD + _RESULT_TOKENS + _fixed_tokens() + _size_tokens(self.size)
+                + _hex_tokens(self.digest))
+
 
 def realize_cleared(repl: dict[int, list[Block]], after: int,
                     counted: dict[int, tuple[list[Block], int]] | None = None) -> dict[int, list[Block]]:
@@ -281,7 +294,7 @@ def realize_cleared(repl: dict[int, list[Block]], after: int,
     for s, lazy in made:
         kept[s] = repl[s] = blocks = lazy.blocks()  # type: ignore[attr-defined]
         if counted is not None and s in counted:
-            counted[s] = (blocks, counted[s][1])
+            counted[s] = (blocks, lazy.tokens())  # type: ignore[attr-defined]
     return kept
 
 
@@ -401,6 +414,33 @@ def _hex_tokens(digest: str) -> int:
     letters = hexes.translate(_LETTER_RUNS).split()
     return (sum(map(_piece_tokens, letters)) + hexes.translate(_ZEROS).replace(b"0 ", b"000 ").count(b"000")
             + _lead(letters[0] if digest[0] >= "a" else b""))
+
+
+def _hex_tokens_sum(digests: list[str]) -> int:
+    """``sum(map(_hex_tokens, digests))``, counted in bulk: each digest written as
+    "/<digest> |<digest[:12]> " - "|" standing for the space before the short part, so that a
+    letter run after "/" or "|" is the piece the pre-split makes of it with that character
+    (``_BulkPieces``), and one alone stands for itself alone, as in ``_LeadTokens`` - then
+    its letter runs looked up, its digit runs counted as ``_hex_tokens`` counts them, all
+    digests at once (a Python call and seven C calls per digest fewer, issue 17)."""
+    text = "".join([f"/{d} |{d[:12]} " for d in digests]).encode("ascii")
+    return (sum(map(_bulk_piece_tokens, text.translate(_LETTER_RUNS).split()))
+            + text.translate(_BULK_ZEROS).replace(b"0 ", b"000 ").count(b"000"))
+
+
+class _BulkPieces(dict):  # type: ignore[type-arg]
+    """A piece of ``_hex_tokens_sum``'s text -> its tokens: "|" as a space (``__missing__``:
+    counted on first lookup; at most 65k pieces)."""
+
+    def __missing__(self, piece: bytes) -> int:
+        if len(self) > 1 << 16:
+            self.clear()
+        n = self[piece] = _piece_tokens(b" " + piece[1:] if piece[:1] == b"|" else piece)
+        return n
+
+
+_bulk_piece_tokens = _BulkPieces().__getitem__
+_BULK_ZEROS = bytes.maketrans(b"0123456789abcdef/|", b"0000000000" + b" " * 8)  # digits -> "0", the rest spaces
 
 
 class _LeadTokens(dict):  # type: ignore[type-arg]
