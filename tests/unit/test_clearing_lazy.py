@@ -32,6 +32,7 @@ from compactor.events import Event
 from compactor.importers import import_file
 from compactor.tokens import count_blocks
 from tests.conftest import corpus_files, fixture_sessions
+from tests.unit.test_engine_counts import _checks
 from tests.unit.test_engine_release import _outcome
 
 POLICY = make_policy("default").model_copy(update={"clear_tool_results_after": 0})
@@ -124,16 +125,9 @@ def _eager_and_lazy(monkeypatch: pytest.MonkeyPatch, events: list[Event], policy
 
 def _engine_checks(monkeypatch: pytest.MonkeyPatch, events: list[Event], policies: tuple[str, ...],
                    targets: tuple[int | None, ...], seen: list[list[str]]) -> None:
-    for policy in policies:
-        for target in targets:
-            lazy, eager, res = _eager_and_lazy(monkeypatch, events, policy, target)
-            assert lazy == eager
-            seen.append(lazy[2]["layers"])
-            if res.checkpoint is not None and not res.checkpoint.covers.empty:
-                later = [e for e in events if e.kind == "pinned" or e.seq > res.checkpoint.covers.end]
-                lazy2, eager2, _ = _eager_and_lazy(monkeypatch, later, policy, target, res.checkpoint)
-                assert lazy2 == eager2
-                seen.append(lazy2[2]["layers"])
+    """Lazy and eager outcomes equal, also for the compaction after (``test_engine_counts``'s
+    loop); ``seen`` gets each outcome's layers."""
+    _checks(monkeypatch, events, policies, targets, set(), both=_eager_and_lazy, chosen=seen)
 
 
 def _cleared_target(events: list[Event]) -> int:
