@@ -51,6 +51,7 @@ def main() -> int:
     runs = {
         "clear base": lambda: base_layers.clear_old_tool_results(events, policy),
         "clear after": lambda: layers.clear_old_tool_results(events, policy),
+        "clear after lazy": lambda: layers.clear_old_tool_results(events, policy, lazy=True),  # (the engine's)
         "content_hash_line base": lambda: list(map(ns["content_hash_line"], events)),
         "content_hash_line after": lambda: list(map(events_mod.content_hash_line, events)),
     }
@@ -61,9 +62,12 @@ def main() -> int:
             t = time.process_time()
             out = run()
             best[name] = min(best.get(name, 1e9), time.process_time() - t)
-            got[name] = (out.items, out.freed_tokens, out.counts) if hasattr(out, "counts") else out
+            if hasattr(out, "counts"):  # (a lazily cleared event's count: made with its blocks)
+                out = (out.items, out.freed_tokens, {s: out.counts[s] if s in out.counts else b.tokens()
+                                                     for s, b in out.replacements.items()})
+            got[name] = out
             del out
-    assert got["clear base"] == got["clear after"] and got["content_hash_line base"] == got["content_hash_line after"]
+    assert got["clear base"] == got["clear after"] == got["clear after lazy"] and got["content_hash_line base"] == got["content_hash_line after"]
     print({name: round(s * 1000) for name, s in best.items()}, f"(min CPU ms of {args.reps}, {len(events)} events)")
     return 0
 

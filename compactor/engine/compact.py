@@ -45,6 +45,7 @@ from compactor.engine.layers import (
     apply_replacements,
     clear_old_tool_results,
     externalize_tool_results,
+    realize_cleared,
     summarize_range,
 )
 from compactor.engine.measure import quick_view_tokens, streamed_view_tokens, view_tokens
@@ -286,7 +287,7 @@ class _Candidate:
     a whole big session (the cleared view) is rarely chosen - validating it only when the
     engine asks whether it is valid saves a full pass over the session (issue 17)."""
 
-    def __init__(self, checkpoint: Checkpoint, view: list[Event] | None, tokens: int,
+    def __init__(self, checkpoint: Checkpoint | None, view: list[Event] | None, tokens: int,
                  violations: list[Violation] | None = None, repaired: int = 0, *,
                  check: Callable[[], list[Violation]] | None = None, target: int | None = None,
                  rebuild: Callable[[], list[Event]] | None = None,
@@ -408,7 +409,7 @@ def apply_layers(
     durations: dict[str, float] = {}
     counted: dict[int, tuple[list[Block], int]] = {}  # seq -> (a layer's replacement, its tokens)
     released = [end0]  # repl holds no replacement at or before this seq (see release_covered)
-    layer_fns = {LAYER_EXTERNALIZE: externalize_tool_results, LAYER_CLEAR: clear_old_tool_results}
+    layer_fns = {LAYER_EXTERNALIZE: externalize_tool_results, LAYER_CLEAR: _clear_lazily}
 
     def release_covered(cut: int) -> None:
         """Let go of the replacements a summary covering up to ``cut`` does not show (the
@@ -429,7 +430,7 @@ def apply_layers(
             for name in layers:
                 again = layer_fns[name](apply_replacements(covered_all, repl), policy)
                 repl.update(again.replacements)
-                counted.update((s, (b, again.counts[s])) for s, b in again.replacements.items())
+                counted.update((s, (b, again.counts.get(s))) for s, b in again.replacements.items())
             released[0] = end0
         base: dict[str, object] = {}
         if prev is not None:
@@ -440,7 +441,7 @@ def apply_layers(
             }
         base.update(fields)
         covers = SeqRange(start=1, end=end) if end > 0 else SeqRange(start=1, end=0)
-        kept = {s: b for s, b in repl.items() if s > end}
+        kept = realize_cleared(repl, end, counted)  # (the cleared blocks made for these only)
         return Checkpoint(
             id=ckpt_id, tenant=tenant, session=session, covers=covers,
             replacements=kept,
@@ -453,10 +454,12 @@ def apply_layers(
             snapshot_version=plan.snapshot_version, created_at=now, **base,  # type: ignore[arg-type]
         )
 
-    def candidate(ckpt: Checkpoint, *, lazy: bool = False,
+    def candidate(ckpt: Checkpoint | None, *, lazy: bool = False,
                   remake: Callable[[], Checkpoint] | None = None, tokens: int | None = None) -> _Candidate:
+        """``ckpt`` None: a replacement layers' candidate (no summary) counted already
+        (``tokens``), its checkpoint made by ``remake`` when asked for."""
         t = time.perf_counter()
-        if lazy and not ckpt.summary and target is not None:
+        if lazy and (ckpt is None or not ckpt.summary) and target is not None:
             # No summary: no identifier to repair, so the view and count are final and the
             # checks can wait until someone asks (see _Candidate), against the artifacts
             # written so far (a later layer adds more).
@@ -468,6 +471,7 @@ def apply_layers(
                 streamed_view_tokens(iter_view_roles(evs, ckpt), _known_counts(counted), roles=True)
             if n is None:  # a provider compaction block: the request is rendered to count it
                 n = view_tokens(build_view(evs, ckpt))
+            assert ckpt is not None or remake is not None
 
             def check() -> list[Violation]:
                 return validate(events=evs, checkpoint=lazy_cand.checkpoint, view=lazy_cand.view,
@@ -501,11 +505,14 @@ def apply_layers(
         if not out.items:
             continue
         repl.update(out.replacements)
-        counted.update((s, (b, out.counts[s])) for s, b in out.replacements.items())
+        # (a lazily cleared event's count is made with its blocks: realize_cleared)
+        counted.update((s, (b, out.counts.get(s))) for s, b in out.replacements.items())
         artifacts.update(out.artifacts)
         if shown_tokens is not None:
             shown_tokens -= out.freed_tokens  # (_DERIVE_VIEW_COUNT)
-        cand = candidate(checkpoint(end0), lazy=True, remake=lambda: checkpoint(end0), tokens=shown_tokens)
+        # (counted already: its checkpoint, a replacement of every cleared event, made when asked for)
+        cand = candidate(None if shown_tokens is not None else checkpoint(end0), lazy=True,
+                         remake=lambda: checkpoint(end0), tokens=shown_tokens)
         layers.append(name)
         freed[name] = current - cand.tokens
         current = cand.tokens
@@ -636,6 +643,12 @@ def apply_layers(
     return _result(best, artifacts, layers, freed, durations, evs, candidates.n)
 
 
+def _clear_lazily(events: Sequence[Event], policy: Policy) -> Any:
+    """The clearing layer with its cleared blocks made only for the events a view shows
+    (``layers.ClearedText``; ``apply_layers``'s checkpoints make them: ``realize_cleared``)."""
+    return clear_old_tool_results(events, policy, lazy=True)
+
+
 def _known_counts(counted: dict[int, tuple[list[Block], int]]) -> Callable[[Event], int]:
     """``count_event``, answered from the layers' own counts for an event a view shows with a
     replacement they made (the same blocks: the clearing layer counted each cleared event
@@ -648,7 +661,7 @@ def _known_counts(counted: dict[int, tuple[list[Block], int]]) -> Callable[[Even
         if got is not None:
             blocks, n = got
             shown = e.blocks
-            if len(shown) == len(blocks) and all(map(is_, shown, blocks)):
+            if n is not None and len(shown) == len(blocks) and all(map(is_, shown, blocks)):
                 return n
         return count_event(e)
     return count

@@ -13,6 +13,7 @@ span two texts of the joined haystack) is left to the full search.
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_right
 from itertools import accumulate
 from operator import itemgetter
@@ -62,16 +63,17 @@ class CoveredText:
         refs: set[tuple[str, str]] = set()
         seqs: list[int] = []
         pinned: list[int] = []
-        by_seq: dict[int, Event] = {}
         add_seq = seqs.append
         ordered = True
+        repeats = 0
         last = None
         for i, e in enumerate(self.events):
             seq = e.seq
             add_seq(seq)
-            by_seq[seq] = e
-            if last is not None and seq < last:
-                ordered = False
+            if last is not None and seq <= last:
+                if seq < last:
+                    ordered = False
+                repeats += 1
             last = seq
             if e.kind == "pinned":
                 pinned.append(i)
@@ -93,7 +95,8 @@ class CoveredText:
                 refs.update((r.sha256, r.uri) for r in _refs((b,)))
         self._answered, self._source_refs = answered, refs
         if "range" not in self._memo:
-            self._memo["range"] = (by_seq, seqs, max(seqs, default=0), pinned) if ordered else None
+            self._memo["range"] = ((_BySeq(self.events, seqs, len(seqs) - repeats), seqs, max(seqs, default=0), pinned)
+                                   if ordered else None)
 
     def _build(self) -> None:
         # _block_texts of every block, inlined for the common blocks (a generator per block
@@ -222,35 +225,39 @@ class CoveredText:
         """What ``invariants.check_batches`` finds over the events as given, for a cut at
         ``end``: (event, its calls, the first call whose last result lies past the cut), in
         event order. Calls whose last result comes after the cut are few (the kept tail and
-        the calls the cut straddles), and are read from a list sorted by that result."""
+        the calls the cut straddles), and are read in the order of that result, latest first:
+        machine ints in three arrays (the events' positions, their calls' last result, that
+        order), not a tuple and a list per call held through the ladder (issue 17, memory)."""
+        evs = self.body(prev_end)
+        last_result, with_uses = self._call_facts(prev_end)
+        get = last_result.get
         calls = self._memo.get(("calls", prev_end))
         if calls is None:
-            evs = self.body(prev_end)
-            last_result, with_uses = self._call_facts(prev_end)
-            calls = []
-            get = last_result.get
+            where, latest = array("q"), array("q")
             for pos in with_uses:
-                e = evs[pos]
-                uses = e.tool_uses
+                uses = evs[pos].tool_uses
                 if len(uses) == 1:  # (most calls: the list below without the generators)
                     lr = get(uses[0].id)
-                    if lr is not None:
-                        calls.append((lr, pos, e, uses, [lr]))
-                    continue
-                lrs = [get(u.id) for u in uses]
-                if any(x is not None for x in lrs):
-                    calls.append((max(x for x in lrs if x is not None), pos, e, uses, lrs))
-            calls.sort(key=itemgetter(0), reverse=True)  # (stable, as the key -c[0] was)
-            self._memo[("calls", prev_end)] = calls
+                else:
+                    lr = max((x for x in map(get, [u.id for u in uses]) if x is not None), default=None)
+                if lr is not None:
+                    where.append(pos)
+                    latest.append(lr)
+            # (stable with reverse, as the sort by -latest was: equal results in event order)
+            order = array("q", sorted(range(len(latest)), key=latest.__getitem__, reverse=True))
+            calls = self._memo[("calls", prev_end)] = (order, where, latest)
+        order, where, latest = calls
         hits = []
-        for latest, pos, e, uses, lrs in calls:
-            if latest <= end:
+        for k in order:
+            if latest[k] <= end:
                 break
+            e = evs[where[k]]
             if e.seq > end:
                 continue
-            first = next(u.id for u, lr in zip(uses, lrs) if lr is not None and e.seq <= end < lr)
-            hits.append((pos, e, uses, first))
-        hits.sort(key=lambda h: h[0])
+            uses = e.tool_uses
+            first = next(u.id for u in uses if (lr := get(u.id)) is not None and e.seq <= end < lr)
+            hits.append((k, e, uses, first))
+        hits.sort(key=itemgetter(0))  # (in event order: the positions ascend with k)
         return [(e, uses, first) for _, e, uses, first in hits]
 
     def request_constraints(self, prev_end: int, end: int) -> list[tuple[int, list[str]]]:
@@ -295,13 +302,41 @@ class CoveredText:
                 [i for i, e in enumerate(evs) if e.tool_uses])
         return got
 
-    def range_facts(self) -> tuple[dict[int, Event], list[int], int, list[int]] | None:
-        """The events by seq, their seqs, the snapshot (the largest seq) and the positions of
-        the pinned events; None when the events are not in seq order (the checks then walk
-        them)."""
+    def range_facts(self) -> tuple[_BySeq, list[int], int, list[int]] | None:
+        """The events by seq (read as a dict of them), their seqs, the snapshot (the largest
+        seq) and the positions of the pinned events; None when the events are not in seq
+        order (the checks then walk them)."""
         if "range" not in self._memo:
             self._walk_events()
         return self._memo["range"]
+
+
+class _BySeq:
+    """``{e.seq: e for e in events}`` read by bisection of the events' ascending seqs: ``in``,
+    ``[seq]`` (the last event of that seq, as the dict keeps) and ``len`` (the distinct seqs),
+    instead of a dict of every event held through the ladder (issue 17, memory: ~50 bytes an
+    event, 15 MB at 300k events)."""
+
+    __slots__ = ("_events", "_seqs", "_n")
+
+    def __init__(self, events: Sequence[Event], seqs: list[int], distinct: int) -> None:
+        self._events, self._seqs, self._n = events, seqs, distinct
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _at(self, seq: int) -> int:
+        i = bisect_right(self._seqs, seq) - 1
+        return i if i >= 0 and self._seqs[i] == seq else -1
+
+    def __contains__(self, seq: object) -> bool:
+        return type(seq) is int and self._at(seq) >= 0
+
+    def __getitem__(self, seq: int) -> Event:
+        i = self._at(seq)
+        if i < 0:
+            raise KeyError(seq)
+        return self._events[i]
 
 
 def _pieces_and_words(texts: list[str]) -> tuple[list[str], set[str]]:

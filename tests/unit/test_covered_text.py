@@ -241,3 +241,23 @@ def test_a_gap_or_a_repeat_in_the_seqs_is_still_caught_with_the_index() -> None:
             found[name, p is None] = sorted(v.code for v in got)
     assert found["gap", False] == ["range_not_contiguous"] and found["whole", False] == []
     assert found["repeat", False] == ["event_duplicated"] * 2  # no gap: the two events share seq 3
+
+
+def test_the_events_by_seq_read_as_the_dict_of_them() -> None:
+    """``range_facts``' events by seq (bisection of the seqs, not a dict held through the
+    ladder, issue 17) answer ``in``, ``[]`` and ``len`` as ``{e.seq: e for e in events}``:
+    with repeated seqs (the last event of a seq), gaps, and seqs never seen."""
+    rnd = random.Random(3)
+    for trial in range(60):
+        seqs = sorted(rnd.choice([rnd.randint(0, 40)] * 3 + [rnd.randint(0, 400)]) for _ in range(rnd.randint(0, 60)))
+        events = [Event(seq=s, id=f"e{i}", role="user", blocks=[TextBlock(text=f"t{i}")]) for i, s in enumerate(seqs)]
+        facts = CoveredText(events).range_facts()
+        assert facts is not None
+        got, want = facts[0], {e.seq: e for e in events}
+        assert len(got) == len(want) and facts[1] == seqs
+        for s in range(-2, 410):
+            assert (s in got) == (s in want)
+            if s in want:
+                assert got[s] is want[s]
+    shuffled = [Event(seq=s, id=f"x{s}", role="user", blocks=[TextBlock(text="t")]) for s in (3, 1, 2)]
+    assert CoveredText(shuffled).range_facts() is None

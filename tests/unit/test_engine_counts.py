@@ -46,17 +46,26 @@ def _late_session() -> list[Event]:
 
 
 def _checks(monkeypatch: pytest.MonkeyPatch, events: list[Event], policies: tuple[str, ...],
-            targets: tuple[int | None, ...], layers: set[str]) -> None:
+            targets: tuple[int | None, ...], layers: set[str], *, both: Any = None,
+            chosen: list[list[str]] | None = None) -> None:
+    """``both`` (default ``_both``) gives the outcome two ways for each policy and target, and
+    for a compaction after the checkpoint made; they must be equal. ``layers``: gets the
+    layers used; ``chosen``: each outcome's list of them."""
+    both = both or _both
     for policy in policies:
         for target in targets:
-            derived, walked, res = _both(monkeypatch, events, policy, target)
+            derived, walked, res = both(monkeypatch, events, policy, target)
             assert derived == walked
-            layers.update(derived[2]["layers"])
+            outcomes = [derived]
             if res.checkpoint is not None and not res.checkpoint.covers.empty:
                 later = [e for e in events if e.kind == "pinned" or e.seq > res.checkpoint.covers.end]
-                derived2, walked2, _ = _both(monkeypatch, later, policy, target, res.checkpoint)
+                derived2, walked2, _ = both(monkeypatch, later, policy, target, res.checkpoint)
                 assert derived2 == walked2
-                layers.update(derived2[2]["layers"])
+                outcomes.append(derived2)
+            for o in outcomes:
+                layers.update(o[2]["layers"])
+                if chosen is not None:
+                    chosen.append(o[2]["layers"])
 
 
 def test_the_derived_count_gives_the_walks_outcome(monkeypatch: pytest.MonkeyPatch) -> None:
