@@ -1,12 +1,15 @@
 """The count of a shrink-ladder rung's summary when its count is all that is needed (issue 17).
 
 A big state's document cannot fit its budget (``structured._min_tokens`` says so before it is
-measured): its full text is never the summary, and ``_fit`` needs only that text's count (to size
-its first batch) and each droppable line's. Nearly all of its ~100k-300k lines are commands and
-files read, each built and sized once per ladder (``ladder_memo``) with its count inside its
-section (``mid_tokens``): such a section counts its heading, the sum of those (a C-level sum of
-the memo's numbers, not a Python step per line) and its last line's own separator. The few
-other lines are summed as ``structured`` sums every text (``sum_rest``).
+measured): its full text is never the summary, and ``_fit``'s first batch needs only how much
+that text counts beyond its droppable lines' sizes: it keeps, from the most valuable line down,
+the lines whose sizes fit in what the budget leaves (the same lines it would drop from the least
+valuable up), so a line it drops unseen is never counted. Nearly all of the ~100k-300k lines are
+commands and files read, built once per ladder (``ladder_memo``) with a correction (what a line
+counts inside its section beyond its size: none for a line ending in a letter or digit):
+such a section counts its heading, the sum of those corrections (a C-level sum of the memo's
+numbers, not a Python step per line) and its last line's own separator. The few other lines
+are summed as ``structured`` sums every text (``sum_rest``).
 
 The same number as ``count_lines`` of ``_render``'s text: that text is cut where ``count_lines``
 cuts it, before each line starting with a non-space character (a memo line starts with ``- ``),
@@ -21,46 +24,71 @@ from typing import Any
 from compactor.tokens import ASCII_ALNUM, count_text, piece_cut_extra
 
 
+def line_sizes(text: str) -> tuple[int, int]:
+    """A memo line's size (``tokens``: its text's count plus one; 0: not counted yet) and its
+    correction: what it counts inside its section's text, followed by a line starting with a
+    non-space character (``count_text(text + "\n")``), beyond its size. A line ending in a
+    letter or digit, whose newline is a token of its own, has none: (0, 0), and is counted only
+    when ``_fit`` looks at it (``size``; a big rung's first batch drops nearly all unseen)."""
+    if text[-1] in ASCII_ALNUM:
+        return 0, 0
+    tokens = count_text(text) + 1
+    return tokens, count_text(text + "\n") - tokens
+
+
+def size(line: Any) -> int:
+    """``line.tokens``, counted the first time it is asked for."""
+    n = line.tokens
+    if not n:
+        n = line.tokens = count_text(line.text) + 1
+    return n
+
+
 def mid_tokens(text: str, tokens: int) -> int:
-    """What a line counts in its section's text when a line starting with a non-space character
-    follows it: ``count_text(text + "\\n")``; ``tokens`` (its text's count plus one) when it ends
-    in a letter or digit, whose newline is a token of its own."""
+    """What a line (``tokens``: its size) counts inside its section's text when a line starting
+    with a non-space character follows it."""
     return tokens if text[-1] in ASCII_ALNUM else count_text(text + "\n")
 
 
-def count_spans(lines: Sequence[Any], spans: dict[str, tuple[int, int, int]],
-                headings: dict[str, str], order: Sequence[str],
-                sum_rest: Callable[[list[Any], bool], int | None]) -> int | None:
-    """``count_lines`` of the text ``_render`` lays ``lines`` out in (none dropped).
+def count_beyond(lines: Sequence[Any], spans: dict[str, tuple[int, int, int]],
+                 headings: dict[str, str], order: Sequence[str],
+                 sum_rest: Callable[[list[Any], bool], int | None]) -> int | None:
+    """``count_lines`` of the text ``_render`` lays ``lines`` out in (none dropped), less the
+    sizes of its droppable lines (``tier`` not None): with those sizes, its count, without
+    counting a memo line (or laying out the text) more than once.
 
-    ``spans``: section name -> (start, end, the sum of its lines' ``mid_tokens``) for the
-    sections whose lines (``lines[start:end]``, all of the section's) are the memo's, each
-    sized (``tokens``) and starting with a non-space character. ``sum_rest(rest, more)``: the
-    count of the other lines' sections (``more``: the text goes on after the last of them).
-    None: a text the sums cannot count (then count it all)."""
+    ``spans``: section name -> (start, end, the sum of its lines' corrections) for the sections
+    whose lines (``lines[start:end]``, all of the section's) are the memo's (``line_sizes``),
+    each droppable and starting with a non-space character. ``sum_rest(rest, more)``: the count
+    of the other lines' sections, sizing their droppable lines (``more``: the text goes on
+    after the last of them). None: a text the sums cannot count (then count it all)."""
     n = len(lines)
     total = 0
     rest: list[Any] = []
     bodies: dict[str, str] = {}
     pos = 0
-    for name, (start, end, mid) in sorted(spans.items(), key=lambda kv: kv[1][0]):
+    for name, (start, end, corr) in sorted(spans.items(), key=lambda kv: kv[1][0]):
         rest += lines[pos:start]
         pos = end
         last = lines[end - 1]
         t = last.text
+        k = size(last)
         # the last line: followed by the next section's heading, or the end of the text
-        own = count_text(t + "\n\n") if end < n else last.tokens - 1
-        total += count_text(headings[name]) + mid - mid_tokens(t, last.tokens) + own
+        own = count_text(t + "\n\n") if end < n else k - 1
+        total += count_text(headings[name]) + corr - mid_tokens(t, k) + own
         bodies[name] = "\n".join([ln.text for ln in lines[start:end]])
     rest += lines[pos:]
     counted = sum_rest(rest, pos == n)
     if counted is None:
         return None
+    total += counted
     for ln in rest:  # (a few lines: the requests, reports, goal, ...)
+        if ln.tier is not None:
+            total -= ln.tokens
         if ln.section in bodies:
             bodies[ln.section] += "\n" + ln.text
         else:
             bodies[ln.section] = ln.text
     # (the text only for where count_lines cuts a long one: ``piece_cut_extra``)
     extra = piece_cut_extra("\n\n".join([headings[name] + bodies[name] for name in order if name in bodies]))
-    return None if extra is None else total + counted + extra
+    return None if extra is None else total + extra

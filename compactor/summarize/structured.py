@@ -47,7 +47,7 @@ from compactor.lifting.narrative import (
 )
 from compactor.summarize.failure_lines import build_failure_lines, code as _code, one_line as _one_line, shown_soft
 from compactor.summarize.file_details import ARTIFACT_SHARE, file_details, read_details
-from compactor.summarize.ladder_count import count_spans, mid_tokens
+from compactor.summarize.ladder_count import count_beyond, line_sizes, size as _size
 from compactor.summarize.ladder_memo import LADDER_MEMO as _LADDER_MEMO
 from compactor.summarize.ladder_memo import LadderMemo as _LadderMemo
 from compactor.summarize.ladder_memo import begin_ladder_memo, end_ladder_memo, read_lines
@@ -194,8 +194,8 @@ class _Doc:
     lines: list[_Line] = field(default_factory=list)
     mark: int = field(default_factory=_MARKS.__next__)
     spans: dict[str, tuple[int, int, int]] = field(default_factory=dict)
-    """The sections of the ladder memo's lines: name -> (start, end, the sum of their counts in
-    the section: ``ladder_count.mid_tokens``), for ``_count_only``."""
+    """The sections of the ladder memo's lines: name -> (start, end, the sum of their
+    corrections: ``ladder_count.line_sizes``), for ``_count_beyond``."""
 
     def add(self, section: str, text: str, tier: int | None, seq: int, detail: bool = False) -> None:
         lines = self.lines
@@ -355,7 +355,7 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         start = len(lines)
         lines += _read_lines(read_only, get_facts, memo)
         if read_only:
-            doc.spans[FILES_READ] = (start, len(lines), sum(memo.read_mids[:len(read_only)]))
+            doc.spans[FILES_READ] = (start, len(lines), sum(memo.read_corrs[:len(read_only)]))
 
     failure_lines = build_failure_lines(state.failed_approaches, state.files_changed)  # [line, tier, seq, tool ids]
     explained = {i for fl in failure_lines for i in fl[3]}  # failed runs the errors section tells in full
@@ -405,20 +405,16 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
             times = f" ×{n}" if n > 1 else ""
             detail = f": {c.detail}" if c.detail else ""
             cmd_text = _code(command, GIST_COMMAND_CHARS if gist else 200)  # (the answer is the point)
-            head, tail = f"- #{c.seq} {cmd_text}", f" → {outcome}{times}{detail}"
-            text = head + tail
+            text = f"- #{c.seq} {cmd_text} → {outcome}{times}{detail}"
             # (a cut answer's line under Errors says what it got: its command line is history too)
             tier = (_TIER_COMMAND_FAILED if status == "failed"
                     else _TIER_OUTPUT_GIST if gist
                     else _TIER_INSTALL if c.detail.startswith("partial") or is_install(command)
                     else _TIER_COMMAND_OK)  # (an answer past the share: the log has it)
             line = _Line(COMMANDS, text, tier, c.seq, base | i)  # (sized by ``_measure``)
-            if memo is not None:
-                # (the tokenizer cuts between the closing backquote and " →": the two counts add
-                # up, and the tail's ("→ ok") recurs, counted once)
-                line.tokens = count_text(head) + count_text(tail) + 1
+            if memo is not None:  # (sized when ``_fit`` looks at it: ``ladder_count``)
+                line.tokens, memo.cmd_corrs[i] = line_sizes(text)
                 memo.cmd_items[i], memo.cmd_keys[i], memo.cmd_lines[i], memo.cmd_tiers[i] = c, key, line, tier
-                memo.cmd_mids[i] = mid_tokens(text, line.tokens)
         # what the rung's own lists say of it: told in full under Errors, or one of the newest
         if explained and c.tool_use_id in explained and (c.status == "failed" or c.detail.startswith("partial")):
             tier = _TIER_COMMAND_EXPLAINED
@@ -427,9 +423,9 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         line.tier = tier
         lines.append(line)
     if memo is not None and latest_runs:
-        mids = memo.cmd_mids
-        doc.spans[COMMANDS] = (start, len(lines), sum(mids[:len(commands)]) if counts is None
-                               else sum(map(mids.__getitem__, latest_runs)))
+        corrs = memo.cmd_corrs
+        doc.spans[COMMANDS] = (start, len(lines), sum(corrs[:len(commands)]) if counts is None
+                               else sum(map(corrs.__getitem__, latest_runs)))
 
     last_test_by_cmd: dict[str, int] = {}
     for i, t in enumerate(state.tests):
@@ -549,26 +545,51 @@ def _join(sections: dict[str, list[str]], dropped: dict[str, int]) -> str:
     return "\n\n".join(parts)
 
 
-def _fit(doc: _Doc, budget: int, tokens: int,
-         rendered: tuple[str, dict[str, list[str]], dict[str, int]] | None) -> tuple[str, dict[str, list[str]], dict[str, int], int]:
+def _fit(doc: _Doc, budget: int, tokens: int | None,
+         rendered: tuple[str, dict[str, list[str]], dict[str, int]] | None,
+         beyond: int | None = None) -> tuple[str, dict[str, list[str]], dict[str, int], int]:
     """Drop droppable lines, lowest tier and oldest first, until the text fits (or none left).
 
     ``rendered``: ``_render(doc)``, whose count is ``tokens`` (``_measure``: which also sized
-    each droppable line, ``ln.tokens``; None: rendered here if nothing is dropped). Each batch drops the lines that
+    each droppable line, ``ln.tokens``). Each batch drops the lines that
     should cover the surplus, then the text of what is left is rendered and counted exactly;
     only the kept lines are rendered (a big state's first batch drops nearly all of its ~100k
-    lines, issue 17), with the same result as ``_render(doc)`` after each batch."""
+    lines, issue 17), with the same result as ``_render(doc)`` after each batch.
+
+    ``beyond`` (``_count_beyond``; then ``tokens`` and ``rendered`` are None): a document over
+    its budget, whose count is its droppable lines' sizes plus ``beyond``. The first batch is
+    then found from the top: the most valuable lines whose sizes fit in ``budget - beyond``
+    stay, the ones the drop from the bottom would leave (it stops at the first line that makes
+    the sizes dropped cover the surplus), and the lines below are dropped without being sized."""
     # (tier, seq, order) order: two stable sorts of the lines in their order, by seq then by tier,
     # without a key tuple per line (a rung of a big state sorts ~100k-300k of them, issue 17)
     candidates = [ln for ln in doc.lines if ln.tier is not None]
     candidates.sort(key=_SEQ)
     candidates.sort(key=_TIER)
-    text, sections, dropped = rendered if rendered is not None else ("", {}, {})
     fixed = [ln for ln in doc.lines if ln.tier is None]
     n_dropped: dict[str, int] = {}
     n = len(candidates)
     idx = 0
     mark = doc.mark
+    if beyond is not None:
+        room = budget - beyond
+        kept_size = 0
+        top = n
+        while top and kept_size + (k := candidates[top - 1].tokens or _size(candidates[top - 1])) <= room:
+            kept_size += k
+            top -= 1
+        for ln in candidates[:top]:
+            ln.dropped = mark
+            if not ln.detail:
+                n_dropped[ln.section] = n_dropped.get(ln.section, 0) + 1
+        idx = top
+        kept = sorted([*fixed, *candidates[idx:]], key=_ORDER)
+        dropped = {name: n_dropped[name] for name in SECTION_NAMES if name in n_dropped}
+        text, sections = _render_kept(kept, dropped)
+        tokens = count_lines(text)
+    else:
+        assert tokens is not None and rendered is not None
+        text, sections, dropped = rendered
     while tokens > budget and idx < n:
         surplus = tokens - budget
         freed = 0
@@ -589,8 +610,6 @@ def _fit(doc: _Doc, budget: int, tokens: int,
         dropped = {name: n_dropped[name] for name in SECTION_NAMES if name in n_dropped}
         text, sections = _render_kept(kept, dropped)
         tokens = count_lines(text)
-    if rendered is None and not idx:
-        text, sections, dropped = _render(doc)
     return text, sections, dropped, tokens
 
 
@@ -708,9 +727,8 @@ def _read_lines(files: list, get_facts, memo: _LadderMemo) -> list[_Line]:
 
     def make(k: int, f, facts) -> _Line:
         text = f"- {f.path}\n{facts}" if facts else f"- {f.path}"
-        tokens = count_text(text) + 1
-        line = _Line(FILES_READ, text, _TIER_READ_DETAIL if facts else _TIER_FILE_READ, f.seq, base | k, tokens)
-        return line, mid_tokens(text, tokens)
+        tokens, corr = line_sizes(text)  # (sized when ``_fit`` looks at it)
+        return _Line(FILES_READ, text, _TIER_READ_DETAIL if facts else _TIER_FILE_READ, f.seq, base | k, tokens), corr
 
     return read_lines(files, get_facts, memo, make)
 
@@ -742,13 +760,13 @@ def _min_tokens(doc: _Doc, sections: frozenset[str], limit: int | None = None) -
     return n
 
 
-def _count_only(doc: _Doc) -> int | None:
-    """``_measure(doc)``'s count, without its text (``ladder_count``: from the ladder memo's sums
-    for the commands and files read), the droppable lines sized; None: no memo lines, or a
-    text laid out otherwise (then ``_measure``)."""
+def _count_beyond(doc: _Doc) -> int | None:
+    """What ``_measure(doc)``'s count is beyond the sizes of its droppable lines, without its
+    text or sizing the ladder memo's lines (``ladder_count``); None: no memo lines, or a text
+    laid out otherwise (then ``_measure``)."""
     if not doc.spans:
         return None
-    return count_spans(doc.lines, doc.spans, _HEADINGS, SECTION_NAMES, _sum_rest)
+    return count_beyond(doc.lines, doc.spans, _HEADINGS, SECTION_NAMES, _sum_rest)
 
 
 def _sum_rest(lines: list[_Line], more: bool) -> int | None:
@@ -772,7 +790,7 @@ def render_summary(state: LiftedState, budget_tokens: int, *, latest_full: bool 
     """
     # Whole reports and reasons when everything fits; their budget shares apply only when
     # the summary has to give something up.
-    tokens: int | None
+    beyond: int | None
     budgeted = _build(state, budget=budget_tokens)
     if _min_tokens(budgeted, _FIXED_SECTIONS, budget_tokens) <= budget_tokens:
         # (else the whole state cannot fit: its lists alone hold more lines than the budget
@@ -781,20 +799,19 @@ def render_summary(state: LiftedState, budget_tokens: int, *, latest_full: bool 
         text, sections, dropped, tokens = _measure(doc)
         if tokens <= budget_tokens:
             return RenderedSummary(text=text, sections=sections, tokens=tokens, dropped=dropped)
-        tokens = None
+        beyond = None
     else:
-        # its full text is over the budget: only its count is needed (``_fit``'s first batch)
-        tokens = _count_only(budgeted)
+        # its full text is over the budget: only what it counts beyond its droppable lines is
+        # needed (``_fit``'s first batch), not that text (a big state's ~100k lines)
+        beyond = _count_beyond(budgeted)
     doc = budgeted
-    if tokens is None:
+    if beyond is None:
         text, sections, dropped, tokens = _measure(doc)
         if tokens <= budget_tokens:
             return RenderedSummary(text=text, sections=sections, tokens=tokens, dropped=dropped)
-        rendered: tuple[str, dict[str, list[str]], dict[str, int]] | None = (text, sections, dropped)
+        text, sections, dropped, tokens = _fit(doc, budget_tokens, tokens, (text, sections, dropped))
     else:
-        rendered = None
-
-    text, sections, dropped, tokens = _fit(doc, budget_tokens, tokens, rendered)
+        text, sections, dropped, tokens = _fit(doc, budget_tokens, None, None, beyond)
     weight = _left_out_weight(doc)
     if tokens > budget_tokens:
         # Last resort: the goal and latest request shrink to head quotes pointing at the log.
