@@ -196,6 +196,8 @@ class _Doc:
     spans: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     """The sections of the ladder memo's lines: name -> (start, end, the sum of their
     corrections: ``ladder_count.line_sizes``), for ``_count_beyond``."""
+    left_out: int = 0
+    """``_fit``'s: the sum of the tiers of the essential lines it dropped (``_left_out_weight``)."""
 
     def add(self, section: str, text: str, tier: int | None, seq: int, detail: bool = False) -> None:
         lines = self.lines
@@ -610,6 +612,12 @@ def _fit(doc: _Doc, budget: int, tokens: int | None,
         dropped = {name: n_dropped[name] for name in SECTION_NAMES if name in n_dropped}
         text, sections = _render_kept(kept, dropped)
         tokens = count_lines(text)
+    # (the lines dropped are ``candidates[:idx]``, by tier: the essential ones are its end)
+    weight = 0
+    while idx and (tier := candidates[idx - 1].tier) >= ESSENTIAL_TIER:  # type: ignore[operator]
+        weight += tier
+        idx -= 1
+    doc.left_out = weight
     return text, sections, dropped, tokens
 
 
@@ -774,9 +782,9 @@ def _sum_rest(lines: list[_Line], more: bool) -> int | None:
 
 
 def _left_out_weight(doc: _Doc) -> int:
-    mark = doc.mark
-    return sum(ln.tier for ln in doc.lines
-               if ln.dropped == mark and ln.tier is not None and ln.tier >= ESSENTIAL_TIER)
+    """The sum of the tiers of the essential lines (tier >= ``ESSENTIAL_TIER``) ``_fit(doc)``
+    dropped."""
+    return doc.left_out
 
 
 def render_summary(state: LiftedState, budget_tokens: int, *, latest_full: bool = False) -> RenderedSummary:
