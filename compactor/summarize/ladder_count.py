@@ -44,6 +44,20 @@ def size(line: Any) -> int:
     return n
 
 
+def first_batch(candidates: Sequence[Any], room: int) -> int:
+    """How many of ``candidates`` (in drop order) ``_fit``'s first batch drops when the text
+    counts ``room`` tokens less than the budget plus the candidates' sizes: the batch that
+    drops from the bottom, one line at a time, until the sizes dropped cover the surplus, keeps
+    the lines above it, the most valuable lines whose sizes fit in ``room``: found from the top,
+    sizing only those (and the first that does not fit)."""
+    kept = 0
+    top = len(candidates)
+    while top and kept + (k := size(candidates[top - 1])) <= room:
+        kept += k
+        top -= 1
+    return top
+
+
 def mid_tokens(text: str, tokens: int) -> int:
     """What a line (``tokens``: its size) counts inside its section's text when a line starting
     with a non-space character follows it."""

@@ -47,7 +47,7 @@ from compactor.lifting.narrative import (
 )
 from compactor.summarize.failure_lines import build_failure_lines, code as _code, one_line as _one_line, shown_soft
 from compactor.summarize.file_details import ARTIFACT_SHARE, file_details, read_details
-from compactor.summarize.ladder_count import count_beyond, line_sizes, size as _size
+from compactor.summarize.ladder_count import count_beyond, first_batch, line_sizes
 from compactor.summarize.ladder_memo import LADDER_MEMO as _LADDER_MEMO
 from compactor.summarize.ladder_memo import LadderMemo as _LadderMemo
 from compactor.summarize.ladder_memo import begin_ladder_memo, end_ladder_memo, read_lines
@@ -574,12 +574,7 @@ def _fit(doc: _Doc, budget: int, tokens: int | None,
     idx = 0
     mark = doc.mark
     if beyond is not None:
-        room = budget - beyond
-        kept_size = 0
-        top = n
-        while top and kept_size + (k := candidates[top - 1].tokens or _size(candidates[top - 1])) <= room:
-            kept_size += k
-            top -= 1
+        top = first_batch(candidates, budget - beyond)
         for ln in candidates[:top]:
             ln.dropped = mark
             if not ln.detail:
