@@ -78,11 +78,23 @@ def count_beyond(lines: Sequence[Any], spans: dict[str, tuple[int, int, int]],
     after the last of them). None: a text the sums cannot count (then count it all)."""
     n = len(lines)
     total = 0
-    rest: list[Any] = []
-    bodies: dict[str, str] = {}
+    # the text, for ``piece_cut_extra`` only: its strings in order, joined once (no copy of a
+    # section's body before the whole; a big rung's text is ~3-9 MB)
+    flat: list[str] = []
+    section = None
     pos = 0
-    for name, (start, end, corr) in sorted(spans.items(), key=lambda kv: kv[1][0]):
-        rest += lines[pos:start]
+    ordered = sorted(spans.items(), key=lambda kv: kv[1][0])
+    rest: list[Any] = []
+    for name, (start, end, corr) in [*ordered, ("", (n, n, 0))]:
+        for ln in lines[pos:start]:  # (a few lines: the requests, reports, goal, ...)
+            rest.append(ln)
+            if ln.section != section:
+                section = ln.section
+                flat += ("\n\n", headings[section], ln.text) if flat else (headings[section], ln.text)
+            else:
+                flat += ("\n", ln.text)
+        if not name:
+            break
         pos = end
         last = lines[end - 1]
         t = last.text
@@ -90,19 +102,17 @@ def count_beyond(lines: Sequence[Any], spans: dict[str, tuple[int, int, int]],
         # the last line: followed by the next section's heading, or the end of the text
         own = count_text(t + "\n\n") if end < n else k - 1
         total += count_text(headings[name]) + corr - mid_tokens(t, k) + own
-        bodies[name] = "\n".join([ln.text for ln in lines[start:end]])
-    rest += lines[pos:]
+        section = name
+        if flat:
+            flat.append("\n\n")
+        flat.append(headings[name])
+        flat += [x for ln in lines[start:end] for x in ("\n", ln.text)][1:]
     counted = sum_rest(rest, pos == n)
     if counted is None:
         return None
     total += counted
-    for ln in rest:  # (a few lines: the requests, reports, goal, ...)
-        if ln.tier is not None:
-            total -= ln.tokens
-        if ln.section in bodies:
-            bodies[ln.section] += "\n" + ln.text
-        else:
-            bodies[ln.section] = ln.text
-    # (the text only for where count_lines cuts a long one: ``piece_cut_extra``)
-    extra = piece_cut_extra("\n\n".join([headings[name] + bodies[name] for name in order if name in bodies]))
+    total -= sum(ln.tokens for ln in rest if ln.tier is not None)
+    text = "".join(flat)
+    del flat
+    extra = piece_cut_extra(text)
     return None if extra is None else total + extra
