@@ -14,18 +14,9 @@ from compactor.lifting.lift import LiftedState
 from compactor.lifting.state import Command, FileRef, Request
 from compactor.summarize import structured
 from compactor.summarize.ladder_count import first_batch
-from compactor.summarize.structured import begin_ladder_memo, end_ladder_memo, render_summary
+from compactor.summarize.structured import begin_ladder_memo, end_ladder_memo
 from compactor.tokens import count_lines, count_text
-from tests.unit.test_summary_fit import _ladder, _sessions
-
-
-def _renders(calls: list, memo: bool) -> list[str]:
-    token = begin_ladder_memo() if memo else None
-    try:
-        return [render_summary(s, b, latest_full=lf).model_dump_json() for s, b, lf in calls]
-    finally:
-        if token is not None:
-            end_ladder_memo(token)
+from tests.unit.test_summary_fit import _ladder, _renders, _sessions
 
 
 def _counted_without_text(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -50,7 +41,7 @@ def test_rungs_that_cannot_fit_give_the_summaries_of_the_whole_document(tmp_path
     seen = _counted_without_text(monkeypatch)
     for events in _sessions(tmp_path, (900, 5000)):
         calls = _ladder(events, (40, 300, 2_000))
-        assert _renders(calls, memo=True) == _renders(calls, memo=False)
+        assert _renders(calls, None) == _renders(calls, None, memo=False)
     assert len(seen) > 20  # (the path under test was taken)
 
 
@@ -82,7 +73,7 @@ def test_long_texts_and_lines_ending_in_punctuation(monkeypatch: pytest.MonkeyPa
     states = [LiftedState(goal=big.goal, requests=big.requests, commands=big.commands[:k],
                           files_read=big.files_read[:k]) for k in (200, 420, 421, 699)]
     calls = [(s, b, False) for s in states for b in (30, 250, 600, 900, 1_500)]
-    assert _renders(calls, memo=True) == _renders(calls, memo=False)
+    assert _renders(calls, None) == _renders(calls, None, memo=False)
     assert seen
 
 
