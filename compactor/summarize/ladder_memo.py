@@ -28,19 +28,23 @@ class LadderMemo:
     per document, and a command's tier is set again by each rung."""
 
     read_items: list = field(default_factory=list)
-    """The files only read (``read_lines``), their facts lines (None: none) and lines."""
+    """The files only read (``read_lines``), their facts lines (None: none), lines and each
+    line's correction (``ladder_count.line_sizes``: what it counts inside its section beyond
+    its own size)."""
     read_facts: list = field(default_factory=list)
     read_lines: list = field(default_factory=list)
+    read_corrs: list = field(default_factory=list)
     cmd_items: list = field(default_factory=list)
     """By index in ``state.commands``: the command whose line is kept (None: none), 2 x its run
-    count + its gist flag, its line (sized) and its own tier."""
+    count + its gist flag, its line (sized), its own tier and its correction."""
     cmd_keys: list = field(default_factory=list)
     cmd_lines: list = field(default_factory=list)
     cmd_tiers: list = field(default_factory=list)
+    cmd_corrs: list = field(default_factory=list)
 
     def grow_commands(self, n: int) -> None:
         more = [None] * (n - len(self.cmd_items))
-        for column in (self.cmd_items, self.cmd_keys, self.cmd_lines, self.cmd_tiers):
+        for column in (self.cmd_items, self.cmd_keys, self.cmd_lines, self.cmd_tiers, self.cmd_corrs):
             column += more
 
 
@@ -60,24 +64,27 @@ def end_ladder_memo(token: Token) -> None:
 
 
 def read_lines(files: list, get_facts: Callable[[str], Any], memo: LadderMemo,
-               make: Callable[[int, Any, Any], Any]) -> list:
-    """The "Files read" lines of ``files``, each built (``make(k, file, facts)``) and sized once
-    per ladder: a file's line changes only with its item (a new read is a new one) or its facts."""
+               make: Callable[[int, Any, Any], tuple[Any, int]]) -> list:
+    """The "Files read" lines of ``files``, each built (``make(k, file, facts)``: the line and its
+    count inside its section) and sized once per ladder: a file's line changes only with its
+    item (a new read is a new one) or its facts. Afterwards the memo's first ``len(files)``
+    entries are this call's lines (``read_corrs[:len(files)]`` their counts)."""
     out: list = []
     append = out.append
-    items, known, kept = memo.read_items, memo.read_facts, memo.read_lines
+    items, known, kept, corrs = memo.read_items, memo.read_facts, memo.read_lines, memo.read_corrs
     n_known = len(items)
     for k, f in enumerate(files):
         facts = get_facts(f.path)
         if k < n_known and items[k] is f and known[k] == facts:
             append(kept[k])
             continue
-        line = make(k, f, facts)
+        line, corr = make(k, f, facts)
         if k < n_known:
-            items[k], known[k], kept[k] = f, facts, line
+            items[k], known[k], kept[k], corrs[k] = f, facts, line, corr
         else:  # (k == len(items): the lines are met in order)
             items.append(f)
             known.append(facts)
             kept.append(line)
+            corrs.append(corr)
         append(line)
     return out

@@ -47,6 +47,7 @@ from compactor.lifting.narrative import (
 )
 from compactor.summarize.failure_lines import build_failure_lines, code as _code, one_line as _one_line, shown_soft
 from compactor.summarize.file_details import ARTIFACT_SHARE, file_details, read_details
+from compactor.summarize.ladder_count import count_beyond, first_batch, line_sizes
 from compactor.summarize.ladder_memo import LADDER_MEMO as _LADDER_MEMO
 from compactor.summarize.ladder_memo import LadderMemo as _LadderMemo
 from compactor.summarize.ladder_memo import begin_ladder_memo, end_ladder_memo, read_lines
@@ -192,6 +193,11 @@ class _Doc:
 
     lines: list[_Line] = field(default_factory=list)
     mark: int = field(default_factory=_MARKS.__next__)
+    spans: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    """The sections of the ladder memo's lines: name -> (start, end, the sum of their
+    corrections: ``ladder_count.line_sizes``), for ``_count_beyond``."""
+    left_out: int = 0
+    """``_fit``'s: the sum of the tiers of the essential lines it dropped (``_left_out_weight``)."""
 
     def add(self, section: str, text: str, tier: int | None, seq: int, detail: bool = False) -> None:
         lines = self.lines
@@ -348,7 +354,10 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
                   if (facts := get_facts(f.path)) else _Line(FILES_READ, f"- {f.path}", _TIER_FILE_READ, f.seq, base | k)
                   for k, f in enumerate(read_only)]
     else:
+        start = len(lines)
         lines += _read_lines(read_only, get_facts, memo)
+        if read_only:
+            doc.spans[FILES_READ] = (start, len(lines), sum(memo.read_corrs[:len(read_only)]))
 
     failure_lines = build_failure_lines(state.failed_approaches, state.files_changed)  # [line, tier, seq, tool ids]
     explained = {i for fl in failure_lines for i in fl[3]}  # failed runs the errors section tells in full
@@ -379,6 +388,7 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     if memo is not None and len(memo.cmd_items) < len(commands):
         memo.grow_commands(len(commands))
     base = _RANKED[COMMANDS]
+    start = len(lines)
     for i in latest_runs:
         c = commands[i]
         n = counts[c.command] if counts is not None else 1
@@ -404,8 +414,8 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
                     else _TIER_INSTALL if c.detail.startswith("partial") or is_install(command)
                     else _TIER_COMMAND_OK)  # (an answer past the share: the log has it)
             line = _Line(COMMANDS, text, tier, c.seq, base | i)  # (sized by ``_measure``)
-            if memo is not None:
-                line.tokens = count_text(text) + 1
+            if memo is not None:  # (sized when ``_fit`` looks at it: ``ladder_count``)
+                line.tokens, memo.cmd_corrs[i] = line_sizes(text)
                 memo.cmd_items[i], memo.cmd_keys[i], memo.cmd_lines[i], memo.cmd_tiers[i] = c, key, line, tier
         # what the rung's own lists say of it: told in full under Errors, or one of the newest
         if explained and c.tool_use_id in explained and (c.status == "failed" or c.detail.startswith("partial")):
@@ -414,6 +424,10 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
             tier = _TIER_COMMAND_RECENT_OK
         line.tier = tier
         lines.append(line)
+    if memo is not None and latest_runs:
+        corrs = memo.cmd_corrs
+        doc.spans[COMMANDS] = (start, len(lines), sum(corrs[:len(commands)]) if counts is None
+                               else sum(map(corrs.__getitem__, latest_runs)))
 
     last_test_by_cmd: dict[str, int] = {}
     for i, t in enumerate(state.tests):
@@ -533,26 +547,46 @@ def _join(sections: dict[str, list[str]], dropped: dict[str, int]) -> str:
     return "\n\n".join(parts)
 
 
-def _fit(doc: _Doc, budget: int, tokens: int,
-         rendered: tuple[str, dict[str, list[str]], dict[str, int]]) -> tuple[str, dict[str, list[str]], dict[str, int], int]:
+def _fit(doc: _Doc, budget: int, tokens: int | None,
+         rendered: tuple[str, dict[str, list[str]], dict[str, int]] | None,
+         beyond: int | None = None) -> tuple[str, dict[str, list[str]], dict[str, int], int]:
     """Drop droppable lines, lowest tier and oldest first, until the text fits (or none left).
 
     ``rendered``: ``_render(doc)``, whose count is ``tokens`` (``_measure``: which also sized
     each droppable line, ``ln.tokens``). Each batch drops the lines that
     should cover the surplus, then the text of what is left is rendered and counted exactly;
     only the kept lines are rendered (a big state's first batch drops nearly all of its ~100k
-    lines, issue 17), with the same result as ``_render(doc)`` after each batch."""
+    lines, issue 17), with the same result as ``_render(doc)`` after each batch.
+
+    ``beyond`` (``_count_beyond``; then ``tokens`` and ``rendered`` are None): a document over
+    its budget, whose count is its droppable lines' sizes plus ``beyond``. The first batch is
+    then found from the top: the most valuable lines whose sizes fit in ``budget - beyond``
+    stay, the ones the drop from the bottom would leave (it stops at the first line that makes
+    the sizes dropped cover the surplus), and the lines below are dropped without being sized."""
     # (tier, seq, order) order: two stable sorts of the lines in their order, by seq then by tier,
     # without a key tuple per line (a rung of a big state sorts ~100k-300k of them, issue 17)
     candidates = [ln for ln in doc.lines if ln.tier is not None]
     candidates.sort(key=_SEQ)
     candidates.sort(key=_TIER)
-    text, sections, dropped = rendered
     fixed = [ln for ln in doc.lines if ln.tier is None]
     n_dropped: dict[str, int] = {}
     n = len(candidates)
     idx = 0
     mark = doc.mark
+    if beyond is not None:
+        top = first_batch(candidates, budget - beyond)
+        for ln in candidates[:top]:
+            ln.dropped = mark
+            if not ln.detail:
+                n_dropped[ln.section] = n_dropped.get(ln.section, 0) + 1
+        idx = top
+        kept = sorted([*fixed, *candidates[idx:]], key=_ORDER)
+        dropped = {name: n_dropped[name] for name in SECTION_NAMES if name in n_dropped}
+        text, sections = _render_kept(kept, dropped)
+        tokens = count_lines(text)
+    else:
+        assert tokens is not None and rendered is not None
+        text, sections, dropped = rendered
     while tokens > budget and idx < n:
         surplus = tokens - budget
         freed = 0
@@ -573,6 +607,12 @@ def _fit(doc: _Doc, budget: int, tokens: int,
         dropped = {name: n_dropped[name] for name in SECTION_NAMES if name in n_dropped}
         text, sections = _render_kept(kept, dropped)
         tokens = count_lines(text)
+    # (the lines dropped are ``candidates[:idx]``, by tier: the essential ones are its end)
+    weight = 0
+    while idx and (tier := candidates[idx - 1].tier) >= ESSENTIAL_TIER:  # type: ignore[operator]
+        weight += tier
+        idx -= 1
+    doc.left_out = weight
     return text, sections, dropped, tokens
 
 
@@ -597,9 +637,11 @@ def _measure(doc: _Doc) -> tuple[str, dict[str, list[str]], dict[str, int], int]
     return text, sections, dropped, tokens
 
 
-def _sum_lines(lines: list[_Line], text: str) -> int | None:
+def _sum_lines(lines: list[_Line], text: str | None, more: bool = False) -> int | None:
     """``count_lines(text)`` of ``_render``'s text of ``lines`` (none dropped), summed from the
-    lines' counts (see ``_measure``), sizing the droppable ones; None: not laid out so."""
+    lines' counts (see ``_measure``), sizing the droppable ones; None: not laid out so.
+    ``text`` None: the sum of these lines' sections only, without the checks against the text
+    and its long text's cuts (``ladder_count``; ``more``: the text goes on after them)."""
     total = 0
     size = 0  # characters laid out so far (a check of the layout against the text)
     region: list[str] | None = None  # the text since the last cut, when a line cannot start a region
@@ -626,7 +668,7 @@ def _sum_lines(lines: list[_Line], text: str) -> int | None:
                 total += count_text(head)
         # the separator after this line, and whether a cut follows it
         if i == last:
-            sep, cut = "", True
+            sep, cut = ("\n\n", True) if more else ("", True)
         elif lines[i + 1].section == section:
             sep = "\n"
             nt = lines[i + 1].text
@@ -646,6 +688,8 @@ def _sum_lines(lines: list[_Line], text: str) -> int | None:
             total += c + 1  # a newline after a letter or digit is a token of its own
         else:
             total += count_text(t + sep) if sep else c
+    if text is None:
+        return None if region is not None else total
     if size != len(text):
         return None
     extra = piece_cut_extra(text)
@@ -686,8 +730,8 @@ def _read_lines(files: list, get_facts, memo: _LadderMemo) -> list[_Line]:
 
     def make(k: int, f, facts) -> _Line:
         text = f"- {f.path}\n{facts}" if facts else f"- {f.path}"
-        return _Line(FILES_READ, text, _TIER_READ_DETAIL if facts else _TIER_FILE_READ, f.seq, base | k,
-                     count_text(text) + 1)
+        tokens, corr = line_sizes(text)  # (sized when ``_fit`` looks at it)
+        return _Line(FILES_READ, text, _TIER_READ_DETAIL if facts else _TIER_FILE_READ, f.seq, base | k, tokens), corr
 
     return read_lines(files, get_facts, memo, make)
 
@@ -719,10 +763,23 @@ def _min_tokens(doc: _Doc, sections: frozenset[str], limit: int | None = None) -
     return n
 
 
+def _count_beyond(doc: _Doc) -> int | None:
+    """What ``_measure(doc)``'s count is beyond the sizes of its droppable lines, without its
+    text or sizing the ladder memo's lines (``ladder_count``); None: no memo lines, or a text
+    laid out otherwise (then ``_measure``)."""
+    if not doc.spans:
+        return None
+    return count_beyond(doc.lines, doc.spans, _HEADINGS, SECTION_NAMES, _sum_rest)
+
+
+def _sum_rest(lines: list[_Line], more: bool) -> int | None:
+    return _sum_lines(lines, None, more) if lines else 0
+
+
 def _left_out_weight(doc: _Doc) -> int:
-    mark = doc.mark
-    return sum(ln.tier for ln in doc.lines
-               if ln.dropped == mark and ln.tier is not None and ln.tier >= ESSENTIAL_TIER)
+    """The sum of the tiers of the essential lines (tier >= ``ESSENTIAL_TIER``) ``_fit(doc)``
+    dropped."""
+    return doc.left_out
 
 
 def render_summary(state: LiftedState, budget_tokens: int, *, latest_full: bool = False) -> RenderedSummary:
@@ -736,6 +793,7 @@ def render_summary(state: LiftedState, budget_tokens: int, *, latest_full: bool 
     """
     # Whole reports and reasons when everything fits; their budget shares apply only when
     # the summary has to give something up.
+    beyond: int | None
     budgeted = _build(state, budget=budget_tokens)
     if _min_tokens(budgeted, _FIXED_SECTIONS, budget_tokens) <= budget_tokens:
         # (else the whole state cannot fit: its lists alone hold more lines than the budget
@@ -744,12 +802,19 @@ def render_summary(state: LiftedState, budget_tokens: int, *, latest_full: bool 
         text, sections, dropped, tokens = _measure(doc)
         if tokens <= budget_tokens:
             return RenderedSummary(text=text, sections=sections, tokens=tokens, dropped=dropped)
+        beyond = None
+    else:
+        # its full text is over the budget: only what it counts beyond its droppable lines is
+        # needed (``_fit``'s first batch), not that text (a big state's ~100k lines)
+        beyond = _count_beyond(budgeted)
     doc = budgeted
-    text, sections, dropped, tokens = _measure(doc)
-    if tokens <= budget_tokens:
-        return RenderedSummary(text=text, sections=sections, tokens=tokens, dropped=dropped)
-
-    text, sections, dropped, tokens = _fit(doc, budget_tokens, tokens, (text, sections, dropped))
+    if beyond is None:
+        text, sections, dropped, tokens = _measure(doc)
+        if tokens <= budget_tokens:
+            return RenderedSummary(text=text, sections=sections, tokens=tokens, dropped=dropped)
+        text, sections, dropped, tokens = _fit(doc, budget_tokens, tokens, (text, sections, dropped))
+    else:
+        text, sections, dropped, tokens = _fit(doc, budget_tokens, None, None, beyond)
     weight = _left_out_weight(doc)
     if tokens > budget_tokens:
         # Last resort: the goal and latest request shrink to head quotes pointing at the log.

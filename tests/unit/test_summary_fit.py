@@ -20,10 +20,14 @@ from tests.conftest import corpus_files
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
-def _reference_fit(doc, budget, tokens, rendered):
+def _reference_fit(doc, budget, tokens, rendered, beyond=None):
     """The drop loop as it was: every batch renders and counts the whole document, the lines
-    dropped lowest tier, then oldest, then first in the document first."""
+    dropped lowest tier, then oldest, then first in the document first (a document the ladder
+    memo counted without its text, ``beyond``: rendered and counted whole here)."""
     candidates = sorted((ln for ln in doc.lines if ln.tier is not None), key=attrgetter("tier", "seq", "order"))
+    if rendered is None:
+        rendered = structured._render(doc)
+        tokens = count_lines(rendered[0])
     text, sections, dropped = rendered
     for ln in candidates:
         ln.tokens = structured.count_text(ln.text) + 1
@@ -36,6 +40,9 @@ def _reference_fit(doc, budget, tokens, rendered):
             idx += 1
         text, sections, dropped = structured._render(doc)
         tokens = count_lines(text)
+    # (the essential lines left out, as ``_left_out_weight`` summed them from every line's mark)
+    doc.left_out = sum(ln.tier for ln in doc.lines if ln.dropped == doc.mark and ln.tier is not None
+                       and ln.tier >= structured.ESSENTIAL_TIER)
     return text, sections, dropped, tokens
 
 

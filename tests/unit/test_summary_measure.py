@@ -81,7 +81,7 @@ def test_a_document_laid_out_otherwise_is_counted_whole() -> None:
 def _renders(calls: list, whole: bool) -> list[str]:
     with pytest.MonkeyPatch.context() as mp:
         if whole:  # the text rendered and counted by ``count_lines``, as before
-            mp.setattr(structured, "_sum_lines", lambda lines, text: None)
+            mp.setattr(structured, "_sum_lines", lambda lines, text, more=False: None)
         token = begin_ladder_memo()
         try:
             return [render_summary(s, b, latest_full=lf).model_dump_json() for s, b, lf in calls]

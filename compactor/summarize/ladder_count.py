@@ -1,0 +1,118 @@
+"""The count of a shrink-ladder rung's summary when its count is all that is needed (issue 17).
+
+A big state's document cannot fit its budget (``structured._min_tokens`` says so before it is
+measured): its full text is never the summary, and ``_fit``'s first batch needs only how much
+that text counts beyond its droppable lines' sizes: it keeps, from the most valuable line down,
+the lines whose sizes fit in what the budget leaves (the same lines it would drop from the least
+valuable up), so a line it drops unseen is never counted. Nearly all of the ~100k-300k lines are
+commands and files read, built once per ladder (``ladder_memo``) with a correction (what a line
+counts inside its section beyond its size: none for a line ending in a letter or digit):
+such a section counts its heading, the sum of those corrections (a C-level sum of the memo's
+numbers, not a Python step per line) and its last line's own separator. The few other lines
+are summed as ``structured`` sums every text (``sum_rest``).
+
+The same number as ``count_lines`` of ``_render``'s text: that text is cut where ``count_lines``
+cuts it, before each line starting with a non-space character (a memo line starts with ``- ``),
+and ``piece_cut_extra`` adds what its cuts of a long text add.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from compactor.tokens import ASCII_ALNUM, count_text, piece_cut_extra
+
+
+def line_sizes(text: str) -> tuple[int, int]:
+    """A memo line's size (``tokens``: its text's count plus one; 0: not counted yet) and its
+    correction: what it counts inside its section's text, followed by a line starting with a
+    non-space character (``count_text(text + "\n")``), beyond its size. A line ending in a
+    letter or digit, whose newline is a token of its own, has none: (0, 0), and is counted only
+    when ``_fit`` looks at it (``size``; a big rung's first batch drops nearly all unseen)."""
+    if text[-1] in ASCII_ALNUM:
+        return 0, 0
+    tokens = count_text(text) + 1
+    return tokens, count_text(text + "\n") - tokens
+
+
+def size(line: Any) -> int:
+    """``line.tokens``, counted the first time it is asked for."""
+    n = line.tokens
+    if not n:
+        n = line.tokens = count_text(line.text) + 1
+    return n
+
+
+def first_batch(candidates: Sequence[Any], room: int) -> int:
+    """How many of ``candidates`` (in drop order) ``_fit``'s first batch drops when the text
+    counts ``room`` tokens less than the budget plus the candidates' sizes: the batch that
+    drops from the bottom, one line at a time, until the sizes dropped cover the surplus, keeps
+    the lines above it, the most valuable lines whose sizes fit in ``room``: found from the top,
+    sizing only those (and the first that does not fit)."""
+    kept = 0
+    top = len(candidates)
+    while top and kept + (k := size(candidates[top - 1])) <= room:
+        kept += k
+        top -= 1
+    return top
+
+
+def mid_tokens(text: str, tokens: int) -> int:
+    """What a line (``tokens``: its size) counts inside its section's text when a line starting
+    with a non-space character follows it."""
+    return tokens if text[-1] in ASCII_ALNUM else count_text(text + "\n")
+
+
+def count_beyond(lines: Sequence[Any], spans: dict[str, tuple[int, int, int]],
+                 headings: dict[str, str], order: Sequence[str],
+                 sum_rest: Callable[[list[Any], bool], int | None]) -> int | None:
+    """``count_lines`` of the text ``_render`` lays ``lines`` out in (none dropped), less the
+    sizes of its droppable lines (``tier`` not None): with those sizes, its count, without
+    counting a memo line (or laying out the text) more than once.
+
+    ``spans``: section name -> (start, end, the sum of its lines' corrections) for the sections
+    whose lines (``lines[start:end]``, all of the section's) are the memo's (``line_sizes``),
+    each droppable and starting with a non-space character. ``sum_rest(rest, more)``: the count
+    of the other lines' sections, sizing their droppable lines (``more``: the text goes on
+    after the last of them). None: a text the sums cannot count (then count it all)."""
+    n = len(lines)
+    total = 0
+    # the text, for ``piece_cut_extra`` only: its strings in order, joined once (no copy of a
+    # section's body before the whole; a big rung's text is ~3-9 MB)
+    flat: list[str] = []
+    section = None
+    pos = 0
+    ordered = sorted(spans.items(), key=lambda kv: kv[1][0])
+    rest: list[Any] = []
+    for name, (start, end, corr) in [*ordered, ("", (n, n, 0))]:
+        for ln in lines[pos:start]:  # (a few lines: the requests, reports, goal, ...)
+            rest.append(ln)
+            if ln.section != section:
+                section = ln.section
+                flat += ("\n\n", headings[section], ln.text) if flat else (headings[section], ln.text)
+            else:
+                flat += ("\n", ln.text)
+        if not name:
+            break
+        pos = end
+        last = lines[end - 1]
+        t = last.text
+        k = size(last)
+        # the last line: followed by the next section's heading, or the end of the text
+        own = count_text(t + "\n\n") if end < n else k - 1
+        total += count_text(headings[name]) + corr - mid_tokens(t, k) + own
+        section = name
+        if flat:
+            flat.append("\n\n")
+        flat.append(headings[name])
+        flat += [x for ln in lines[start:end] for x in ("\n", ln.text)][1:]
+    counted = sum_rest(rest, pos == n)
+    if counted is None:
+        return None
+    total += counted
+    total -= sum(ln.tokens for ln in rest if ln.tier is not None)
+    text = "".join(flat)
+    del flat
+    extra = piece_cut_extra(text)
+    return None if extra is None else total + extra
