@@ -657,7 +657,9 @@ class Lifter:
 
     def _reset(self) -> None:
         self._acc = _Acc(self._prev)
-        self._uses: dict[str, tuple[ToolUseBlock, int, _Action]] = {}
+        # the ids of the calls folded in (what the fold asks of them: only whether it saw one; issue
+        # 17, memory: their blocks and classifications were kept per call, ~50k at 100k events)
+        self._uses: set[str] = set()
         self._next = 0  # index of the next event to fold in
         self._cut: int | None = None
         self._straddle: int | None = None  # earliest result seq of a call left unknown by a cut
@@ -720,7 +722,7 @@ class Lifter:
             if uid in uses:
                 continue
             act = classify(use, acc.open_file)
-            uses[uid] = (use, seq, act)
+            uses.add(uid)
             if role == "assistant":
                 acc.note_move(seq, act.command or act.summary or use.name, True)
                 acc.on_call(e, use, act)
