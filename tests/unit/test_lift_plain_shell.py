@@ -117,3 +117,31 @@ def test_the_pass_keeps_no_classification_per_call() -> None:
     alive = sum(type(o) is actions._Action for o in gc.get_objects())
     assert alive < 10, alive  # (the last call's, and any a test holds)
     assert state.commands and lifter.state_at(None) == lift_state(events)
+
+
+def test_a_failure_reads_the_next_move_from_the_kept_moves() -> None:
+    """The moves are kept as parallel lists (issue 17, memory): a failure's next move is still the
+    agent's first move after its result, a call in backticks or its words quoted, with its seq, at
+    every cut of one pass as in separate lifts."""
+    from compactor.events import TextBlock, ToolResultBlock
+    from compactor.lifting.lift import Lifter
+
+    def call(seq: int, uid: str, command: str, text: str = "") -> Event:
+        blocks = ([TextBlock(text=text)] if text else []) + [ToolUseBlock(id=uid, name="Bash", input={"command": command})]
+        return Event(seq=seq, id=f"e{seq}", role="assistant", blocks=blocks)
+
+    def result(seq: int, uid: str, text: str, is_error: bool = False) -> Event:
+        return Event(seq=seq, id=f"e{seq}", role="user",
+                     blocks=[ToolResultBlock(tool_use_id=uid, content=[TextBlock(text=text)], is_error=is_error)])
+
+    events = [call(1, "a", "make build"), result(2, "a", "Exit code 2\nerror: no rule", True),
+              call(3, "b", "make all"), result(4, "b", "ok"),
+              call(5, "c", "pytest -q"), result(6, "c", "Exit code 1\nE   AssertionError", True),
+              Event(seq=7, id="e7", role="assistant", blocks=[TextBlock(text="The assertion is wrong, fixing it now.")]),
+              call(8, "d", "cat src/a.py", "Reading the module first."), result(9, "d", "x = 1\n")]
+    state = lift_state(events)
+    nexts = {f.tool_use_id: f.next for f in state.failed_approaches}
+    assert nexts == {"a": "`make all` (#3)", "c": '"The assertion is wrong, fixing it now." (#7)'}, nexts
+    lifter = Lifter(events, None)
+    for cut in (2, 4, 6, 7, 9):
+        assert lifter.state_at(cut) == lift_state([e for e in events if e.seq <= cut]), cut
