@@ -363,6 +363,7 @@ class _Route:
     write: bool  # a write tool (by table or by its ``_write``/``_edit`` ending)
     read: bool
     shell: bool
+    plain_shell: bool  # a shell tool of no other table: its calls run commands (``classify``'s first check)
 
 
 _ROUTES: dict[str, _Route] = {}
@@ -375,8 +376,10 @@ def _route(name: str) -> _Route:
     r = _ROUTES.get(name)
     if r is None:
         low = name.lower().replace("-", "_")
-        r = _Route(low, "todo" in low or "plan" in low or "task" in low, low in _EDITOR_TOOLS,
-                   low in _WRITE_TOOLS or low.endswith(("_write", "_edit")), low in _READ_TOOLS, low in _SHELL_TOOLS)
+        todo, editor = "todo" in low or "plan" in low or "task" in low, low in _EDITOR_TOOLS
+        write, read, shell = low in _WRITE_TOOLS or low.endswith(("_write", "_edit")), low in _READ_TOOLS, low in _SHELL_TOOLS
+        r = _Route(low, todo, editor, write, read, shell, shell and not (todo or editor or write or read)
+                   and low != "str_replace_editor" and "patch" not in low)
         if len(_ROUTES) >= _MAX_ROUTES:
             _ROUTES.clear()
         _ROUTES[name] = r
@@ -390,6 +393,14 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
     low = route.low
     inp = use.input if isinstance(use.input, dict) else {}
     act = _Action(tool=name)
+    if route.plain_shell:  # a shell tool's call (most calls): its command, when the input is plain
+        for v in inp.values():  # (strings, none a patch envelope's: _patch_files finds no patch)
+            if type(v) is not str or "*** " in v:
+                break
+        else:
+            command = inp.get("command")  # (_command_of's first key: a string, its first answer)
+            if command is not None and (command := command.strip()) and command.split(None, 1)[0] not in _SWE_VERBS:
+                return _command_action(act, name, command)  # (no SWE-agent verb: _swe_command says None)
 
     todos = _todos_of(inp) if route.todo else None
     if todos is not None:
@@ -473,24 +484,7 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
             act.command = _clip(command.split("\n", 1)[0])
             act.summary = act.command
             return act
-        act.kind = "command"
-        act.command = _clip(command)
-        act.is_test = is_test_command(command)
-        files = shell_files(command)
-        reads, changes = files.reads, files.changes
-        if changes:  # (else the shared empty defaults: most commands change no file)
-            act.paths = list(changes)
-            act.shell_ops = changes
-        if files.writes:  # (else the shared empty maps)
-            act.digests = {p: _digests.write_digest(p, text, append=changes[p].endswith(("append", "-a")))
-                           for p, text in files.writes.items()}
-            act.texts = dict(files.writes)
-        act.partial = any(op.endswith(("append", "-a")) for op in changes.values()) if changes else False
-        act.change_op = "shell"
-        if reads:
-            act.reads = reads
-        act.summary = f"{name}: {_one_line(command, 160)}"
-        return act
+        return _command_action(act, name, command)
 
     # Anything else: keep its name and the most telling argument for people.
     arg = ""
@@ -500,6 +494,29 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
             arg = v
             break
     act.summary = _one_line(f"{name} {arg}".strip(), 200)
+    return act
+
+
+def _command_action(act: _Action, name: str, command: str) -> _Action:
+    """``act`` (new, of the tool ``name``) as the run of the shell command ``command``: the files it
+    reads and changes (``shell_files``), whether it runs tests."""
+    act.kind = "command"
+    act.command = _clip(command)
+    act.is_test = is_test_command(command)
+    files = shell_files(command)
+    reads, changes = files.reads, files.changes
+    if changes:  # (else the shared empty defaults: most commands change no file)
+        act.paths = list(changes)
+        act.shell_ops = changes
+    if files.writes:  # (else the shared empty maps)
+        act.digests = {p: _digests.write_digest(p, text, append=changes[p].endswith(("append", "-a")))
+                       for p, text in files.writes.items()}
+        act.texts = dict(files.writes)
+    act.partial = any(op.endswith(("append", "-a")) for op in changes.values()) if changes else False
+    act.change_op = "shell"
+    if reads:
+        act.reads = reads
+    act.summary = f"{name}: {_one_line(command, 160)}"
     return act
 
 

@@ -185,12 +185,18 @@ class _Acc:
         for c in p.commands:
             if c.status == "ok" and c.tool_use_id not in soft:
                 self._ok_runs.setdefault(_failures.action_key("", c.command, ()), []).append(c.seq)
-        self._moves: list[tuple[int, str, bool]] = []
-        self._calls: list[tuple[int, str]] = []  # (seq, command) of each message's first call: where a soft failure led
+        # the agent's moves, (seq, text, is_call), and the (seq, command) of each message's first call
+        # (where a soft failure led), each as parallel lists (issue 17, memory: a tuple per move and
+        # per call was ~150 bytes a tool pair, kept for the pass, read only when the state has failures)
+        self._move_seqs: list[int] = []
+        self._move_texts: list[str] = []
+        self._move_calls: list[bool] = []
+        self._call_seqs: list[int] = []
+        self._call_texts: list[str] = []
         self._listings: dict[str, dict[int, str]] = {}  # path -> the lines of its latest numbered listing
         self._soft = _failures.SoftCalls()  # the last ok command: the agent's next words may say it did nothing
         self._ok_params: dict[tuple[str, int], Any] = {}  # (key, seq) of a run that worked -> its input
-        self._unkeyed_ok: list[tuple[str, str | None, Sequence[str], str, int, Any]] = []  # runs _ok_keys keys
+        self._unkeyed_ok: list[Any] = []  # runs _ok_keys keys: (name, command, paths, kind, seq, input) each, flat
 
     # requests ---------------------------------------------------------------------------
     def add_request(self, e: Event) -> None:
@@ -307,12 +313,15 @@ class _Acc:
         text = text.strip()
         if not text:
             return
-        moves = self._moves
-        if not moves or moves[-1][0] < seq:
-            moves.append((seq, text, is_call))  # (one-lined when a failure's next move reads it)
-        if is_call and (not self._calls or self._calls[-1][0] < seq):
+        seqs = self._move_seqs
+        if not seqs or seqs[-1] < seq:
+            seqs.append(seq)
+            self._move_texts.append(text)  # (one-lined when a failure's next move reads it)
+            self._move_calls.append(is_call)
+        if is_call and (not self._call_seqs or self._call_seqs[-1] < seq):
             # (kept as written: ``soft_next`` one-lines it to fewer than 200 characters when read)
-            self._calls.append((seq, text))
+            self._call_seqs.append(seq)
+            self._call_texts.append(text)
 
     def _note_ok(self, key: str, seq: int, params: Any) -> None:
         if key:
@@ -323,7 +332,8 @@ class _Acc:
         """Key the runs that worked and are not keyed yet (``_ok_runs``, ``_ok_params``): what a
         failure's ``resolved_at`` looks up. A lift without failures never asks (issue 17: the key,
         a normalized command, was ~5% of a tool pair's CPU); the keys are the same either way."""
-        for name, command, paths, kind, seq, params in self._unkeyed_ok:
+        runs = iter(self._unkeyed_ok)  # (six items a run, flat)
+        for name, command, paths, kind, seq, params in zip(runs, runs, runs, runs, runs, runs):
             self._note_ok(_failures.action_key(name, command, paths, kind), seq, params)
         self._unkeyed_ok.clear()
 
@@ -331,7 +341,8 @@ class _Acc:
         out: list[FailedApproach] = []
         if self.failed and self._unkeyed_ok:
             self._ok_keys()
-        move_seqs = [m[0] for m in self._moves]
+        move_seqs = self._move_seqs
+        calls: list[tuple[int, str]] | None = None  # (seq, command) of the first calls, made when asked
         failed_runs: dict[str, list[int]] = {}
         for g in self.failed:
             if g.key:
@@ -341,11 +352,12 @@ class _Acc:
             upd: dict[str, Any] = {}
             if not f.next and f.error != _failures.SOFT_ERROR:  # (its symptom is the agent's next words)
                 i = bisect_right(move_seqs, after)
-                if i < len(self._moves):
-                    mseq, text, is_call = self._moves[i]
+                if i < len(move_seqs):
+                    mseq, text, is_call = move_seqs[i], self._move_texts[i], self._move_calls[i]
                     upd["next"] = f"{_failures.move_text(_one_line(text, 200), is_call)} (#{mseq})"
             elif not f.next:  # a call that did nothing: the call the agent made next (where it went instead)
-                upd["next"] = _failures.soft_next(self._calls, after)
+                calls = list(zip(self._call_seqs, self._call_texts)) if calls is None else calls
+                upd["next"] = _failures.soft_next(calls, after)
             if f.resolved_at is None and f.key and f.failed_again is None:
                 upd["failed_again"] = _failures.first_after(sorted(failed_runs.get(f.key, ())), f.seq)
             if f.resolved_at is None and f.key.startswith(_failures.PARTIAL_KEY):  # the rest asked for later
@@ -481,7 +493,7 @@ class _Acc:
         if not out.failed and not (soft and any(f.key == key for f in soft)) and not (
                 act.is_test and _FAIL_SUMMARY_RE.search(_test_summary(text) or "")):
             if key is None:
-                self._unkeyed_ok.append((use.name, act.command, paths, act.kind, use_seq, use.input))
+                self._unkeyed_ok += (use.name, act.command, paths, act.kind, use_seq, use.input)
             else:
                 self._note_ok(key, use_seq, use.input)
         for name, line in error_names(text, out.failed) if text else []:
@@ -657,7 +669,9 @@ class Lifter:
 
     def _reset(self) -> None:
         self._acc = _Acc(self._prev)
-        self._uses: dict[str, tuple[ToolUseBlock, int, _Action]] = {}
+        # the ids of the calls folded in (what the fold asks of them: only whether it saw one; issue
+        # 17, memory: their blocks and classifications were kept per call, ~50k at 100k events)
+        self._uses: set[str] = set()
         self._next = 0  # index of the next event to fold in
         self._cut: int | None = None
         self._straddle: int | None = None  # earliest result seq of a call left unknown by a cut
@@ -720,7 +734,7 @@ class Lifter:
             if uid in uses:
                 continue
             act = classify(use, acc.open_file)
-            uses[uid] = (use, seq, act)
+            uses.add(uid)
             if role == "assistant":
                 acc.note_move(seq, act.command or act.summary or use.name, True)
                 acc.on_call(e, use, act)

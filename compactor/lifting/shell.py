@@ -386,6 +386,10 @@ def _plain_files(command: str) -> ShellFiles:
     heredocs, nothing piped, so nothing is written and only the program's operands count. The
     same rules as ``_classify`` over those words, without building ``Word``/``SimpleCommand``s
     (issue 17: most agent commands are plain); ``tests/unit/test_shell_plain.py`` holds them equal."""
+    prog, _, arg = command.partition(" ")
+    if prog in _READ_PROGRAMS and prog != "sed" and arg and " " not in arg:
+        # (``cat FILE``, the commonest plain command: its one operand, read, as the loop below finds)
+        return ShellFiles([arg] if plausible_path(arg) else [], {}, {})
     words = command.split(" ")
     if "" in words:  # (runs of spaces, or one at either end: most commands have none)
         words = [w for w in words if w]
