@@ -27,6 +27,7 @@ from compactor.events import (
     ToolResultBlock,
     ToolUseBlock,
     Usage,
+    known_calls,
     trusted_event,
 )
 from compactor.importers import _build as build
@@ -216,6 +217,7 @@ class _Finisher:
             if not blocks:
                 continue
             results = 0
+            calls = 0
             over = False
             slow = None
             for b in blocks:
@@ -228,6 +230,7 @@ class _Finisher:
                         uses[bid] = 1
                         current[bid] = bid
                         use_ids.add(bid)
+                        calls += 1
                         continue
                 elif t is ToolResultBlock:
                     tid = b.tool_use_id
@@ -288,6 +291,7 @@ class _Finisher:
                 tally(results, d.kind, d.role, d.injected, blocks)
             else:
                 stats.add(e)
+            made = e
             if out is not None and (over or (counter is not None and e.tokens is None)):
                 try:  # what the sink did to each event (``importers._import``)
                     if over:
@@ -296,6 +300,8 @@ class _Finisher:
                         e = _count_into(e)
                 except Exception as exc:
                     raise SinkFailed(exc) from exc
+            if slow is None and e is made:  # (not a bounded copy: its blocks were not walked)
+                known_calls(e, calls, results)
             events.append(e)
         self.seq = seq
         return events
