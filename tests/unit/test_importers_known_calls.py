@@ -13,26 +13,17 @@ from typing import Any
 
 import pytest
 
-from compactor.bench.scale import write_session
 from compactor.engine.measure import quick_view_tokens, view_tokens
 from compactor.events import Event, ToolResultBlock, ToolUseBlock, _of_type
 from compactor.importers import import_file
 from compactor.importers._common import ImportLimits
 from tests.conftest import corpus_files
-from tests.unit.test_importers_fast_path import FIXTURES, _edge_transcript
+from tests.unit.test_importers_fast_path import FIXTURES, _transcripts
 
 
 def _paths(tmp_path: Path) -> list[Path]:
-    paths = []
-    for seed in range(4):
-        p = tmp_path / f"edge{seed}.jsonl"
-        p.write_text(_edge_transcript(seed))
-        paths.append(p)
-    small = tmp_path / "small.jsonl"
-    write_session(small, 600)
-    paths.append(small)
-    paths += sorted(p for p in FIXTURES.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".json"))
-    return paths
+    """The fast path's edge cases, a generated session and the fixtures (JSON ones too)."""
+    return _transcripts(tmp_path) + sorted(p for p in FIXTURES.rglob("*.json") if p.is_file())
 
 
 def _imports(path: Path) -> list[list[Event]]:
@@ -71,14 +62,16 @@ def test_imported_events_know_their_calls_and_results(tmp_path) -> None:
     seen = 0
     for path in _paths(tmp_path):
         for events in _imports(path):
-            for e in events:
-                seen += 1
-                filled += _same_lists(e, (path.name, e.seq))
+            made = [_same_lists(e, (path.name, e.seq)) for e in events]
+            if path.name == "small.jsonl":  # (the usual lines: each event's filled)
+                assert all(made) and len(made) >= 400
+            seen += len(made)
+            filled += sum(made)
             # a count that reads them: the same as on the events made afresh (nothing cached)
             fresh = [Event.model_validate(e.model_dump()) for e in events]
             assert quick_view_tokens(events, placed=True) == quick_view_tokens(fresh, placed=True), path.name
             assert view_tokens(events) == view_tokens(fresh), path.name
-    assert filled > seen * 0.8  # (the import did fill them: else this test compares nothing)
+    assert filled > seen / 2  # (the import did fill them: else this test compares nothing)
 
 
 @pytest.mark.corpus
