@@ -357,31 +357,6 @@ class Event(_Model):
 _EVENT_CACHES = ("text", "tool_uses", "tool_results")
 
 
-def known_calls(e: Event, calls: int, results: int) -> None:
-    """Set ``e.tool_uses`` and ``e.tool_results`` from what its maker counted while it walked
-    the blocks (issue 17: every compaction asks both of every event at once - the default
-    target, the plan - and their first reading was half of the target's count). ``calls`` and
-    ``results``: how many of ``e.blocks`` are exactly ``ToolUseBlock`` / ``ToolResultBlock``,
-    the other blocks of neither class. The same lists the properties give (``_of_type``), set
-    the way ``_cached`` sets them; only for an event its maker still holds alone."""
-    blocks = e.blocks
-    n = len(blocks)
-    if not calls:
-        uses = _NONE
-    elif calls == n:
-        uses = blocks
-    elif calls == 1:
-        for b in blocks:
-            if type(b) is ToolUseBlock:
-                uses = [b]
-                break
-    else:
-        uses = [b for b in blocks if type(b) is ToolUseBlock][:]
-    _set_slot(e, "tool_uses", uses)
-    _set_slot(e, "tool_results", _NONE if not results else blocks if results == n else
-              [b for b in blocks if type(b) is ToolResultBlock][:])
-
-
 def _of_type(blocks: list[Any], cls: type) -> list[Any]:
     """The blocks that are ``cls`` instances, in order, as a read-only list (issue 17, memory):
     ``_NONE`` when there are none, ``blocks`` itself when every block is one (a tool-result

@@ -27,7 +27,7 @@ from compactor.events import (
     ToolResultBlock,
     ToolUseBlock,
     Usage,
-    known_calls,
+    _NONE,
     trusted_event,
 )
 from compactor.importers import _build as build
@@ -301,10 +301,36 @@ class _Finisher:
                 except Exception as exc:
                     raise SinkFailed(exc) from exc
             if slow is None and e is made:  # (not a bounded copy: its blocks were not walked)
-                known_calls(e, calls, results)
+                _known_calls(e, calls, results)
             events.append(e)
         self.seq = seq
         return events
+
+
+def _known_calls(e: Event, calls: int, results: int) -> None:
+    """Set ``e.tool_uses`` and ``e.tool_results`` from what its maker counted while it walked
+    the blocks (issue 17: every compaction asks both of every event at once - the default
+    target, the plan - and their first reading was half of the target's count). ``calls`` and
+    ``results``: how many of ``e.blocks`` are exactly ``ToolUseBlock`` / ``ToolResultBlock``,
+    the other blocks of neither class. The same lists the properties give (``_of_type``), set
+    the way ``events._cached`` sets them (an attribute: the event keeps its fields in its
+    class's shared-key values); only for an event its maker still holds alone."""
+    blocks = e.blocks
+    n = len(blocks)
+    if not calls:
+        uses = _NONE
+    elif calls == n:
+        uses = blocks
+    elif calls == 1:
+        for b in blocks:
+            if type(b) is ToolUseBlock:
+                uses = [b]
+                break
+    else:
+        uses = [b for b in blocks if type(b) is ToolUseBlock][:]
+    object.__setattr__(e, "tool_uses", uses)
+    object.__setattr__(e, "tool_results", _NONE if not results else blocks if results == n else
+                       [b for b in blocks if type(b) is ToolResultBlock][:])
 
 
 #: Blocks that are neither a call nor a result (nothing to pair or count in the stats).
