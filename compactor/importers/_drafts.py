@@ -27,6 +27,7 @@ from compactor.events import (
     ToolResultBlock,
     ToolUseBlock,
     Usage,
+    _NONE,
     trusted_event,
 )
 from compactor.importers import _build as build
@@ -216,6 +217,7 @@ class _Finisher:
             if not blocks:
                 continue
             results = 0
+            calls = 0
             over = False
             slow = None
             for b in blocks:
@@ -228,6 +230,7 @@ class _Finisher:
                         uses[bid] = 1
                         current[bid] = bid
                         use_ids.add(bid)
+                        calls += 1
                         continue
                 elif t is ToolResultBlock:
                     tid = b.tool_use_id
@@ -288,6 +291,7 @@ class _Finisher:
                 tally(results, d.kind, d.role, d.injected, blocks)
             else:
                 stats.add(e)
+            made = e
             if out is not None and (over or (counter is not None and e.tokens is None)):
                 try:  # what the sink did to each event (``importers._import``)
                     if over:
@@ -296,9 +300,37 @@ class _Finisher:
                         e = _count_into(e)
                 except Exception as exc:
                     raise SinkFailed(exc) from exc
+            if slow is None and e is made:  # (not a bounded copy: its blocks were not walked)
+                _known_calls(e, calls, results)
             events.append(e)
         self.seq = seq
         return events
+
+
+def _known_calls(e: Event, calls: int, results: int) -> None:
+    """Set ``e.tool_uses`` and ``e.tool_results`` from what its maker counted while it walked
+    the blocks (issue 17: every compaction asks both of every event at once - the default
+    target, the plan - and their first reading was half of the target's count). ``calls`` and
+    ``results``: how many of ``e.blocks`` are exactly ``ToolUseBlock`` / ``ToolResultBlock``,
+    the other blocks of neither class. The same lists the properties give (``_of_type``), set
+    the way ``events._cached`` sets them (an attribute: the event keeps its fields in its
+    class's shared-key values); only for an event its maker still holds alone."""
+    blocks = e.blocks
+    n = len(blocks)
+    if not calls:
+        uses = _NONE
+    elif calls == n:
+        uses = blocks
+    elif calls == 1:
+        for b in blocks:
+            if type(b) is ToolUseBlock:
+                uses = [b]
+                break
+    else:
+        uses = [b for b in blocks if type(b) is ToolUseBlock][:]
+    object.__setattr__(e, "tool_uses", uses)
+    object.__setattr__(e, "tool_results", _NONE if not results else blocks if results == n else
+                       [b for b in blocks if type(b) is ToolResultBlock][:])
 
 
 #: Blocks that are neither a call nor a result (nothing to pair or count in the stats).
