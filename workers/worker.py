@@ -25,12 +25,12 @@ from typing import Any
 
 from temporalio.client import Client
 from temporalio.contrib.aws.s3driver import S3StorageDriver, S3StorageDriverClient
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, ExternalStorage
 from temporalio.service import TLSConfig
 from temporalio.worker import Worker
 
 from workers.codec import codec_from_settings, with_codec
-from workers.payloads import shared_pydantic_data_converter
 from workers.redaction import RedactingInterceptor
 from workers.settings import Settings, s3_bucket_of
 
@@ -75,7 +75,7 @@ class Boto3StorageDriverClient(S3StorageDriverClient):
 def build_data_converter(settings: Settings, s3_client: Any | None = None) -> DataConverter:
     """pydantic data converter, with the payload codec when keys are configured
     (workers/codec.py) and S3 external storage when there is a bucket for it."""
-    base = with_codec(shared_pydantic_data_converter, codec_from_settings(settings))
+    base = with_codec(pydantic_data_converter, codec_from_settings(settings))
     bucket = settings.payload_bucket or s3_bucket_of(settings.store)
     if not bucket:
         return base
