@@ -96,6 +96,7 @@ def serve_timed_worker() -> None:
 
     local = threading.local()
     act_profs: list = []
+    step_profs: list = []  # the store steps' bodies, in the executor threads
 
     def timed_activate(self, act):  # noqa: ANN001, ANN202
         prof = None
@@ -124,14 +125,37 @@ def serve_timed_worker() -> None:
         name = "activity " + (activity.info().activity_type if activity.in_activity() else "?")
 
         def body():  # noqa: ANN202
+            prof = None
+            if os.environ.get(PROFILE_ENV) and os.path.exists(go):
+                prof = getattr(local, "step_prof", None)
+                if prof is None:  # one per executor thread, as for the activations
+                    import cProfile
+
+                    prof = local.step_prof = cProfile.Profile(time.thread_time)
+                    step_profs.append(prof)
+                prof.enable()
             t0 = time.thread_time()
             try:
                 return fn()
             finally:
                 add(name, t0)
+                if prof is not None:
+                    prof.disable()
         return await run_in_pool(self, body)
 
     sa.StoreActivities._run = timed_run
+    import compactor.tokens as tokens_mod
+
+    load_encoder = tokens_mod._encoder
+
+    def timed_encoder():  # noqa: ANN202 - the tokenizer's load, once per process
+        t0 = time.thread_time()
+        try:
+            return load_encoder()
+        finally:
+            add("tokenizer load (once per process)", t0)
+
+    tokens_mod._encoder = timed_encoder
 
     import gc
 
@@ -176,6 +200,8 @@ def serve_timed_worker() -> None:
             prof.dump_stats(str(Path(out_dir) / f"{os.getpid()}.pstats"))
         for n, p in enumerate(act_profs):
             p.dump_stats(str(Path(out_dir) / f"{os.getpid()}-{n}.activations"))
+        for n, p in enumerate(step_profs):
+            p.dump_stats(str(Path(out_dir) / f"{os.getpid()}-{n}.steps"))
         with open(Path(out_dir) / f"{os.getpid()}.json", "w") as f:
             json.dump({"ms": ms, "calls": calls,
                        "threads": {k: v - base.get(k, 0.0) for k, v in now.items()}}, f)
@@ -264,7 +290,11 @@ async def measure(rounds: int, n_workers: int, plain: bool = False, profile: boo
         rows = st.stats.items()  # type: ignore[attr-defined]
         act_files = sorted(out_dir.glob("*.activations"))
         acts = pstats.Stats(*map(str, act_files)).stats.items() if act_files else []  # type: ignore[attr-defined]
+        step_files = sorted(out_dir.glob("*.steps"))
+        steps = pstats.Stats(*map(str, step_files)).stats.items() if step_files else []  # type: ignore[attr-defined]
         profiled = {
+            "steps_cumulative_ms_per_compaction": {
+                where(k): round(v[3] * 1000 / done, 2) for k, v in sorted(steps, key=lambda kv: -kv[1][3])[:60]},
             "activations_cumulative_ms_per_compaction": {
                 where(k): round(v[3] * 1000 / done, 2) for k, v in sorted(acts, key=lambda kv: -kv[1][3])[:50]},
             "main_thread_profiled_ms_per_compaction": round(sum(v[2] for _, v in rows) * 1000 / done, 2),
@@ -564,7 +594,7 @@ def main() -> int:
     for k, v in res["timers_ms_per_compaction"].items():
         print(f"  {k:40s} {v:7.2f} ms  ({res['timer_calls_per_compaction'][k]} per compaction)")
     print("worker threads (ms per compaction):", res["worker_threads_ms_per_compaction"])
-    for kind in ("main_thread_cumulative", "main_thread_own", "activations_cumulative"):
+    for kind in ("main_thread_cumulative", "main_thread_own", "activations_cumulative", "steps_cumulative"):
         for k, v in res.get(f"{kind}_ms_per_compaction", {}).items():
             print(f"  {kind}: {k:70s} {v:7.2f} ms")
     return 0
