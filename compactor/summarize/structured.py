@@ -26,8 +26,8 @@ telling outrank a failure a rerun fixed, the rest go before the ok command listi
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from dataclasses import dataclass, field
-from collections import Counter
 from itertools import count as _counter
 from operator import attrgetter
 
@@ -47,7 +47,8 @@ from compactor.lifting.narrative import (
 )
 from compactor.summarize.failure_lines import build_failure_lines, code as _code, one_line as _one_line, shown_soft
 from compactor.summarize.file_details import ARTIFACT_SHARE, file_details, read_details
-from compactor.summarize.ladder_count import count_beyond, first_batch, line_sizes
+from compactor.summarize.ladder_carry import ReadCarry, ascending, carry_reads, extend_commands, extend_reads, fresh_commands
+from compactor.summarize.ladder_count import batch_counts, count_beyond, first_batch, line_sizes, split_lines
 from compactor.summarize.ladder_memo import LADDER_MEMO as _LADDER_MEMO
 from compactor.summarize.ladder_memo import LadderMemo as _LadderMemo
 from compactor.summarize.ladder_memo import begin_ladder_memo, end_ladder_memo, read_lines
@@ -341,12 +342,19 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
             tier = _TIER_FILE_DETAIL if f.path in recent else _TIER_OLD_FILE_DETAIL
             doc.add(FILES_CHANGED, details[f.path], tier, f.seq, detail=True)
 
-    changed = {f.path for f in state.files_changed}
-    read_only = [f for f in state.files_read if f.path not in changed] if changed else state.files_read
-    read_facts = read_details(read_only, budget)
+    changed = frozenset(f.path for f in state.files_changed)
+    memo = _LADDER_MEMO.get()
+    # (a rung whose files read extend the previous rung's: only the new ones are looked at)
+    grown_reads = extend_reads(memo.reads, state.files_read, changed) if memo is not None else None
+    if grown_reads is None:
+        read_only = [f for f in state.files_read if f.path not in changed] if changed else state.files_read
+        with_facts = [f for f in read_only if f.facts]
+        in_order = memo is not None and ascending(with_facts, [])
+    else:
+        read_only, with_facts, carried, in_order = grown_reads
+    read_facts = read_details(read_only, budget, with_facts, in_order)
     lines = doc.lines  # (the loops below append their lines as ``doc.add`` does, without a call each)
     get_facts = read_facts.get
-    memo = _LADDER_MEMO.get()
     # (what a file only read defines is what the work built on: kept with its line)
     base = _RANKED[FILES_READ]
     if memo is None:
@@ -355,7 +363,13 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
                   for k, f in enumerate(read_only)]
     else:
         start = len(lines)
-        lines += _read_lines(read_only, get_facts, memo)
+        if grown_reads is not None:  # (the previous rung's lines, but those whose facts changed)
+            lines += carry_reads(memo.reads, read_only, read_facts, carried,
+                                 lambda ks: _read_lines(read_only, get_facts, memo, ks))
+        else:
+            lines += _read_lines(read_only, get_facts, memo)
+        memo.reads = ReadCarry(state.files_read[:], changed, read_only, with_facts, read_facts, lines[start:],
+                               in_order)
         if read_only:
             doc.spans[FILES_READ] = (start, len(lines), sum(memo.read_corrs[:len(read_only)]))
 
@@ -364,9 +378,15 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
 
     # Commands: one line per distinct command, showing the latest run.
     commands = state.commands
-    latest_by_cmd = {c.command: i for i, c in enumerate(commands)}
-    latest_runs = sorted(latest_by_cmd.values())  # the latest run of each distinct command, in order
-    counts = Counter(map(_COMMAND, commands)) if len(latest_runs) < len(commands) else None  # (None: each ran once)
+    # (a rung whose commands extend the previous rung's, none run again: its lines are the
+    # previous rung's, the new ones and the few whose rank or line may change, ``ladder_carry``)
+    grown = extend_commands(memo.commands, commands, _COMMAND) if memo is not None else None
+    if grown is None:
+        carry = fresh_commands(commands, _COMMAND)
+        todo = carry.latest_runs
+    else:
+        carry, todo = grown
+    latest_runs, counts = carry.latest_runs, carry.counts
     # the newest distinct commands that worked are how the agent got where it is: kept longer
     recent_ok: set[int] = set()
     for i in reversed(latest_runs):
@@ -378,8 +398,10 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     # response printed): what the agent learned and acted on, within a share
     gist_room = None if budget is None else int(budget * GIST_SHARE)
     gists: set[int] = set()
-    answers = [(count_text(c.command[:GIST_COMMAND_CHARS] + c.detail) + 4, -i) for i in latest_runs
+    answers = [(count_text(c.command[:GIST_COMMAND_CHARS] + c.detail) + 4, -i) for i in todo
                if (c := commands[i]).status == "ok" and "got" in c.detail[:40]]
+    if grown is not None:
+        answers = carry.answers + answers
     for cost, neg in sorted(answers):  # the shortest answers first (a status, a title), then the newest
         if gist_room is not None and cost > gist_room:
             continue
@@ -388,8 +410,8 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     if memo is not None and len(memo.cmd_items) < len(commands):
         memo.grow_commands(len(commands))
     base = _RANKED[COMMANDS]
-    start = len(lines)
-    for i in latest_runs:
+
+    def line_of(i: int) -> _Line:
         c = commands[i]
         n = counts[c.command] if counts is not None else 1
         gist = i in gists
@@ -423,7 +445,33 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         elif tier != _TIER_COMMAND_FAILED and i in recent_ok:
             tier = _TIER_COMMAND_RECENT_OK
         line.tier = tier
-        lines.append(line)
+        return line
+
+    start = len(lines)
+    if memo is None:
+        lines += map(line_of, todo)
+    else:
+        by_tool = carry.by_tool  # (the runs Errors may tell in full, for the next rung)
+        for i in todo:
+            c = commands[i]
+            if c.status == "failed" or c.detail.startswith("partial"):
+                by_tool.setdefault(c.tool_use_id, []).append(i)
+        special = recent_ok | {i for t in explained if t in by_tool for i in by_tool[t]}
+        if grown is None:
+            lines += map(line_of, todo)
+        else:
+            # the previous rung's lines, but those ranked apart there or here, or whose gist changed
+            old = carry.lines
+            first = todo[0] if todo else len(commands)
+            redo = sorted(i for i in carry.special | special | (gists ^ carry.gists) if i < first)
+            if redo:
+                old = old.copy()
+                for i in redo:
+                    old[bisect_left(latest_runs, i)] = line_of(i)
+            lines += old
+            lines += map(line_of, todo)
+        carry.answers, carry.gists, carry.special, carry.lines = answers, gists, special, lines[start:]
+        memo.commands = carry
     if memo is not None and latest_runs:
         corrs = memo.cmd_corrs
         doc.spans[COMMANDS] = (start, len(lines), sum(corrs[:len(commands)]) if counts is None
@@ -565,20 +613,22 @@ def _fit(doc: _Doc, budget: int, tokens: int | None,
     the sizes dropped cover the surplus), and the lines below are dropped without being sized."""
     # (tier, seq, order) order: two stable sorts of the lines in their order, by seq then by tier,
     # without a key tuple per line (a rung of a big state sorts ~100k-300k of them, issue 17)
-    candidates = [ln for ln in doc.lines if ln.tier is not None]
+    if beyond is not None:  # (the memo's sections taken whole: ``ladder_count``)
+        candidates, fixed, items = split_lines(doc.lines, doc.spans)
+    else:
+        candidates = [ln for ln in doc.lines if ln.tier is not None]
+        fixed = [ln for ln in doc.lines if ln.tier is None]
     candidates.sort(key=_SEQ)
     candidates.sort(key=_TIER)
-    fixed = [ln for ln in doc.lines if ln.tier is None]
     n_dropped: dict[str, int] = {}
     n = len(candidates)
     idx = 0
     mark = doc.mark
     if beyond is not None:
+        # (the lines it drops are ``candidates[:top]``: not marked one by one, ~95k of them a
+        # rung at 100k events; a later batch's kept lines are sorted from the candidates)
         top = first_batch(candidates, budget - beyond)
-        for ln in candidates[:top]:
-            ln.dropped = mark
-            if not ln.detail:
-                n_dropped[ln.section] = n_dropped.get(ln.section, 0) + 1
+        n_dropped = batch_counts(candidates, top, items)
         idx = top
         kept = sorted([*fixed, *candidates[idx:]], key=_ORDER)
         dropped = {name: n_dropped[name] for name in SECTION_NAMES if name in n_dropped}
@@ -598,7 +648,7 @@ def _fit(doc: _Doc, budget: int, tokens: int | None,
             idx += 1
             if not ln.detail:
                 n_dropped[ln.section] = n_dropped.get(ln.section, 0) + 1
-        if 2 * (n - idx) < len(doc.lines):
+        if 2 * (n - idx) < len(doc.lines) or beyond is not None:
             kept = sorted([*fixed, *candidates[idx:]], key=_ORDER)
         else:
             kept = [ln for ln in doc.lines if ln.dropped != mark]
@@ -723,7 +773,7 @@ def _render_kept(kept: list[_Line], dropped: dict[str, int]) -> tuple[str, dict[
 _SEQ = attrgetter("seq")
 _TIER = attrgetter("tier")
 
-def _read_lines(files: list, get_facts, memo: _LadderMemo) -> list[_Line]:
+def _read_lines(files: list, get_facts, memo: _LadderMemo, ks=None) -> list[_Line]:
     """The "Files read" lines of ``files``, each built and sized once per ladder
     (``ladder_memo.read_lines``)."""
     base = _RANKED[FILES_READ]
@@ -733,7 +783,7 @@ def _read_lines(files: list, get_facts, memo: _LadderMemo) -> list[_Line]:
         tokens, corr = line_sizes(text)  # (sized when ``_fit`` looks at it)
         return _Line(FILES_READ, text, _TIER_READ_DETAIL if facts else _TIER_FILE_READ, f.seq, base | k, tokens), corr
 
-    return read_lines(files, get_facts, memo, make)
+    return read_lines(files, get_facts, memo, make, ks)
 
 
 _OUTCOME_WORDS = {"ok": "ok", "failed": "failed", "unknown": "no exit status recorded"}
@@ -750,6 +800,12 @@ def _min_tokens(doc: _Doc, sections: frozenset[str], limit: int | None = None) -
     in ``doc``: each line of text holding a non-space character starts at least one token of
     its own (no piece of cl100k's pre-split holds a newline followed by a non-space
     character). With ``limit``: counted only until it is passed (a number over ``limit``)."""
+    if limit is not None:
+        # a memo section's lines (``- ...``) hold a non-space character each: one token apiece
+        # at least, counted without a step per line, enough when that alone passes the limit
+        n = sum(end - start for name, (start, end, _) in doc.spans.items() if name in sections)
+        if n > limit:
+            return n
     n = 0
     for ln in doc.lines:
         if ln.section in sections and not ln.detail:

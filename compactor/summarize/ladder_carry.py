@@ -1,0 +1,143 @@
+"""The shrink ladder's sections carried from rung to rung (issue 17, round fourteen).
+
+The ladder's rungs render the states of growing cuts: a rung's lists of commands and files
+read extend the previous rung's (the same items, in the same places, a few more at the end).
+``ladder_memo`` keeps each item's line; this module keeps what the previous rung made of the
+whole list: which runs are the latest of their command, the run counts, the fetch answers,
+the section's lines in order, and which lines were ranked apart from their own tier (the
+newest commands that worked, the failed runs told under Errors). A rung whose list extends
+the previous one, with no command of the previous list run again, then handles only its new
+items and the few lines whose rank or line may have changed, not every item again (~49k
+commands and ~49k files read at 100k events, per rung).
+
+Only the bookkeeping lives here: what a line says and how it ranks stays ``structured``'s.
+The same lines, in the same order, with the same tiers as ``structured._build`` without it
+(``tests/unit/test_summary_ladder_carry.py``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from itertools import compress, islice
+from operator import attrgetter, lt
+from typing import Any
+
+_PATH = attrgetter("path")
+_SEQ = attrgetter("seq")
+
+
+@dataclass(slots=True)
+class CommandCarry:
+    """What one rung's ``_build`` made of ``state.commands``."""
+
+    items: list = field(default_factory=list)
+    """A copy of the list (the next rung's must start with these very items)."""
+    latest_by_cmd: dict = field(default_factory=dict)
+    """Command text -> the index of its latest run."""
+    latest_runs: list = field(default_factory=list)
+    """The latest run of each distinct command, in order."""
+    counts: Counter | None = None
+    """Command text -> its runs (None: each ran once)."""
+    answers: list = field(default_factory=list)
+    """(cost, -index) of each latest run that answered something (a fetch's ``got: ...``)."""
+    gists: set = field(default_factory=set)
+    """The answers shown with their gist."""
+    special: set = field(default_factory=set)
+    """The runs whose line was ranked apart from its own tier (newest ok, told under Errors)."""
+    by_tool: dict = field(default_factory=dict)
+    """Tool call id -> the latest runs that failed or were cut (what Errors may tell in full)."""
+    lines: list = field(default_factory=list)
+    """The section's lines, one per latest run, in order."""
+
+
+def extend_commands(carry: CommandCarry | None, commands: list, key: Any) -> tuple[CommandCarry, list[int]] | None:
+    """``carry`` grown by ``commands`` past its items, and the indexes of the new latest runs;
+    None when ``commands`` does not extend the carried list with new commands only (a command
+    run again moves its line: then every command is handled again). ``key``: a run's command
+    text. The carry's dictionary and counts are updated in place (it is the next one's)."""
+    if carry is None:
+        return None
+    m = len(carry.items)
+    if len(commands) < m or commands[:m] != carry.items:
+        return None
+    new = commands[m:]
+    names = list(map(key, new))
+    latest = carry.latest_by_cmd
+    if any(name in latest for name in names) or len(set(names)) != len(names):
+        return None
+    fresh = list(range(m, len(commands)))
+    latest.update(zip(names, fresh))
+    if carry.counts is not None:
+        carry.counts.update(names)
+    carry.items = commands[:]
+    carry.latest_runs = carry.latest_runs + fresh
+    return carry, fresh
+
+
+def fresh_commands(commands: list, key: Any) -> CommandCarry:
+    """The carry of ``commands`` handled whole (``_build``'s own walk)."""
+    latest_by_cmd = {key(c): i for i, c in enumerate(commands)}
+    latest_runs = sorted(latest_by_cmd.values())  # the latest run of each distinct command, in order
+    counts = Counter(map(key, commands)) if len(latest_runs) < len(commands) else None
+    return CommandCarry(items=commands[:], latest_by_cmd=latest_by_cmd, latest_runs=latest_runs, counts=counts)
+
+
+@dataclass(slots=True)
+class ReadCarry:
+    """What one rung's ``_build`` made of the files read."""
+
+    files: list = field(default_factory=list)
+    """A copy of ``state.files_read``."""
+    changed: frozenset = frozenset()
+    """The changed files' paths (a file only read is one not among them)."""
+    read_only: list = field(default_factory=list)
+    with_facts: list = field(default_factory=list)
+    """The files only read that hold facts (what ``read_details`` picks from)."""
+    facts: dict = field(default_factory=dict)
+    """Path -> the facts line it got (``read_details``)."""
+    lines: list = field(default_factory=list)
+    """The section's lines, one per file only read."""
+    ascending: bool = False
+    """``with_facts`` is in strictly ascending seq order."""
+
+
+def ascending(files: list, after: list) -> bool:
+    """Whether ``files`` are in strictly ascending seq order, and after the last of ``after``."""
+    seqs = [*map(_SEQ, after[-1:]), *map(_SEQ, files)]
+    return all(map(lt, seqs, islice(seqs, 1, None)))
+
+
+def extend_reads(carry: ReadCarry | None, files: list, changed: frozenset) -> tuple[list, list, int, bool] | None:
+    """The files only read of ``files``, those of them with facts (and whether those are in
+    strictly ascending seq order), and how many of them the carry's lines are for, when
+    ``files`` extends the carried list with the same changed files; None otherwise."""
+    if carry is None or changed != carry.changed:
+        return None
+    m = len(carry.files)
+    if len(files) < m or files[:m] != carry.files:
+        return None
+    new = [f for f in files[m:] if f.path not in changed] if changed else files[m:]
+    facts = [f for f in new if f.facts]
+    return (carry.read_only + new, carry.with_facts + facts, len(carry.read_only),
+            carry.ascending and ascending(facts, carry.with_facts))
+
+
+
+def carry_reads(carry: ReadCarry, read_only: list, facts: dict, m: int,
+                lines_at: Callable[[Iterable[int]], list]) -> list:
+    """The "Files read" lines of ``read_only``, whose first ``m`` are the carry's files: the
+    carry's lines, with those whose file's facts line changed made again, then the new files'
+    (``lines_at(places)``: the lines of those places, in order)."""
+    old = carry.facts
+    diff = {p for p in old.keys() | facts.keys() if old.get(p) != facts.get(p)} if old != facts else None
+    out = carry.lines
+    if diff:
+        # (the places of those paths, found without a Python step per file)
+        redo = list(compress(range(m), map(diff.__contains__, map(_PATH, islice(read_only, m)))))
+        if redo:
+            out = out.copy()
+            for k, line in zip(redo, lines_at(redo)):
+                out[k] = line
+    return out + lines_at(range(m, len(read_only)))
