@@ -428,7 +428,7 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
                 outcome = _OUTCOME_WORDS[status]
             times = f" ×{n}" if n > 1 else ""
             detail = f": {c.detail}" if c.detail else ""
-            cmd_text = _code(command, GIST_COMMAND_CHARS if gist else 200)  # (the answer is the point)
+            cmd_text = _code(command, GIST_COMMAND_CHARS if gist else 200, memo is None)  # (the answer is the point)
             text = f"- #{c.seq} {cmd_text} → {outcome}{times}{detail}"
             # (a cut answer's line under Errors says what it got: its command line is history too)
             tier = (_TIER_COMMAND_FAILED if status == "failed"
