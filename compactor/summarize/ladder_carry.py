@@ -50,6 +50,8 @@ class CommandCarry:
     """Tool call id -> the latest runs that failed or were cut (what Errors may tell in full)."""
     lines: list = field(default_factory=list)
     """The section's lines, one per latest run, in order."""
+    raised: dict = field(default_factory=dict)
+    """Index -> line, for the lines ranked above a plain ok command (``structured._fit``)."""
 
 
 def extend_commands(carry: CommandCarry | None, commands: list, key: Any) -> tuple[CommandCarry, list[int]] | None:
@@ -101,6 +103,8 @@ class ReadCarry:
     """The section's lines, one per file only read."""
     ascending: bool = False
     """``with_facts`` is in strictly ascending seq order."""
+    raised: dict = field(default_factory=dict)
+    """Place -> line, for the lines ranked above a plain file read (``structured._fit``)."""
 
 
 def ascending(files: list, after: list) -> bool:
@@ -126,13 +130,15 @@ def extend_reads(carry: ReadCarry | None, files: list, changed: frozenset) -> tu
 
 
 def carry_reads(carry: ReadCarry, read_only: list, facts: dict, m: int,
-                lines_at: Callable[[Iterable[int]], list]) -> list:
+                lines_at: Callable[[Iterable[int]], list], low: int) -> tuple[list, dict]:
     """The "Files read" lines of ``read_only``, whose first ``m`` are the carry's files: the
     carry's lines, with those whose file's facts line changed made again, then the new files'
-    (``lines_at(places)``: the lines of those places, in order)."""
+    (``lines_at(places)``: the lines of those places, in order); and place -> line of those
+    whose tier is not ``low`` (``raised``), from the carry's."""
     old = carry.facts
     diff = {p for p in old.keys() | facts.keys() if old.get(p) != facts.get(p)} if old != facts else None
     out = carry.lines
+    raised = carry.raised
     if diff:
         # (the places of those paths, found without a Python step per file)
         redo = list(compress(range(m), map(diff.__contains__, map(_PATH, islice(read_only, m)))))
@@ -140,4 +146,16 @@ def carry_reads(carry: ReadCarry, read_only: list, facts: dict, m: int,
             out = out.copy()
             for k, line in zip(redo, lines_at(redo)):
                 out[k] = line
-    return out + lines_at(range(m, len(read_only)))
+                if line.tier != low:
+                    raised[k] = line
+                else:
+                    raised.pop(k, None)
+    new = lines_at(range(m, len(read_only)))
+    raise_lines(raised, m, new, low)
+    return out + new, raised
+
+
+def raise_lines(raised: dict, start: int, lines: list, low: int) -> dict:
+    """``raised`` with place -> line for those of ``lines`` (at ``start`` on) whose tier is not ``low``."""
+    raised.update((k, ln) for k, ln in enumerate(lines, start) if ln.tier != low)
+    return raised

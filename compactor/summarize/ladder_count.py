@@ -62,10 +62,12 @@ def first_batch(candidates: Sequence[Any], room: int) -> int:
     return top
 
 
-def split_lines(lines: list[Any], spans: dict[str, tuple[int, int, int]]) -> tuple[list, list, dict[str, int]]:
+def split_lines(lines: list[Any], spans: dict[str, tuple[int, int, int]],
+                raised: dict[str, tuple[int, list]] | None = None) -> tuple[list, list, dict[str, int]]:
     """``lines``' droppable ones (``tier`` not None) and the others, each in order, and section
     name -> its droppable items (lines not ``detail``): a memo section's lines (``spans``) are
-    all droppable items, taken whole, without a step per line."""
+    all droppable items, taken whole, without a step per line. ``raised``: of a memo section,
+    only the lines it names (those ranked above the most of them) are taken."""
     candidates: list[Any] = []
     fixed: list[Any] = []
     items: dict[str, int] = {}
@@ -79,7 +81,7 @@ def split_lines(lines: list[Any], spans: dict[str, tuple[int, int, int]]) -> tup
                 if not ln.detail:
                     items[ln.section] = items.get(ln.section, 0) + 1
         if name:
-            candidates += lines[start:end]
+            candidates += lines[start:end] if raised is None else raised[name][1]
             items[name] = end - start
             pos = end
     return candidates, fixed, items

@@ -47,7 +47,8 @@ from compactor.lifting.narrative import (
 )
 from compactor.summarize.failure_lines import build_failure_lines, code as _code, one_line as _one_line, shown_soft
 from compactor.summarize.file_details import ARTIFACT_SHARE, file_details, read_details
-from compactor.summarize.ladder_carry import ReadCarry, ascending, carry_reads, extend_commands, extend_reads, fresh_commands
+from compactor.summarize.ladder_carry import (ReadCarry, ascending, carry_reads, extend_commands, extend_reads,
+                                               fresh_commands, raise_lines)
 from compactor.summarize.ladder_count import batch_counts, count_beyond, first_batch, line_sizes, split_lines
 from compactor.summarize.ladder_memo import LADDER_MEMO as _LADDER_MEMO
 from compactor.summarize.ladder_memo import LadderMemo as _LadderMemo
@@ -197,6 +198,9 @@ class _Doc:
     spans: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     """The sections of the ladder memo's lines: name -> (start, end, the sum of their
     corrections: ``ladder_count.line_sizes``), for ``_count_beyond``."""
+    raised: dict[str, tuple[int, list[_Line]]] = field(default_factory=dict)
+    """The ladder memo's sections: name -> (the tier of most of their lines, the others in order),
+    for ``_fit``'s first batch."""
     left_out: int = 0
     """``_fit``'s: the sum of the tiers of the essential lines it dropped (``_left_out_weight``)."""
 
@@ -364,14 +368,17 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     else:
         start = len(lines)
         if grown_reads is not None:  # (the previous rung's lines, but those whose facts changed)
-            lines += carry_reads(memo.reads, read_only, read_facts, carried,
-                                 lambda ks: _read_lines(read_only, get_facts, memo, ks))
+            section, raised = carry_reads(memo.reads, read_only, read_facts, carried,
+                                          lambda ks: _read_lines(read_only, get_facts, memo, ks), _TIER_FILE_READ)
         else:
-            lines += _read_lines(read_only, get_facts, memo)
-        memo.reads = ReadCarry(state.files_read[:], changed, read_only, with_facts, read_facts, lines[start:],
-                               in_order)
+            section = _read_lines(read_only, get_facts, memo)
+            raised = raise_lines({}, 0, section, _TIER_FILE_READ)
+        lines += section
+        memo.reads = ReadCarry(state.files_read[:], changed, read_only, with_facts, read_facts, section,
+                               in_order, raised)
         if read_only:
             doc.spans[FILES_READ] = (start, len(lines), sum(memo.read_corrs[:len(read_only)]))
+            doc.raised[FILES_READ] = (_TIER_FILE_READ, [raised[k] for k in sorted(raised)])
 
     failure_lines = build_failure_lines(state.failed_approaches, state.files_changed)  # [line, tier, seq, tool ids]
     explained = {i for fl in failure_lines for i in fl[3]}  # failed runs the errors section tells in full
@@ -457,9 +464,8 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
             if c.status == "failed" or c.detail.startswith("partial"):
                 by_tool.setdefault(c.tool_use_id, []).append(i)
         special = recent_ok | {i for t in explained if t in by_tool for i in by_tool[t]}
-        if grown is None:
-            lines += map(line_of, todo)
-        else:
+        raised = carry.raised  # (the lines ranked above a plain ok command, for ``_fit``)
+        if grown is not None:
             # the previous rung's lines, but those ranked apart there or here, or whose gist changed
             old = carry.lines
             first = todo[0] if todo else len(commands)
@@ -467,11 +473,19 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
             if redo:
                 old = old.copy()
                 for i in redo:
-                    old[bisect_left(latest_runs, i)] = line_of(i)
+                    line = old[bisect_left(latest_runs, i)] = line_of(i)
+                    if line.tier != _TIER_COMMAND_OK:
+                        raised[i] = line
+                    else:
+                        raised.pop(i, None)
             lines += old
-            lines += map(line_of, todo)
+        made = list(map(line_of, todo))
+        lines += made
+        raised.update((i, line) for i, line in zip(todo, made) if line.tier != _TIER_COMMAND_OK)
         carry.answers, carry.gists, carry.special, carry.lines = answers, gists, special, lines[start:]
         memo.commands = carry
+        if latest_runs:
+            doc.raised[COMMANDS] = (_TIER_COMMAND_OK, [raised[i] for i in sorted(raised)])
     if memo is not None and latest_runs:
         corrs = memo.cmd_corrs
         doc.spans[COMMANDS] = (start, len(lines), sum(corrs[:len(commands)]) if counts is None
@@ -613,21 +627,29 @@ def _fit(doc: _Doc, budget: int, tokens: int | None,
     the sizes dropped cover the surplus), and the lines below are dropped without being sized."""
     # (tier, seq, order) order: two stable sorts of the lines in their order, by seq then by tier,
     # without a key tuple per line (a rung of a big state sorts ~100k-300k of them, issue 17)
-    if beyond is not None:  # (the memo's sections taken whole: ``ladder_count``)
-        candidates, fixed, items = split_lines(doc.lines, doc.spans)
+    if beyond is not None:
+        # the memo's sections taken whole (``ladder_count``), and first only their lines ranked
+        # above the most of them: the boundary is there when it drops one of those
+        candidates, fixed, items = split_lines(doc.lines, doc.spans, doc.raised)
+        top = _top_batch(candidates, budget - beyond, doc.raised)
+        if top is None:  # (the boundary is lower: all of the lines, sorted)
+            candidates = split_lines(doc.lines, doc.spans)[0]
     else:
         candidates = [ln for ln in doc.lines if ln.tier is not None]
         fixed = [ln for ln in doc.lines if ln.tier is None]
-    candidates.sort(key=_SEQ)
-    candidates.sort(key=_TIER)
+    if beyond is None or top is None:
+        candidates.sort(key=_SEQ)
+        candidates.sort(key=_TIER)
     n_dropped: dict[str, int] = {}
     n = len(candidates)
     idx = 0
     mark = doc.mark
     if beyond is not None:
-        # (the lines it drops are ``candidates[:top]``: not marked one by one, ~95k of them a
-        # rung at 100k events; a later batch's kept lines are sorted from the candidates)
-        top = first_batch(candidates, budget - beyond)
+        # (the lines it drops are ``candidates[:top]`` and the memo lines left out of them: not
+        # marked one by one, ~95k of them a rung at 100k events; a later batch's kept lines are
+        # sorted from the candidates)
+        if top is None:
+            top = first_batch(candidates, budget - beyond)
         n_dropped = batch_counts(candidates, top, items)
         idx = top
         kept = sorted([*fixed, *candidates[idx:]], key=_ORDER)
@@ -664,6 +686,21 @@ def _fit(doc: _Doc, budget: int, tokens: int | None,
         idx -= 1
     doc.left_out = weight
     return text, sections, dropped, tokens
+
+
+def _top_batch(candidates: list[_Line], room: int, raised: dict[str, tuple[int, list[_Line]]]) -> int | None:
+    """``first_batch`` of ``candidates`` (the document's droppable lines but the memo sections'
+    lines of their most common tier, which sort below every one of them), sorted in place in
+    drop order; None: the boundary is not among them (it keeps them all), or they do not all
+    rank above the lines left out (then sort all of the lines)."""
+    if not candidates or not raised:
+        return None
+    low = max(tier for tier, _ in raised.values())
+    if low >= ESSENTIAL_TIER or min(map(_TIER, candidates)) <= low:  # type: ignore[type-var]
+        return None
+    candidates.sort(key=_SEQ)
+    candidates.sort(key=_TIER)
+    return first_batch(candidates, room) or None
 
 
 def _measure(doc: _Doc) -> tuple[str, dict[str, list[str]], dict[str, int], int]:

@@ -128,3 +128,30 @@ def test_sessions_ladders_with_the_carry(tmp_path: Path, monkeypatch: pytest.Mon
         calls = _ladder(events, (40, 300, 2_000))
         assert _renders(calls, None) == _renders(calls, None, memo=False)
     assert seen["commands"] > 10 and seen["reads"] > 10
+
+
+def test_the_first_batch_from_the_lines_ranked_above_the_plain_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_fit``'s first batch looks at the memo sections' lines ranked above a plain ok command
+    or file read (and the other sections' lines) first: where it drops one of those, the plain
+    lines are all dropped; where it keeps them all (few failures, fetches or facts), it sorts
+    every line. Both give the summaries built without the memo."""
+    outcomes: list[bool] = []
+    real = structured._top_batch
+
+    def spy(*a):
+        out = real(*a)
+        outcomes.append(out is None)
+        return out
+
+    monkeypatch.setattr(structured, "_top_batch", spy)
+    cmds, files, failures, changed = _big(900)
+    plain = [c.model_copy(update={"status": "ok", "exit_code": 0, "detail": "", "command": f"make t{c.seq}"})
+             for c in cmds]
+    bare = [f.model_copy(update={"facts": []}) for f in files]
+    goal = Request(seq=0, text="Task: make the tests pass. Do not edit the tests.", tokens=12)
+    states = [LiftedState(goal=goal, requests=[goal], commands=c[:k], files_read=f[:k],
+                          failed_approaches=[fa for fa in fails if fa.seq < 3 * k])
+              for c, f, fails in ((cmds, files, failures), (plain, bare, [])) for k in (500, 700, 899)]
+    calls = [(s, b, False) for s in states for b in (150, 900, 1_500)]
+    assert _renders(calls, None) == _renders(calls, None, memo=False)
+    assert True in outcomes and False in outcomes
