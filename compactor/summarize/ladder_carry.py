@@ -18,7 +18,7 @@ The same lines, in the same order, with the same tiers as ``structured._build`` 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, islice
 from operator import attrgetter, lt
@@ -34,10 +34,11 @@ class CommandCarry:
 
     items: list = field(default_factory=list)
     """A copy of the list (the next rung's must start with these very items)."""
-    latest_by_cmd: dict = field(default_factory=dict)
-    """Command text -> the index of its latest run."""
-    latest_runs: list = field(default_factory=list)
-    """The latest run of each distinct command, in order."""
+    names: set = field(default_factory=set)
+    """The distinct command texts."""
+    latest_runs: Sequence[int] = range(0)
+    """The latest run of each distinct command, in order (a range when each ran once: no
+    ~150k index objects kept at 300k events)."""
     counts: Counter | None = None
     """Command text -> its runs (None: each ran once)."""
     answers: list = field(default_factory=list)
@@ -54,36 +55,40 @@ class CommandCarry:
     """Index -> line, for the lines ranked above a plain ok command (``structured._fit``)."""
 
 
-def extend_commands(carry: CommandCarry | None, commands: list, key: Any) -> tuple[CommandCarry, list[int]] | None:
+def extend_commands(carry: CommandCarry | None, commands: list, key: Any) -> tuple[CommandCarry, range] | None:
     """``carry`` grown by ``commands`` past its items, and the indexes of the new latest runs;
     None when ``commands`` does not extend the carried list with new commands only (a command
     run again moves its line: then every command is handled again). ``key``: a run's command
-    text. The carry's dictionary and counts are updated in place (it is the next one's)."""
+    text. The carry's names and counts are updated in place (it is the next one's)."""
     if carry is None:
         return None
     m = len(carry.items)
     if len(commands) < m or commands[:m] != carry.items:
         return None
-    new = commands[m:]
-    names = list(map(key, new))
-    latest = carry.latest_by_cmd
-    if any(name in latest for name in names) or len(set(names)) != len(names):
+    new = list(map(key, commands[m:]))
+    names = carry.names
+    if any(name in names for name in new) or len(set(new)) != len(new):
         return None
-    fresh = list(range(m, len(commands)))
-    latest.update(zip(names, fresh))
+    fresh = range(m, len(commands))
+    names.update(new)
     if carry.counts is not None:
-        carry.counts.update(names)
+        carry.counts.update(new)
     carry.items = commands[:]
-    carry.latest_runs = carry.latest_runs + fresh
+    runs = carry.latest_runs
+    carry.latest_runs = range(len(commands)) if isinstance(runs, range) else [*runs, *fresh]
     return carry, fresh
 
 
 def fresh_commands(commands: list, key: Any) -> CommandCarry:
     """The carry of ``commands`` handled whole (``_build``'s own walk)."""
     latest_by_cmd = {key(c): i for i, c in enumerate(commands)}
-    latest_runs = sorted(latest_by_cmd.values())  # the latest run of each distinct command, in order
-    counts = Counter(map(key, commands)) if len(latest_runs) < len(commands) else None
-    return CommandCarry(items=commands[:], latest_by_cmd=latest_by_cmd, latest_runs=latest_runs, counts=counts)
+    if len(latest_by_cmd) == len(commands):
+        latest_runs: Sequence[int] = range(len(commands))
+        counts = None
+    else:
+        latest_runs = sorted(latest_by_cmd.values())  # the latest run of each distinct command, in order
+        counts = Counter(map(key, commands))
+    return CommandCarry(items=commands[:], names=set(latest_by_cmd), latest_runs=latest_runs, counts=counts)
 
 
 @dataclass(slots=True)
@@ -124,7 +129,8 @@ def extend_reads(carry: ReadCarry | None, files: list, changed: frozenset) -> tu
         return None
     new = [f for f in files[m:] if f.path not in changed] if changed else files[m:]
     facts = [f for f in new if f.facts]
-    return (carry.read_only + new, carry.with_facts + facts, len(carry.read_only),
+    # (none changed: the files only read are all of them, the state's own list, not a copy)
+    return (carry.read_only + new if changed else files, carry.with_facts + facts, len(carry.read_only),
             carry.ascending and ascending(facts, carry.with_facts))
 
 

@@ -374,7 +374,8 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
             section = _read_lines(read_only, get_facts, memo)
             raised = raise_lines({}, 0, section, _TIER_FILE_READ)
         lines += section
-        memo.reads = ReadCarry(state.files_read[:], changed, read_only, with_facts, read_facts, section,
+        files = state.files_read[:]
+        memo.reads = ReadCarry(files, changed, read_only if changed else files, with_facts, read_facts, section,
                                in_order, raised)
         if read_only:
             doc.spans[FILES_READ] = (start, len(lines), sum(memo.read_corrs[:len(read_only)]))
