@@ -81,14 +81,15 @@ def extend_commands(carry: CommandCarry | None, commands: list, key: Any) -> tup
 
 def fresh_commands(commands: list, key: Any) -> CommandCarry:
     """The carry of ``commands`` handled whole (``_build``'s own walk)."""
-    latest_by_cmd = {key(c): i for i, c in enumerate(commands)}
-    if len(latest_by_cmd) == len(commands):
+    names = set(map(key, commands))
+    if len(names) == len(commands):  # (each ran once: no index per command, issue 17 memory)
         latest_runs: Sequence[int] = range(len(commands))
         counts = None
     else:
+        latest_by_cmd = {key(c): i for i, c in enumerate(commands)}
         latest_runs = sorted(latest_by_cmd.values())  # the latest run of each distinct command, in order
         counts = Counter(map(key, commands))
-    return CommandCarry(items=commands[:], names=set(latest_by_cmd), latest_runs=latest_runs, counts=counts)
+    return CommandCarry(items=commands[:], names=names, latest_runs=latest_runs, counts=counts)
 
 
 @dataclass(slots=True)

@@ -418,16 +418,19 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     if memo is not None and len(memo.cmd_items) < len(commands):
         memo.grow_commands(len(commands))
     base = _RANKED[COMMANDS]
+    if memo is not None:  # (the memo's columns, looked up once: the first rung makes ~50k-150k lines)
+        cmd_items, cmd_keys, cmd_lines, cmd_tiers, cmd_corrs = (
+            memo.cmd_items, memo.cmd_keys, memo.cmd_lines, memo.cmd_tiers, memo.cmd_corrs)
 
     def line_of(i: int) -> _Line:
         c = commands[i]
         n = counts[c.command] if counts is not None else 1
         gist = i in gists
         key = 2 * n + gist
-        if memo is not None and memo.cmd_items[i] is c and memo.cmd_keys[i] == key:
+        if memo is not None and cmd_items[i] is c and cmd_keys[i] == key:
             # the same item at the same place in the previous rung's state: the same line (its
             # order is its place; its tier is set below, as this rung's lists rank it)
-            line, tier = memo.cmd_lines[i], memo.cmd_tiers[i]
+            line, tier = cmd_lines[i], cmd_tiers[i]
         else:
             command, status = c.command, c.status
             if c.exit_code is not None:
@@ -445,8 +448,8 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
                     else _TIER_COMMAND_OK)  # (an answer past the share: the log has it)
             line = _Line(COMMANDS, text, tier, c.seq, base | i)  # (sized by ``_measure``)
             if memo is not None:  # (sized when ``_fit`` looks at it: ``ladder_count``)
-                line.tokens, memo.cmd_corrs[i] = line_sizes(text)
-                memo.cmd_items[i], memo.cmd_keys[i], memo.cmd_lines[i], memo.cmd_tiers[i] = c, key, line, tier
+                line.tokens, cmd_corrs[i] = line_sizes(text)
+                cmd_items[i], cmd_keys[i], cmd_lines[i], cmd_tiers[i] = c, key, line, tier
         # what the rung's own lists say of it: told in full under Errors, or one of the newest
         if explained and c.tool_use_id in explained and (c.status == "failed" or c.detail.startswith("partial")):
             tier = _TIER_COMMAND_EXPLAINED
@@ -483,7 +486,8 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         made = list(map(line_of, todo))
         lines += made
         raised.update((i, line) for i, line in zip(todo, made) if line.tier != _TIER_COMMAND_OK)
-        carry.answers, carry.gists, carry.special, carry.lines = answers, gists, special, lines[start:]
+        carry.answers, carry.gists, carry.special = answers, gists, special
+        carry.lines = made if grown is None else lines[start:]
         memo.commands = carry
         if latest_runs:
             doc.raised[COMMANDS] = (_TIER_COMMAND_OK, [raised[i] for i in sorted(raised)])
