@@ -17,6 +17,7 @@ The same lines, in the same order, with the same tiers as ``structured._build`` 
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -166,3 +167,45 @@ def raise_lines(raised: dict, start: int, lines: list, low: int) -> dict:
     """``raised`` with place -> line for those of ``lines`` (at ``start`` on) whose tier is not ``low``."""
     raised.update((k, ln) for k, ln in enumerate(lines, start) if ln.tier != low)
     return raised
+
+
+def special_runs(carry: CommandCarry, todo: Sequence[int], commands: list, recent_ok: set[int],
+                 explained: set) -> set[int]:
+    """The latest runs this rung ranks apart from their own tier: ``recent_ok`` (the newest that
+    worked) and those ``explained`` names (failed or cut runs the errors section tells in
+    full), found through the carry's ``by_tool``, to which ``todo``'s runs are added."""
+    by_tool = carry.by_tool
+    for i in todo:
+        c = commands[i]
+        if c.status == "failed" or c.detail.startswith("partial"):
+            by_tool.setdefault(c.tool_use_id, []).append(i)
+    return recent_ok | {i for t in explained if t in by_tool for i in by_tool[t]}
+
+
+def carry_command_lines(carry: CommandCarry, grown: bool, todo: Sequence[int], commands: list,
+                        line_of: Callable[[int], Any], special: set[int], gists: set[int], low: int) -> list:
+    """The "Commands run" lines (``line_of(i)``: the line of the run at ``i``, its tier set as
+    this rung ranks it): with ``grown``, the carry's lines, but those ranked apart there or
+    here (``special``) or whose gist changed made again, then ``todo``'s (the new runs), else
+    ``todo``'s (every latest run). The carry then holds them, and ``raised``: index -> line for
+    those whose tier is not ``low``."""
+    raised = carry.raised
+    out: list = []
+    if grown:
+        old = carry.lines
+        first = todo[0] if todo else len(commands)
+        redo = sorted(i for i in carry.special | special | (gists ^ carry.gists) if i < first)
+        if redo:
+            old = old.copy()
+            for i in redo:
+                line = old[bisect_left(carry.latest_runs, i)] = line_of(i)
+                if line.tier != low:
+                    raised[i] = line
+                else:
+                    raised.pop(i, None)
+        out = old
+    made = list(map(line_of, todo))
+    raised.update((i, line) for i, line in zip(todo, made) if line.tier != low)
+    carry.lines = [*out, *made] if grown else made
+    carry.gists, carry.special = gists, special
+    return carry.lines

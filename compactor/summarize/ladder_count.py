@@ -26,6 +26,8 @@ from compactor.tokens import ASCII_ALNUM, count_text, piece_cut_extra
 
 
 _TEXT = attrgetter("text")
+_TIER = attrgetter("tier")
+_SEQ = attrgetter("seq")
 
 
 def line_sizes(text: str) -> tuple[int, int]:
@@ -85,6 +87,22 @@ def split_lines(lines: list[Any], spans: dict[str, tuple[int, int, int]],
             items[name] = end - start
             pos = end
     return candidates, fixed, items
+
+
+def top_batch(candidates: list[Any], room: int, raised: dict[str, tuple[int, list]], essential: int) -> int | None:
+    """``first_batch`` of ``candidates`` (the document's droppable lines but the memo sections'
+    lines of their most common tier, ``raised``, which sort below every one of them), sorted in
+    place in drop order; None: the boundary is not among them (it keeps them all), or they do
+    not all rank above the lines left out (then sort all of the lines). A big rung sorts ~1k
+    lines, not its ~100k-300k (the lines left out are dropped, below ``essential``)."""
+    if not candidates or not raised:
+        return None
+    low = max(tier for tier, _ in raised.values())
+    if low >= essential or min(map(_TIER, candidates)) <= low:
+        return None
+    candidates.sort(key=_SEQ)
+    candidates.sort(key=_TIER)
+    return first_batch(candidates, room) or None
 
 
 def batch_counts(candidates: list[Any], top: int, items: dict[str, int]) -> dict[str, int]:

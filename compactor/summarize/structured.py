@@ -26,7 +26,6 @@ telling outrank a failure a rerun fixed, the rest go before the ok command listi
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
 from dataclasses import dataclass, field
 from itertools import count as _counter
 from operator import attrgetter
@@ -47,9 +46,9 @@ from compactor.lifting.narrative import (
 )
 from compactor.summarize.failure_lines import build_failure_lines, code as _code, one_line as _one_line, shown_soft
 from compactor.summarize.file_details import ARTIFACT_SHARE, file_details, read_details
-from compactor.summarize.ladder_carry import (ReadCarry, ascending, carry_reads, extend_commands, extend_reads,
-                                               fresh_commands, raise_lines)
-from compactor.summarize.ladder_count import batch_counts, count_beyond, first_batch, line_sizes, split_lines
+from compactor.summarize.ladder_carry import (ReadCarry, ascending, carry_command_lines, carry_reads, extend_commands,
+                                               extend_reads, fresh_commands, raise_lines, special_runs)
+from compactor.summarize.ladder_count import batch_counts, count_beyond, first_batch, line_sizes, split_lines, top_batch
 from compactor.summarize.ladder_memo import LADDER_MEMO as _LADDER_MEMO
 from compactor.summarize.ladder_memo import LadderMemo as _LadderMemo
 from compactor.summarize.ladder_memo import begin_ladder_memo, end_ladder_memo, read_lines
@@ -462,35 +461,12 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     if memo is None:
         lines += map(line_of, todo)
     else:
-        by_tool = carry.by_tool  # (the runs Errors may tell in full, for the next rung)
-        for i in todo:
-            c = commands[i]
-            if c.status == "failed" or c.detail.startswith("partial"):
-                by_tool.setdefault(c.tool_use_id, []).append(i)
-        special = recent_ok | {i for t in explained if t in by_tool for i in by_tool[t]}
-        raised = carry.raised  # (the lines ranked above a plain ok command, for ``_fit``)
-        if grown is not None:
-            # the previous rung's lines, but those ranked apart there or here, or whose gist changed
-            old = carry.lines
-            first = todo[0] if todo else len(commands)
-            redo = sorted(i for i in carry.special | special | (gists ^ carry.gists) if i < first)
-            if redo:
-                old = old.copy()
-                for i in redo:
-                    line = old[bisect_left(latest_runs, i)] = line_of(i)
-                    if line.tier != _TIER_COMMAND_OK:
-                        raised[i] = line
-                    else:
-                        raised.pop(i, None)
-            lines += old
-        made = list(map(line_of, todo))
-        lines += made
-        raised.update((i, line) for i, line in zip(todo, made) if line.tier != _TIER_COMMAND_OK)
-        carry.answers, carry.gists, carry.special = answers, gists, special
-        carry.lines = made if grown is None else lines[start:]
+        lines += carry_command_lines(carry, grown is not None, todo, commands, line_of, special_runs(
+            carry, todo, commands, recent_ok, explained), gists, _TIER_COMMAND_OK)
+        carry.answers = answers
         memo.commands = carry
         if latest_runs:
-            doc.raised[COMMANDS] = (_TIER_COMMAND_OK, [raised[i] for i in sorted(raised)])
+            doc.raised[COMMANDS] = (_TIER_COMMAND_OK, [carry.raised[i] for i in sorted(carry.raised)])
     if memo is not None and latest_runs:
         corrs = memo.cmd_corrs
         doc.spans[COMMANDS] = (start, len(lines), sum(corrs[:len(commands)]) if counts is None
@@ -636,7 +612,7 @@ def _fit(doc: _Doc, budget: int, tokens: int | None,
         # the memo's sections taken whole (``ladder_count``), and first only their lines ranked
         # above the most of them: the boundary is there when it drops one of those
         candidates, fixed, items = split_lines(doc.lines, doc.spans, doc.raised)
-        top = _top_batch(candidates, budget - beyond, doc.raised)
+        top = top_batch(candidates, budget - beyond, doc.raised, ESSENTIAL_TIER)
         if top is None:  # (the boundary is lower: all of the lines, sorted)
             candidates = split_lines(doc.lines, doc.spans)[0]
     else:
@@ -691,21 +667,6 @@ def _fit(doc: _Doc, budget: int, tokens: int | None,
         idx -= 1
     doc.left_out = weight
     return text, sections, dropped, tokens
-
-
-def _top_batch(candidates: list[_Line], room: int, raised: dict[str, tuple[int, list[_Line]]]) -> int | None:
-    """``first_batch`` of ``candidates`` (the document's droppable lines but the memo sections'
-    lines of their most common tier, which sort below every one of them), sorted in place in
-    drop order; None: the boundary is not among them (it keeps them all), or they do not all
-    rank above the lines left out (then sort all of the lines)."""
-    if not candidates or not raised:
-        return None
-    low = max(tier for tier, _ in raised.values())
-    if low >= ESSENTIAL_TIER or min(map(_TIER, candidates)) <= low:  # type: ignore[type-var]
-        return None
-    candidates.sort(key=_SEQ)
-    candidates.sort(key=_TIER)
-    return first_batch(candidates, room) or None
 
 
 def _measure(doc: _Doc) -> tuple[str, dict[str, list[str]], dict[str, int], int]:

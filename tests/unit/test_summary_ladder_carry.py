@@ -136,14 +136,14 @@ def test_the_first_batch_from_the_lines_ranked_above_the_plain_ones(monkeypatch:
     lines are all dropped; where it keeps them all (few failures, fetches or facts), it sorts
     every line. Both give the summaries built without the memo."""
     outcomes: list[bool] = []
-    real = structured._top_batch
+    real = structured.top_batch
 
     def spy(*a):
         out = real(*a)
         outcomes.append(out is None)
         return out
 
-    monkeypatch.setattr(structured, "_top_batch", spy)
+    monkeypatch.setattr(structured, "top_batch", spy)
     cmds, files, failures, changed = _big(900)
     plain = [c.model_copy(update={"status": "ok", "exit_code": 0, "detail": "", "command": f"make t{c.seq}"})
              for c in cmds]
