@@ -48,8 +48,14 @@ def one_line(text: str, n: int = 240) -> str:
     return t if len(t) <= n else t[: n - 1].rstrip() + "…"
 
 
-def code(text: str, n: int = 200) -> str:
-    return "`" + one_line(text, n).replace("`", "'") + "`"
+def code(text: str, n: int = 200, memo: bool = True) -> str:
+    """``text`` on one line, cut to ``n``, as inline code. ``memo=False``: not through
+    ``one_line``'s memo (a line the shrink ladder's own memo builds once: each of a big
+    session's ~50k-150k commands would take a memo entry, and evict the others, for nothing)."""
+    return "`" + (one_line if memo else _one_line)(text, n).replace("`", "'") + "`"
+
+
+_one_line = one_line.__wrapped__
 
 
 def _fixed_by(fa: FailedApproach, files: list[FileRef]) -> str:

@@ -57,14 +57,15 @@ MIN_READ_TOKENS = 40
 
 def file_details(files: list[FileRef], budget: int | None, share: float = ARTIFACT_SHARE,
                  floor: int = MIN_ARTIFACT_TOKENS, function_files: int = FUNCTION_FILES, *,
-                 notes: bool = True) -> dict[str, str]:
+                 notes: bool = True, ascending: bool = False) -> dict[str, str]:
     """Path -> ``  the agent: <its note>`` / ``  holds: <facts>`` lines for changed files, newest first,
-    within ``share`` of the budget (everything when ``budget`` is None); ``notes=False``: facts only."""
+    within ``share`` of the budget (everything when ``budget`` is None); ``notes=False``: facts only.
+    ``ascending``: ``files`` are in strictly ascending seq order already (not sorted again)."""
     left = None if budget is None else max(floor, int(budget * share))
     out: dict[str, str] = {}
     shown_in: dict[str, str] = {}  # fact -> the (newer) file whose line already says it
     local: set[str] | None = None  # the project's own modules (made when an import needs them)
-    for rank, f in enumerate(sorted(files, key=_SEQ, reverse=True)):
+    for rank, f in enumerate(reversed(files) if ascending else sorted(files, key=_SEQ, reverse=True)):
         if left is not None and left < 12:
             break
         parts: list[str] = []
@@ -111,9 +112,14 @@ def file_details(files: list[FileRef], budget: int | None, share: float = ARTIFA
     return out
 
 
-def read_details(files: list[FileRef], budget: int | None) -> dict[str, str]:
-    """Path -> ``  defines: <facts>`` for files only read, newest first, within ``READ_SHARE``."""
+def read_details(files: list[FileRef], budget: int | None, with_facts: list[FileRef] | None = None,
+                 ascending: bool = False) -> dict[str, str]:
+    """Path -> ``  defines: <facts>`` for files only read, newest first, within ``READ_SHARE``.
+    ``with_facts``: those of ``files`` that hold facts, when the caller has them (``ascending``:
+    in strictly ascending seq order; a ladder's ~50k-300k files read are not sorted per rung)."""
     # (within a budget a read file's functions are their signatures: its share holds more files so)
-    lines = file_details([f for f in files if f.facts], budget, READ_SHARE, MIN_READ_TOKENS,
-                         function_files=0, notes=False)
+    if with_facts is None:
+        with_facts = [f for f in files if f.facts]
+    lines = file_details(with_facts, budget, READ_SHARE, MIN_READ_TOKENS,
+                         function_files=0, notes=False, ascending=ascending)
     return {p: ln.replace("  holds: ", "  defines: ", 1) for p, ln in lines.items()}

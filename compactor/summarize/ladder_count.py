@@ -19,9 +19,15 @@ and ``piece_cut_extra`` adds what its cuts of a long text add.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 from typing import Any
 
 from compactor.tokens import ASCII_ALNUM, count_text, piece_cut_extra
+
+
+_TEXT = attrgetter("text")
+_TIER = attrgetter("tier")
+_SEQ = attrgetter("seq")
 
 
 def line_sizes(text: str) -> tuple[int, int]:
@@ -56,6 +62,57 @@ def first_batch(candidates: Sequence[Any], room: int) -> int:
         kept += k
         top -= 1
     return top
+
+
+def split_lines(lines: list[Any], spans: dict[str, tuple[int, int, int]],
+                raised: dict[str, tuple[int, list]] | None = None) -> tuple[list, list, dict[str, int]]:
+    """``lines``' droppable ones (``tier`` not None) and the others, each in order, and section
+    name -> its droppable items (lines not ``detail``): a memo section's lines (``spans``) are
+    all droppable items, taken whole, without a step per line. ``raised``: of a memo section,
+    only the lines it names (those ranked above the most of them) are taken."""
+    candidates: list[Any] = []
+    fixed: list[Any] = []
+    items: dict[str, int] = {}
+    pos = 0
+    for name, (start, end, _) in [*sorted(spans.items(), key=lambda kv: kv[1][0]), ("", (len(lines), 0, 0))]:
+        for ln in lines[pos:start]:  # (a few lines: the requests, reports, goal, ...)
+            if ln.tier is None:
+                fixed.append(ln)
+            else:
+                candidates.append(ln)
+                if not ln.detail:
+                    items[ln.section] = items.get(ln.section, 0) + 1
+        if name:
+            candidates += lines[start:end] if raised is None else raised[name][1]
+            items[name] = end - start
+            pos = end
+    return candidates, fixed, items
+
+
+def top_batch(candidates: list[Any], room: int, raised: dict[str, tuple[int, list]], essential: int) -> int | None:
+    """``first_batch`` of ``candidates`` (the document's droppable lines but the memo sections'
+    lines of their most common tier, ``raised``, which sort below every one of them), sorted in
+    place in drop order; None: the boundary is not among them (it keeps them all), or they do
+    not all rank above the lines left out (then sort all of the lines). A big rung sorts ~1k
+    lines, not its ~100k-300k (the lines left out are dropped, below ``essential``)."""
+    if not candidates or not raised:
+        return None
+    low = max(tier for tier, _ in raised.values())
+    if low >= essential or min(map(_TIER, candidates)) <= low:
+        return None
+    candidates.sort(key=_SEQ)
+    candidates.sort(key=_TIER)
+    return first_batch(candidates, room) or None
+
+
+def batch_counts(candidates: list[Any], top: int, items: dict[str, int]) -> dict[str, int]:
+    """Section name -> the items among ``candidates[:top]`` (``items``: those of all of them),
+    counted from the few kept (``candidates[top:]``), not the ~100k dropped; none: left out."""
+    counts = dict(items)
+    for ln in candidates[top:]:
+        if not ln.detail:
+            counts[ln.section] -= 1
+    return {name: k for name, k in counts.items() if k}
 
 
 def mid_tokens(text: str, tokens: int) -> int:
@@ -106,7 +163,7 @@ def count_beyond(lines: Sequence[Any], spans: dict[str, tuple[int, int, int]],
         if flat:
             flat.append("\n\n")
         flat.append(headings[name])
-        flat += [x for ln in lines[start:end] for x in ("\n", ln.text)][1:]
+        flat.append("\n".join(map(_TEXT, lines[start:end])))
     counted = sum_rest(rest, pos == n)
     if counted is None:
         return None

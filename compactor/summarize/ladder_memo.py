@@ -12,7 +12,7 @@ the lines this memo keeps (``read_lines`` takes its builder) and reads the memo 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +41,10 @@ class LadderMemo:
     cmd_lines: list = field(default_factory=list)
     cmd_tiers: list = field(default_factory=list)
     cmd_corrs: list = field(default_factory=list)
+    commands: Any = None
+    """What the last render made of its commands list (``ladder_carry.CommandCarry``)."""
+    reads: Any = None
+    """What the last render made of its files read (``ladder_carry.ReadCarry``)."""
 
     def grow_commands(self, n: int) -> None:
         more = [None] * (n - len(self.cmd_items))
@@ -64,16 +68,18 @@ def end_ladder_memo(token: Token) -> None:
 
 
 def read_lines(files: list, get_facts: Callable[[str], Any], memo: LadderMemo,
-               make: Callable[[int, Any, Any], tuple[Any, int]]) -> list:
+               make: Callable[[int, Any, Any], tuple[Any, int]], ks: Iterable[int] | None = None) -> list:
     """The "Files read" lines of ``files``, each built (``make(k, file, facts)``: the line and its
     count inside its section) and sized once per ladder: a file's line changes only with its
     item (a new read is a new one) or its facts. Afterwards the memo's first ``len(files)``
-    entries are this call's lines (``read_corrs[:len(files)]`` their counts)."""
+    entries are this call's lines (``read_corrs[:len(files)]`` their counts). ``ks``: only the
+    lines of these places, in this order (the other lines are the caller's already)."""
     out: list = []
     append = out.append
     items, known, kept, corrs = memo.read_items, memo.read_facts, memo.read_lines, memo.read_corrs
     n_known = len(items)
-    for k, f in enumerate(files):
+    for k in range(len(files)) if ks is None else ks:
+        f = files[k]
         facts = get_facts(f.path)
         if k < n_known and items[k] is f and known[k] == facts:
             append(kept[k])

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from collections import Counter
 from itertools import count as _counter
 from operator import attrgetter
 
@@ -47,7 +46,9 @@ from compactor.lifting.narrative import (
 )
 from compactor.summarize.failure_lines import build_failure_lines, code as _code, one_line as _one_line, shown_soft
 from compactor.summarize.file_details import ARTIFACT_SHARE, file_details, read_details
-from compactor.summarize.ladder_count import count_beyond, first_batch, line_sizes
+from compactor.summarize.ladder_carry import (ReadCarry, ascending, carry_command_lines, carry_reads, extend_commands,
+                                               extend_reads, fresh_commands, raise_lines, special_runs)
+from compactor.summarize.ladder_count import batch_counts, count_beyond, first_batch, line_sizes, split_lines, top_batch
 from compactor.summarize.ladder_memo import LADDER_MEMO as _LADDER_MEMO
 from compactor.summarize.ladder_memo import LadderMemo as _LadderMemo
 from compactor.summarize.ladder_memo import begin_ladder_memo, end_ladder_memo, read_lines
@@ -196,6 +197,9 @@ class _Doc:
     spans: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     """The sections of the ladder memo's lines: name -> (start, end, the sum of their
     corrections: ``ladder_count.line_sizes``), for ``_count_beyond``."""
+    raised: dict[str, tuple[int, list[_Line]]] = field(default_factory=dict)
+    """The ladder memo's sections: name -> (the tier of most of their lines, the others in order),
+    for ``_fit``'s first batch."""
     left_out: int = 0
     """``_fit``'s: the sum of the tiers of the essential lines it dropped (``_left_out_weight``)."""
 
@@ -341,12 +345,19 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
             tier = _TIER_FILE_DETAIL if f.path in recent else _TIER_OLD_FILE_DETAIL
             doc.add(FILES_CHANGED, details[f.path], tier, f.seq, detail=True)
 
-    changed = {f.path for f in state.files_changed}
-    read_only = [f for f in state.files_read if f.path not in changed] if changed else state.files_read
-    read_facts = read_details(read_only, budget)
+    changed = frozenset(f.path for f in state.files_changed)
+    memo = _LADDER_MEMO.get()
+    # (a rung whose files read extend the previous rung's: only the new ones are looked at)
+    grown_reads = extend_reads(memo.reads, state.files_read, changed) if memo is not None else None
+    if grown_reads is None:
+        read_only = [f for f in state.files_read if f.path not in changed] if changed else state.files_read
+        with_facts = [f for f in read_only if f.facts]
+        in_order = memo is not None and ascending(with_facts, [])
+    else:
+        read_only, with_facts, carried, in_order = grown_reads
+    read_facts = read_details(read_only, budget, with_facts, in_order)
     lines = doc.lines  # (the loops below append their lines as ``doc.add`` does, without a call each)
     get_facts = read_facts.get
-    memo = _LADDER_MEMO.get()
     # (what a file only read defines is what the work built on: kept with its line)
     base = _RANKED[FILES_READ]
     if memo is None:
@@ -355,18 +366,34 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
                   for k, f in enumerate(read_only)]
     else:
         start = len(lines)
-        lines += _read_lines(read_only, get_facts, memo)
+        if grown_reads is not None:  # (the previous rung's lines, but those whose facts changed)
+            section, raised = carry_reads(memo.reads, read_only, read_facts, carried,
+                                          lambda ks: _read_lines(read_only, get_facts, memo, ks), _TIER_FILE_READ)
+        else:
+            section = _read_lines(read_only, get_facts, memo)
+            raised = raise_lines({}, 0, section, _TIER_FILE_READ)
+        lines += section
+        files = state.files_read[:]
+        memo.reads = ReadCarry(files, changed, read_only if changed else files, with_facts, read_facts, section,
+                               in_order, raised)
         if read_only:
             doc.spans[FILES_READ] = (start, len(lines), sum(memo.read_corrs[:len(read_only)]))
+            doc.raised[FILES_READ] = (_TIER_FILE_READ, [raised[k] for k in sorted(raised)])
 
     failure_lines = build_failure_lines(state.failed_approaches, state.files_changed)  # [line, tier, seq, tool ids]
     explained = {i for fl in failure_lines for i in fl[3]}  # failed runs the errors section tells in full
 
     # Commands: one line per distinct command, showing the latest run.
     commands = state.commands
-    latest_by_cmd = {c.command: i for i, c in enumerate(commands)}
-    latest_runs = sorted(latest_by_cmd.values())  # the latest run of each distinct command, in order
-    counts = Counter(map(_COMMAND, commands)) if len(latest_runs) < len(commands) else None  # (None: each ran once)
+    # (a rung whose commands extend the previous rung's, none run again: its lines are the
+    # previous rung's, the new ones and the few whose rank or line may change, ``ladder_carry``)
+    grown = extend_commands(memo.commands, commands, _COMMAND) if memo is not None else None
+    if grown is None:
+        carry = fresh_commands(commands, _COMMAND)
+        todo = carry.latest_runs
+    else:
+        carry, todo = grown
+    latest_runs, counts = carry.latest_runs, carry.counts
     # the newest distinct commands that worked are how the agent got where it is: kept longer
     recent_ok: set[int] = set()
     for i in reversed(latest_runs):
@@ -378,8 +405,10 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     # response printed): what the agent learned and acted on, within a share
     gist_room = None if budget is None else int(budget * GIST_SHARE)
     gists: set[int] = set()
-    answers = [(count_text(c.command[:GIST_COMMAND_CHARS] + c.detail) + 4, -i) for i in latest_runs
+    answers = [(count_text(c.command[:GIST_COMMAND_CHARS] + c.detail) + 4, -i) for i in todo
                if (c := commands[i]).status == "ok" and "got" in c.detail[:40]]
+    if grown is not None:
+        answers = carry.answers + answers
     for cost, neg in sorted(answers):  # the shortest answers first (a status, a title), then the newest
         if gist_room is not None and cost > gist_room:
             continue
@@ -388,16 +417,19 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
     if memo is not None and len(memo.cmd_items) < len(commands):
         memo.grow_commands(len(commands))
     base = _RANKED[COMMANDS]
-    start = len(lines)
-    for i in latest_runs:
+    if memo is not None:  # (the memo's columns, looked up once: the first rung makes ~50k-150k lines)
+        cmd_items, cmd_keys, cmd_lines, cmd_tiers, cmd_corrs = (
+            memo.cmd_items, memo.cmd_keys, memo.cmd_lines, memo.cmd_tiers, memo.cmd_corrs)
+
+    def line_of(i: int) -> _Line:
         c = commands[i]
         n = counts[c.command] if counts is not None else 1
         gist = i in gists
         key = 2 * n + gist
-        if memo is not None and memo.cmd_items[i] is c and memo.cmd_keys[i] == key:
+        if memo is not None and cmd_items[i] is c and cmd_keys[i] == key:
             # the same item at the same place in the previous rung's state: the same line (its
             # order is its place; its tier is set below, as this rung's lists rank it)
-            line, tier = memo.cmd_lines[i], memo.cmd_tiers[i]
+            line, tier = cmd_lines[i], cmd_tiers[i]
         else:
             command, status = c.command, c.status
             if c.exit_code is not None:
@@ -406,7 +438,7 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
                 outcome = _OUTCOME_WORDS[status]
             times = f" ×{n}" if n > 1 else ""
             detail = f": {c.detail}" if c.detail else ""
-            cmd_text = _code(command, GIST_COMMAND_CHARS if gist else 200)  # (the answer is the point)
+            cmd_text = _code(command, GIST_COMMAND_CHARS if gist else 200, memo is None)  # (the answer is the point)
             text = f"- #{c.seq} {cmd_text} → {outcome}{times}{detail}"
             # (a cut answer's line under Errors says what it got: its command line is history too)
             tier = (_TIER_COMMAND_FAILED if status == "failed"
@@ -415,15 +447,26 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
                     else _TIER_COMMAND_OK)  # (an answer past the share: the log has it)
             line = _Line(COMMANDS, text, tier, c.seq, base | i)  # (sized by ``_measure``)
             if memo is not None:  # (sized when ``_fit`` looks at it: ``ladder_count``)
-                line.tokens, memo.cmd_corrs[i] = line_sizes(text)
-                memo.cmd_items[i], memo.cmd_keys[i], memo.cmd_lines[i], memo.cmd_tiers[i] = c, key, line, tier
+                line.tokens, cmd_corrs[i] = line_sizes(text)
+                cmd_items[i], cmd_keys[i], cmd_lines[i], cmd_tiers[i] = c, key, line, tier
         # what the rung's own lists say of it: told in full under Errors, or one of the newest
         if explained and c.tool_use_id in explained and (c.status == "failed" or c.detail.startswith("partial")):
             tier = _TIER_COMMAND_EXPLAINED
         elif tier != _TIER_COMMAND_FAILED and i in recent_ok:
             tier = _TIER_COMMAND_RECENT_OK
         line.tier = tier
-        lines.append(line)
+        return line
+
+    start = len(lines)
+    if memo is None:
+        lines += map(line_of, todo)
+    else:
+        lines += carry_command_lines(carry, grown is not None, todo, commands, line_of, special_runs(
+            carry, todo, commands, recent_ok, explained), gists, _TIER_COMMAND_OK)
+        carry.answers = answers
+        memo.commands = carry
+        if latest_runs:
+            doc.raised[COMMANDS] = (_TIER_COMMAND_OK, [carry.raised[i] for i in sorted(carry.raised)])
     if memo is not None and latest_runs:
         corrs = memo.cmd_corrs
         doc.spans[COMMANDS] = (start, len(lines), sum(corrs[:len(commands)]) if counts is None
@@ -565,20 +608,30 @@ def _fit(doc: _Doc, budget: int, tokens: int | None,
     the sizes dropped cover the surplus), and the lines below are dropped without being sized."""
     # (tier, seq, order) order: two stable sorts of the lines in their order, by seq then by tier,
     # without a key tuple per line (a rung of a big state sorts ~100k-300k of them, issue 17)
-    candidates = [ln for ln in doc.lines if ln.tier is not None]
-    candidates.sort(key=_SEQ)
-    candidates.sort(key=_TIER)
-    fixed = [ln for ln in doc.lines if ln.tier is None]
+    if beyond is not None:
+        # the memo's sections taken whole (``ladder_count``), and first only their lines ranked
+        # above the most of them: the boundary is there when it drops one of those
+        candidates, fixed, items = split_lines(doc.lines, doc.spans, doc.raised)
+        top = top_batch(candidates, budget - beyond, doc.raised, ESSENTIAL_TIER)
+        if top is None:  # (the boundary is lower: all of the lines, sorted)
+            candidates = split_lines(doc.lines, doc.spans)[0]
+    else:
+        candidates = [ln for ln in doc.lines if ln.tier is not None]
+        fixed = [ln for ln in doc.lines if ln.tier is None]
+    if beyond is None or top is None:
+        candidates.sort(key=_SEQ)
+        candidates.sort(key=_TIER)
     n_dropped: dict[str, int] = {}
     n = len(candidates)
     idx = 0
     mark = doc.mark
     if beyond is not None:
-        top = first_batch(candidates, budget - beyond)
-        for ln in candidates[:top]:
-            ln.dropped = mark
-            if not ln.detail:
-                n_dropped[ln.section] = n_dropped.get(ln.section, 0) + 1
+        # (the lines it drops are ``candidates[:top]`` and the memo lines left out of them: not
+        # marked one by one, ~95k of them a rung at 100k events; a later batch's kept lines are
+        # sorted from the candidates)
+        if top is None:
+            top = first_batch(candidates, budget - beyond)
+        n_dropped = batch_counts(candidates, top, items)
         idx = top
         kept = sorted([*fixed, *candidates[idx:]], key=_ORDER)
         dropped = {name: n_dropped[name] for name in SECTION_NAMES if name in n_dropped}
@@ -598,7 +651,7 @@ def _fit(doc: _Doc, budget: int, tokens: int | None,
             idx += 1
             if not ln.detail:
                 n_dropped[ln.section] = n_dropped.get(ln.section, 0) + 1
-        if 2 * (n - idx) < len(doc.lines):
+        if 2 * (n - idx) < len(doc.lines) or beyond is not None:
             kept = sorted([*fixed, *candidates[idx:]], key=_ORDER)
         else:
             kept = [ln for ln in doc.lines if ln.dropped != mark]
@@ -723,7 +776,7 @@ def _render_kept(kept: list[_Line], dropped: dict[str, int]) -> tuple[str, dict[
 _SEQ = attrgetter("seq")
 _TIER = attrgetter("tier")
 
-def _read_lines(files: list, get_facts, memo: _LadderMemo) -> list[_Line]:
+def _read_lines(files: list, get_facts, memo: _LadderMemo, ks=None) -> list[_Line]:
     """The "Files read" lines of ``files``, each built and sized once per ladder
     (``ladder_memo.read_lines``)."""
     base = _RANKED[FILES_READ]
@@ -733,7 +786,7 @@ def _read_lines(files: list, get_facts, memo: _LadderMemo) -> list[_Line]:
         tokens, corr = line_sizes(text)  # (sized when ``_fit`` looks at it)
         return _Line(FILES_READ, text, _TIER_READ_DETAIL if facts else _TIER_FILE_READ, f.seq, base | k, tokens), corr
 
-    return read_lines(files, get_facts, memo, make)
+    return read_lines(files, get_facts, memo, make, ks)
 
 
 _OUTCOME_WORDS = {"ok": "ok", "failed": "failed", "unknown": "no exit status recorded"}
@@ -750,6 +803,12 @@ def _min_tokens(doc: _Doc, sections: frozenset[str], limit: int | None = None) -
     in ``doc``: each line of text holding a non-space character starts at least one token of
     its own (no piece of cl100k's pre-split holds a newline followed by a non-space
     character). With ``limit``: counted only until it is passed (a number over ``limit``)."""
+    if limit is not None:
+        # a memo section's lines (``- ...``) hold a non-space character each: one token apiece
+        # at least, counted without a step per line, enough when that alone passes the limit
+        n = sum(end - start for name, (start, end, _) in doc.spans.items() if name in sections)
+        if n > limit:
+            return n
     n = 0
     for ln in doc.lines:
         if ln.section in sections and not ln.detail:
