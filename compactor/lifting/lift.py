@@ -684,9 +684,13 @@ class Lifter:
         ):
             self._reset()
         n = len(self._evs) if cut is None else bisect_right(self._seqs, cut)
-        while self._next < n:
-            self._fold(self._evs[self._next], cut)
-            self._next += 1
+        evs, fold, i = self._evs, self._fold, self._next  # (locals: the loop runs once an event)
+        try:
+            while i < n:
+                fold(evs[i], cut)
+                i += 1
+        finally:
+            self._next = i
         self._cut = cut
         return self._acc.build() if final else self._acc.snapshot()
 
