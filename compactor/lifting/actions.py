@@ -386,6 +386,25 @@ def _route(name: str) -> _Route:
     return r
 
 
+def plain_command(route: _Route, inp: dict[str, Any]) -> str | None:
+    """The command of a shell tool's plain call, stripped: what ``classify`` reads as the run of that
+    command without its general machinery (None: the call takes the general path).
+
+    A plain call is one of a shell tool of no other table (``route.plain_shell``) whose input is
+    strings, none holding a patch envelope's ``*** `` (``_patch_files`` finds no patch), with a
+    non-blank ``command`` (``_command_of``'s first key: its first answer) that opens with no
+    SWE-agent verb (``_swe_command`` says None)."""
+    if not route.plain_shell:
+        return None
+    for v in inp.values():
+        if type(v) is not str or "*** " in v:
+            return None
+    command = inp.get("command")
+    if command is None or not (command := command.strip()) or command.split(None, 1)[0] in _SWE_VERBS:
+        return None
+    return command
+
+
 def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
     """What a tool_use does: run a command, read files, change files, set todos."""
     name = use.name
@@ -393,14 +412,8 @@ def classify(use: ToolUseBlock, open_file: str | None = None) -> _Action:
     low = route.low
     inp = use.input if isinstance(use.input, dict) else {}
     act = _Action(tool=name)
-    if route.plain_shell:  # a shell tool's call (most calls): its command, when the input is plain
-        for v in inp.values():  # (strings, none a patch envelope's: _patch_files finds no patch)
-            if type(v) is not str or "*** " in v:
-                break
-        else:
-            command = inp.get("command")  # (_command_of's first key: a string, its first answer)
-            if command is not None and (command := command.strip()) and command.split(None, 1)[0] not in _SWE_VERBS:
-                return _command_action(act, name, command)  # (no SWE-agent verb: _swe_command says None)
+    if route.plain_shell and (command := plain_command(route, inp)) is not None:
+        return _command_action(act, name, command)  # a shell tool's call (most calls), its input plain
 
     todos = _todos_of(inp) if route.todo else None
     if todos is not None:

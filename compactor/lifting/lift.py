@@ -44,7 +44,6 @@ from compactor.lifting import content as _content
 from compactor.lifting import digests as _digests
 from compactor.lifting import notes as _notes
 from compactor.lifting import failures as _failures
-from compactor.lifting import outputs as _outputs
 from compactor.lifting.constraints import (  # noqa: F401 - re-exported: the classification lives there
     MAX_CONSTRAINT_CHARS,
     constraint_sentences,
@@ -55,6 +54,7 @@ from compactor.lifting.constraints import (  # noqa: F401 - re-exported: the cla
 )
 from compactor.lifting.narrative import _REASON_NEEDLES, _RULE_NEEDLES, NarrativeAcc
 from compactor.lifting.needles import any_needle
+from compactor.lifting.shellpair import ShellPairs, run_detail
 from compactor.lifting.actions import (  # noqa: F401 - re-exported: the lifter's public names stay here
     _AIDER_RUNNING_RE,
     _APPLIED_EDIT_RE,
@@ -136,8 +136,9 @@ _RULE_TEXT_RE = re.compile(r"\b(?:unless|only (?:if|when|with))\b", re.IGNORECAS
 # --- accumulation -----------------------------------------------------------------------------
 
 
-class _Acc:
-    """Mutable builder; dedupes while keeping first-seen order."""
+class _Acc(ShellPairs):
+    """Mutable builder; dedupes while keeping first-seen order (the short path of a plain shell
+    command's pair is ``ShellPairs.shell_pair``)."""
 
     def __init__(self, prev: LiftedState | None) -> None:
         p = prev or LiftedState()
@@ -445,12 +446,7 @@ class _Acc:
             if use_id not in self._command_ids:
                 self._command_ids.add(use_id)
                 status: CommandStatus = "failed" if out.failed else "ok"
-                install = _outputs.is_install(act.command)
-                detail = ((_outputs.install_outcome(text) if install
-                           else _failures.partial_result(text)) if text else "")
-                if text and not out.failed and not act.reads and not act.paths and not install:
-                    gist = _outputs.output_gist(text)  # what a fetch or a query answered
-                    detail = f"{detail}; {gist}" if detail and gist else detail or gist
+                detail = run_detail(act.command, text, not out.failed and not act.reads and not act.paths)
                 self.commands.append(run_command(seq=use_seq, command=act.command, tool=act.tool,
                                                  tool_use_id=use_id, exit_code=out.exit_code,
                                                  status=status, result_seq=result_seq, detail=detail))
@@ -527,6 +523,8 @@ class _Acc:
             _, seq, first = self._last
             return LastAction(seq=seq, kind="reply", what=_one_line(first, 200), status="reply")
         _, e, use, act = self._last
+        if act is None:  # (a plain shell command's pair, ``shell_pair``: the same call, classified again)
+            act = classify(use, None)
         text = e.text
         intent = next((x for x in split_sentences(text) if len(x) >= 8), "") if text else ""
         la = LastAction(seq=e.seq, what=_one_line(act.command or act.summary or use.name, 200),
@@ -686,9 +684,13 @@ class Lifter:
         ):
             self._reset()
         n = len(self._evs) if cut is None else bisect_right(self._seqs, cut)
-        while self._next < n:
-            self._fold(self._evs[self._next], cut)
-            self._next += 1
+        evs, fold, i = self._evs, self._fold, self._next  # (locals: the loop runs once an event)
+        try:
+            while i < n:
+                fold(evs[i], cut)
+                i += 1
+        finally:
+            self._next = i
         self._cut = cut
         return self._acc.build() if final else self._acc.snapshot()
 
@@ -733,12 +735,16 @@ class Lifter:
             uid = use.id
             if uid in uses:
                 continue
+            got = results.get(uid)
+            if (role == "assistant" and got is not None and (cut is None or got[1] <= cut)
+                    and acc.shell_pair(e, use, seq, got)):  # (a plain shell command that worked: most pairs)
+                uses.add(uid)
+                continue
             act = classify(use, acc.open_file)
             uses.add(uid)
             if role == "assistant":
                 acc.note_move(seq, act.command or act.summary or use.name, True)
                 acc.on_call(e, use, act)
-            got = results.get(uid)
             if got is not None and (cut is None or got[1] <= cut):
                 acc.add_pair(use, seq, act, got[0], got[1])
             else:

@@ -380,16 +380,24 @@ def _classify(cmd: SimpleCommand, prev: SimpleCommand | None, out: ShellFiles) -
             out.changes.setdefault(f, "git " + values[0])
 
 
+def _one_read(command: str) -> list[str] | None:
+    """The files a plain ``PROG FILE`` of a read program other than ``sed`` reads: its one operand if
+    ``plausible_path``, as ``_plain_files``' word loop finds; None for any other command."""
+    prog, _, arg = command.partition(" ")
+    if prog in _READ_PROGRAMS and prog != "sed" and arg and " " not in arg:
+        return [arg] if plausible_path(arg) else []
+    return None
+
+
 def _plain_files(command: str) -> ShellFiles:
     """``shell_files`` of a plain command (no character of ``_SPECIAL_RE``, at most
     ``_MAX_SCAN_CHARS``): one simple command of literal words split on spaces, no redirects, no
     heredocs, nothing piped, so nothing is written and only the program's operands count. The
     same rules as ``_classify`` over those words, without building ``Word``/``SimpleCommand``s
     (issue 17: most agent commands are plain); ``tests/unit/test_shell_plain.py`` holds them equal."""
-    prog, _, arg = command.partition(" ")
-    if prog in _READ_PROGRAMS and prog != "sed" and arg and " " not in arg:
-        # (``cat FILE``, the commonest plain command: its one operand, read, as the loop below finds)
-        return ShellFiles([arg] if plausible_path(arg) else [], {}, {})
+    reads = _one_read(command)
+    if reads is not None:  # (``cat FILE``, the commonest plain command)
+        return ShellFiles(reads, {}, {})
     words = command.split(" ")
     if "" in words:  # (runs of spaces, or one at either end: most commands have none)
         words = [w for w in words if w]
@@ -434,6 +442,18 @@ def shell_files(command: str) -> ShellFiles:
     if len(command) <= _MAX_SCAN_CHARS and _SPECIAL_RE.search(command) is None:
         return _plain_files(command)
     return _scanned_files(command)
+
+
+def plain_reads(command: str) -> list[str] | None:
+    """``shell_files(command).reads`` of a plain command (``_plain_files``) that changes no file; None
+    for any other command (the lifter's short path for a tool pair takes those to the general one)."""
+    if len(command) > _MAX_SCAN_CHARS or _SPECIAL_RE.search(command) is not None:
+        return None
+    reads = _one_read(command)
+    if reads is not None:  # (no ``ShellFiles`` for ``cat FILE``)
+        return reads
+    files = _plain_files(command)
+    return None if files.changes else files.reads
 
 
 def _scanned_files(command: str) -> ShellFiles:
