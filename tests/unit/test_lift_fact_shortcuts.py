@@ -126,26 +126,11 @@ def test_own_lines_and_constraints_are_those_of_the_general_path(monkeypatch: py
     assert constraints.constraint_sentences("Task 0: fix it. Do not modify the tests.") == ["Do not modify the tests."]
 
 
-def _next_words_loop(sentences: list[str]) -> str:
-    """``failures.next_words`` as it was before round fourteen."""
-    out: list[str] = []
-    n = 0
-    for sent in sentences:
-        sent = sent.strip()
-        if not out and len(sent) < 12:
-            continue
-        if out and n + len(sent) + 1 > failures.NEXT_CHARS:
-            break
-        out.append(sent)
-        n += len(sent) + 1
-    return " ".join(out)
-
-
 def test_next_words_of_one_sentence_is_the_loops() -> None:
     cases = [[" " * k + "x" * n + " " * k] for n in range(0, 16) for k in (0, 1, 3)] + [["y" * 200], [""], ["\tab\n"]]
     cases += [constraints.split_sentences(t)[:1] for t in _texts()]
-    for c in cases:
-        assert failures.next_words(c) == _next_words_loop(c), c
+    for c in cases:  # (a blank sentence first is skipped by the loop: the one sentence goes through it)
+        assert failures.next_words(c) == failures.next_words(["", *c]), c
     assert failures.next_words(["Checking module 12."]) == "Checking module 12."
     assert failures.next_words(["Checking 1."]) == ""
 
