@@ -61,6 +61,10 @@ def is_genuine_request(e: Event) -> bool:
 # --- sentences ------------------------------------------------------------------------------------
 
 _SENTENCE_GAP_RE = re.compile(r"(?<=[.!?])[ \t]+(?=\S)")
+# The same cuts, found from the sentence ends: each match is the end's character, whose match end is
+# where a gap match starts (a gap holds no sentence end, so each end before a gap opens one), and a
+# pattern that opens with a character set lets the search skip to the ends (issue 17)
+_SENTENCE_END_RE = re.compile(r"[.!?](?=[ \t]+\S)")
 # Whether a line has a sentence gap: the same answer, found by a pattern that opens with a character
 # set, so the search skips to the sentence ends instead of trying the lookbehind everywhere (issue 17)
 _SENTENCE_GAP_PRE = re.compile(r"[.!?][ \t]+\S")
@@ -83,7 +87,11 @@ def split_sentences(text: str) -> list[str]:
     cut in the middle.
     """
     if _ANY_CUT_PRE.search(text) is None:  # no line with a sentence end inside: each line is a piece
-        return [piece for line in text.splitlines() if (piece := line.strip())]
+        lines = text.splitlines()
+        if len(lines) == 1:  # (one line: no comprehension, issue 17)
+            piece = lines[0].strip()
+            return [piece] if piece else []
+        return [piece for line in lines if (piece := line.strip())]
     out: list[str] = []
     if "." in text and _GLUED_PRE_RE.search(text) and _GLUED_RE.search(text):
         text = _GLUED_RE.sub(" ", text)  # the space the writer left out; pieces stay verbatim
@@ -94,7 +102,7 @@ def split_sentences(text: str) -> list[str]:
                 out.append(piece)
             continue
         start = 0
-        cuts = [m.start() for m in _SENTENCE_GAP_RE.finditer(line)] + [len(line)]
+        cuts = [m.end() for m in _SENTENCE_END_RE.finditer(line)] + [len(line)]
         for cut in cuts:
             piece = line[start:cut].strip()
             if piece and not _abbrev_end(piece) or cut == len(line):
@@ -178,6 +186,26 @@ _PASTE_INTRO_RE = re.compile(
 _PASTE_INLINE_RE = Caseless(re.compile(
     r"(?i)\b(?:says?|said|shows?(?: this)?|showing|error(?: message)?|message|popup|pop-up|toast|"
     r"alert|dialog|output|returns?|returned|response|prints?|printed|got|getting)\s*(:)\s+\S"))
+# The words of _PASTE_INLINE_RE, lowercased: in a match, one of them ends where the text before its
+# colon ends, its spaces stripped (the pattern has only ``\s*`` between them)
+_PASTE_INLINE_WORDS = ("say", "says", "said", "show", "shows", "show this", "shows this", "showing", "error", "error message",
+                       "message", "popup", "pop-up", "toast", "alert", "dialog", "output", "return", "returns",
+                       "returned", "response", "print", "prints", "printed", "got", "getting")
+
+
+def _may_say_inline(line: str) -> bool:
+    """False when ``_PASTE_INLINE_RE`` cannot match ``line``, an ASCII line: no colon has one of its
+    words right before it (issue 17: "Task 3: fix ...": a look before each colon, not the pattern's
+    word alternation tried at every position). Beyond ASCII, where a case-insensitive match need
+    not survive ``str.lower``, True."""
+    if not line.isascii():
+        return True
+    i = line.find(":")
+    while i >= 0:
+        if line[:i].rstrip().lower().endswith(_PASTE_INLINE_WORDS):
+            return True
+        i = line.find(":", i + 1)
+    return False
 
 
 def _intro(line: str) -> bool:
@@ -222,7 +250,7 @@ def own_lines(text: str) -> list[str]:
             mine = [ln for ln, f in zip(paragraph, flags) if not f]
         kept: list[str] = []
         for ln in mine:
-            m = _PASTE_INLINE_RE.search(ln) if ": " in ln else None
+            m = _PASTE_INLINE_RE.search(ln) if ": " in ln and _may_say_inline(ln) else None
             if m:  # "the wallet says: <paste>": the words before the colon only, then nothing
                 kept.append(ln[:m.start(1)])
                 break
@@ -346,8 +374,8 @@ def constraint_sentences(text: str) -> list[str]:
     out: list[str] = []
     for line in own_lines(text):
         masked = _mask_quotes(line)
-        if not _CONSTRAINT_RE.search(masked):
-            continue
+        if masked != text and not _CONSTRAINT_RE.search(masked):
+            continue  # (the message itself, one line without a quotation, was searched above)
         for start, end in _sentence_spans(masked):
             probe = masked[start:end].replace("\u2019", "'").replace("\u2018", "'")
             if (len(probe) > MAX_CONSTRAINT_CHARS or not _CONSTRAINT_RE.search(probe)
@@ -369,7 +397,7 @@ def _sentence_spans(line: str) -> list[tuple[int, int]]:
     """(start, end) of the sentences of one line, stripped; as ``split_sentences`` cuts them."""
     out: list[tuple[int, int]] = []
     start = 0
-    for cut in [m.start() for m in _SENTENCE_GAP_RE.finditer(line)] + [len(line)]:
+    for cut in [m.end() for m in _SENTENCE_END_RE.finditer(line)] + [len(line)]:
         piece = line[start:cut].strip()
         if piece and not _abbrev_end(piece) or cut == len(line):
             if piece:

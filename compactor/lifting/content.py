@@ -143,15 +143,16 @@ def kind_of(path: str) -> str:
     """The kind of file ``path`` names, from its file name (lowercased): ``.env*`` and ``*.env``
     files are "env", else its extension's entry in ``_KINDS`` ("" for none).
 
-    Only the extension and the name's first four characters are lowercased (issue 17: no copy of
-    the name; lowering a piece alone gives the same ASCII letters ``_KINDS`` and ``.env`` hold)."""
-    slash = path.rfind("/")
-    dot = path.rfind(".")
-    if dot <= slash:
+    Only the extension and the name's first four characters are lowercased, and each only when
+    needed (issue 17: no copy of the name; lowering a piece alone gives the same ASCII letters
+    ``_KINDS`` and ``.env`` hold; every value of ``_KINDS`` is a non-empty string)."""
+    _, dot, ext = path.rpartition(".")
+    if not dot or "/" in ext:
         return ""  # (no dot in the name: no extension, no ".env")
-    if path[slash + 1:slash + 5].lower() == ".env":
+    # (a name opening with ".env" holds ".e" or ".E": only then is the name looked at, issue 17)
+    if (".e" in path or ".E" in path) and path[path.rfind("/") + 1:][:4].lower() == ".env":
         return "env"  # (a name ending in ".env" has the extension "env", whose kind is "env" too)
-    return _KINDS.get(path[dot + 1:].lower(), "")
+    return _KINDS.get(ext) or _KINDS.get(ext.lower(), "")  # (an extension in lower case: no copy)
 
 
 def _flat(text: str, n: int = FACT_CHARS) -> str:
@@ -233,6 +234,14 @@ need (issue 17: without any, a text's facts are its signatures', and the ~17 che
 characters instead of trying every position)."""
 
 
+_PY_FIRST_ONLY = re.compile(_SIG_LINES["py"].pattern.replace("(?=", "(?:", 1) + "|" + _PY_MORE.pattern)
+"""A line break before a ``def``/``class``/``async`` line (``_SIG_LINES``) or a needle of ``_PY_MORE``,
+in one search. A whole Python text without any, whose functions cannot have a body of
+``MIN_STATEMENTS`` lines, has one fact at most: the signature its first line opens with (no other
+line starts one, ``_more_facts`` finds nothing, ``function_lines`` says nothing): ``content_facts``
+returns it without the general path's checks and scans (issue 17: a short module read whole)."""
+
+
 def _more_facts(path: str, kind: str, text: str, whole: bool) -> list[tuple[int, int, str]]:
     """``content_facts``' (priority, position, fact) items other than the signatures: the file's own
     line, constants, settings, config pairs, data files, what it uses, imports and writes, a page's
@@ -312,6 +321,10 @@ def content_facts(path: str, text: str, whole: bool = True, *, kind: str | None 
         return []
     if kind is None:
         kind = kind_of(path)
+    if kind == "py" and whole and (lines <= _behaviour.MIN_STATEMENTS if lines is not None
+                                   else not _py_bodies_possible(text)) and _PY_FIRST_ONLY.search(text) is None:
+        m = _SIGS["py"].match(text)  # (a short module of signatures alone: its first line's, issue 17)
+        return [] if m is None else [_flat(m.group(1))]
     found: list[tuple[int, int, str]] = []  # (priority, position, fact)
     sig = _SIGS.get(kind)
     bodies: list[tuple[int, int, str]] = []  # functions said with their statements (span, line)

@@ -21,6 +21,7 @@ import shlex
 from bisect import bisect_right
 from typing import Sequence
 
+from compactor.lifting.needles import any_needle
 from compactor.lifting.state import FailedApproach
 from compactor.lifting.outputs import (
     HARNESS_NOTE_RE as _HARNESS_NOTE_RE,
@@ -273,6 +274,9 @@ def error_only_result(text: str) -> str:
 def next_words(sentences: Sequence[str]) -> str:
     """The agent's words after a failure: from its first sentence of 12+ characters, whole sentences
     while they fit in ``NEXT_CHARS`` (at least the first)."""
+    if len(sentences) == 1:  # (one sentence, the usual line beside a call: itself or nothing, issue 17)
+        sent = sentences[0].strip()
+        return sent if len(sent) >= 12 else ""
     out: list[str] = []
     n = 0
     for sent in sentences:
@@ -399,7 +403,7 @@ _GLUED_RE = re.compile(r"(?<=[a-z][.!?])(?=[A-Z][a-z])")
 
 # Every match of _SOFT_FAIL_RE holds one of these, lowercased (checked on ASCII sentences first)
 _SOFT_FAIL_NEEDLES = ("did", "does", "was", "were", "not ", "no ", "nothing", "empty ", "0 ")
-_SOFT_FAIL_PRE = re.compile("|".join(map(re.escape, _SOFT_FAIL_NEEDLES)))
+_SOFT_FAIL_PRE = any_needle(_SOFT_FAIL_NEEDLES)  # (a trie: one branch per first character, issue 17)
 
 
 def _soft_fail(sentence: str) -> bool:
