@@ -205,7 +205,19 @@ _count_cached = lru_cache(maxsize=32_768)(_count)
 # long texts missed every time once a session had more than 32k of them. Bounded: at most
 # 2**17 texts of SHORT_TEXT characters.
 SHORT_TEXT = 512
-_count_short = lru_cache(maxsize=1 << 17)(_count)
+
+
+def _count_small(text: str) -> int:
+    """``_count(text)`` of a text of at most ``SHORT_TEXT`` characters (under ``COUNT_PIECE``
+    and ``SPLIT_MOST``): an ASCII one by its pieces once they are loaded, without
+    ``_count``'s length tests (issue 17: one call per counted short text); any other through
+    ``_count`` (which loads the tokenizer and the pieces on the first count)."""
+    if _PIECE is not None and text.isascii() and len(text) <= SPLIT_MOST:
+        return sum(map(_PIECE, _split(text)))
+    return _count(text)
+
+
+_count_short = lru_cache(maxsize=1 << 17)(_count_small)
 
 
 # Where a newline is followed by a character that is not whitespace, cl100k's pre-split always

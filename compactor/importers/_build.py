@@ -41,6 +41,8 @@ intern = sys.intern
 _TEXT = _shared_fields_set({"text"})
 _TOOL_USE = _shared_fields_set({"id", "name", "input"})
 _TOOL_RESULT = _shared_fields_set({"tool_use_id", "content", "is_error"})
+#: The fields-set of a validated tool result (for an importer that makes its blocks inline).
+TOOL_RESULT_FIELDS = _TOOL_RESULT
 _THINKING = _shared_fields_set({"thinking", "signature"})
 _USAGE = _shared_fields_set(
     {"input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"}

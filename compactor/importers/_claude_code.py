@@ -9,6 +9,7 @@ in between gathered into the user event that follows it. Only ``user``/``assista
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Any
 
 from compactor.events import (
@@ -79,7 +80,14 @@ def parse(src: Source, name: str) -> ImportResult:
         typ = line.get("type")
         if typ != "system" and (typ in NON_CONVERSATION or typ not in ("user", "assistant")):
             continue  # bookkeeping or unknown (the test below, moved up): no time or id needed
-        at = parse_time(line.get("timestamp"))
+        at = line.get("timestamp")
+        if type(at) is str and len(at) == 24 and at[23] == "Z" and at[19] == ".":
+            try:  # (``parse_time``'s first case, without its call: issue 17)
+                at = fromisoformat(at)
+            except ValueError:
+                at = parse_time(at)
+        else:
+            at = parse_time(at)
         uid = line.get("uuid")
         if type(uid) is not str or not uid:  # (the usual uuid is the id as it is)
             uid = str(uid or f"cc-{b.key}-L{no}")
@@ -292,9 +300,18 @@ def _fast_user(b: Builder, line: dict[str, Any], msg: dict[str, Any], uid: str, 
         output = part.get("content")
         if type(tool_use_id) is not str or type(output) is not str:
             return False
-        results.append(
-            build.tool_result_block(tool_use_id, [text_block(output)] if output else [], bool(part.get("is_error")))
-        )
+        # ``build.tool_result_block(tool_use_id, [text_block(output)], is_error)`` with the
+        # values it tests known to pass and its copy of ``content`` not made: the list here is
+        # fresh and of exactly its length, the copy validation would keep (issue 17)
+        m = _new(ToolResultBlock)
+        _set_slot(m, "type", "tool_result")
+        _set_slot(m, "tool_use_id", tool_use_id)
+        _set_slot(m, "content", [text_block(output)] if output else [])
+        _set_slot(m, "is_error", bool(part.get("is_error")))
+        _set_slot(m, "__pydantic_fields_set__", _TOOL_RESULT)
+        _set_slot(m, "__pydantic_extra__", None)
+        _set_slot(m, "__pydantic_private__", None)
+        results.append(m)
     drafts = b.drafts
     d = drafts[-1] if drafts else None
     # a results-only draft right after the call collects parallel results
@@ -309,6 +326,10 @@ def _fast_user(b: Builder, line: dict[str, Any], msg: dict[str, Any], uid: str, 
 
 
 text_block = build.text_block
+fromisoformat = datetime.fromisoformat
+_new = object.__new__
+_set_slot = object.__setattr__
+_TOOL_RESULT = build.TOOL_RESULT_FIELDS
 
 
 def _release_finished(b: Builder) -> None:

@@ -350,6 +350,8 @@ def iter_jsonl(src: str | Source, builder: LineReader) -> Iterator[tuple[int, di
         src = Source("<text>", data=src.encode("utf-8", "surrogatepass"))
     depth = src.limits.max_json_depth
     scan = _SCAN
+    depth2 = 2 * depth
+    claude = builder.fmt == "claude-code"
     for no, line in src.lines():
         # ``_loads(line, depth)`` without its calls for the usual line (issue 17): one JSON
         # object whose scan ends at its last character, with few enough brackets and no
@@ -361,7 +363,12 @@ def iter_jsonl(src: str | Source, builder: LineReader) -> Iterator[tuple[int, di
             except Exception:
                 obj = _UNSET
             else:
-                if end != len(line) or "\\u" in line or line.count("[") + line.count("{") > depth:
+                # (nesting ``k`` deep takes ``k`` opening and ``k`` closing brackets: a whole
+                # object of at most ``2 * depth`` characters is never deeper than ``depth``, so
+                # its brackets need no count, issue 17)
+                if end != len(line) or "\\u" in line or (
+                    end > depth2 and line.count("[") + line.count("{") > depth
+                ):
                     obj = _UNSET
         if obj is _UNSET:
             try:
@@ -382,6 +389,9 @@ def iter_jsonl(src: str | Source, builder: LineReader) -> Iterator[tuple[int, di
             builder.skip(no, "not a JSON object")
             continue
         CURRENT_LINE.set(no)
+        if claude and "uuid" in obj and ((t := obj.get("type")) == "user" or t == "assistant"):
+            yield no, obj  # (``line_format``'s answer for it: a Claude Code line, issue 17)
+            continue
         other = line_format(obj)
         if other is not None and other != builder.fmt:
             builder.skip(no, f"a {other} line in a {builder.fmt} file (mixed formats)")

@@ -211,6 +211,7 @@ class _Finisher:
         limit = out.limit if out is not None else 0
         counter = out.count_blocks if out is not None else None
         seq = self.seq
+        set_slot = object.__setattr__
         events: list[Event] = []
         for d in drafts:
             blocks = d.blocks
@@ -218,6 +219,7 @@ class _Finisher:
                 continue
             results = 0
             calls = 0
+            call = None  # (the first-use call block, for ``tool_uses`` of an event of one call)
             over = False
             slow = None
             for b in blocks:
@@ -231,6 +233,7 @@ class _Finisher:
                         current[bid] = bid
                         use_ids.add(bid)
                         calls += 1
+                        call = b
                         continue
                 elif t is ToolResultBlock:
                     tid = b.tool_use_id
@@ -260,7 +263,9 @@ class _Finisher:
                 if out is not None:
                     over = True  # (``bound_event`` checks each result)
             seq += 1
-            eid = d.id[:240]
+            eid = d.id
+            if type(eid) is not str or len(eid) > 240:  # (a str's ``[:240]`` of at most 240: itself)
+                eid = eid[:240]
             if eid in seen_ids:
                 seen_ids[eid] += 1
                 eid = f"{eid}~{seen_ids[eid]}"
@@ -280,11 +285,13 @@ class _Finisher:
                 line = meta.get("line")
                 if line == seq and type(line) is int:
                     seq = line  # the same number: one int for both (32 bytes an event, issue 17)
-                e = trusted_event(seq, eid, d.at, d.kind, d.role, blocks[:], tokens, d.usage, d.injected, fmt,
+                held = blocks[:]
+                e = trusted_event(seq, eid, d.at, d.kind, d.role, held, tokens, d.usage, d.injected, fmt,
                                   meta if d.trusted == SHARED else shared_keys_dict(meta),
                                   plain if tokens is None else counted)
             else:
                 e = make(seq, eid, d.at, d.kind, d.role, blocks, d.usage, d.injected, fmt, d.meta, tokens)
+                held = None
             if slow is None and type(d.injected) is bool:
                 # ``_Stats.add(e)`` from the walk above: every block of an exact block type
                 # (kept as it is by validation), the draft's values the event's
@@ -301,36 +308,24 @@ class _Finisher:
                 except Exception as exc:
                     raise SinkFailed(exc) from exc
             if slow is None and e is made:  # (not a bounded copy: its blocks were not walked)
-                _known_calls(e, calls, results)
+                # ``e.tool_uses`` and ``e.tool_results`` set from what the walk counted
+                # (issue 17: every compaction asks both of every event at once - the default
+                # target, the plan - and their first reading was half of the target's count):
+                # the same lists the properties give (``_of_type``: ``_NONE``, the event's
+                # ``blocks`` itself, or a list of exactly their number; of one call, the
+                # walk's block), set as ``events._cached`` sets them (an attribute: the event
+                # keeps its fields in its class's shared-key values); only for an event this
+                # finisher still holds alone
+                if held is None:
+                    held = e.blocks
+                n = len(held)
+                set_slot(e, "tool_uses", _NONE if not calls else held if calls == n else
+                         [call] if calls == 1 else [b for b in held if type(b) is ToolUseBlock][:])
+                set_slot(e, "tool_results", _NONE if not results else held if results == n else
+                         [b for b in held if type(b) is ToolResultBlock][:])
             events.append(e)
         self.seq = seq
         return events
-
-
-def _known_calls(e: Event, calls: int, results: int) -> None:
-    """Set ``e.tool_uses`` and ``e.tool_results`` from what its maker counted while it walked
-    the blocks (issue 17: every compaction asks both of every event at once - the default
-    target, the plan - and their first reading was half of the target's count). ``calls`` and
-    ``results``: how many of ``e.blocks`` are exactly ``ToolUseBlock`` / ``ToolResultBlock``,
-    the other blocks of neither class. The same lists the properties give (``_of_type``), set
-    the way ``events._cached`` sets them (an attribute: the event keeps its fields in its
-    class's shared-key values); only for an event its maker still holds alone."""
-    blocks = e.blocks
-    n = len(blocks)
-    if not calls:
-        uses = _NONE
-    elif calls == n:
-        uses = blocks
-    elif calls == 1:
-        for b in blocks:
-            if type(b) is ToolUseBlock:
-                uses = [b]
-                break
-    else:
-        uses = [b for b in blocks if type(b) is ToolUseBlock][:]
-    object.__setattr__(e, "tool_uses", uses)
-    object.__setattr__(e, "tool_results", _NONE if not results else blocks if results == n else
-                       [b for b in blocks if type(b) is ToolResultBlock][:])
 
 
 #: Blocks that are neither a call nor a result (nothing to pair or count in the stats).

@@ -162,7 +162,7 @@ def _same_event(got: Event, want: Event, where: object) -> None:
     for kw in ({}, {"exclude_unset": True}, {"exclude_none": True}):
         assert got.model_dump_json(**kw) == want.model_dump_json(**kw), where
     assert got.model_dump() == want.model_dump(), where
-    # (the calls and results an import fills in, ``importers._drafts._known_calls``, are not
+    # (the calls and results an import fills in, ``importers._drafts._Finisher.events``, are not
     # fields: they are what the properties give, ``test_importers_known_calls.py``)
     assert [k for k in got.__dict__ if k not in _EVENT_CACHES] == list(want.__dict__), where
     assert list(got.meta.items()) == list(want.meta.items()) and type(got.meta) is dict, where

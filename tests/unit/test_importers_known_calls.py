@@ -1,5 +1,5 @@
 """An import fills each event's ``tool_uses`` and ``tool_results`` as it makes it
-(``importers._drafts._known_calls``, issue 17: the default target's count read both of every event first).
+(``importers._drafts._Finisher.events``, issue 17: the default target's count read both of every event first).
 What an event then answers must be what the properties compute: the same blocks, the same
 lists (the event's ``blocks`` itself, the shared empty one, or one of exactly their number),
 and so the same counts, views and compactions as the events validation makes of the same
