@@ -37,6 +37,7 @@ class CoveredText:
         self._built = False
         self._bulk_built = False
         self._found: dict[str, bool] = {}
+        self._not_in_calls: set[str] = set()  # (occurs_in_calls: searched there, not found)
         self._answered: set[str] | None = None
         self._source_refs: set[tuple[str, str]] | None = None
         self._memo: dict[Any, Any] = {}
@@ -169,13 +170,35 @@ class CoveredText:
             self._build()
         got = self._found.get(ident)
         if got is None:
-            got = ident in self._words or any(ident in p for p in self._calls) or self._in_inputs(ident)
+            got = ident not in self._not_in_calls and self._in_calls(ident)
             if not got:
                 if not self._bulk_built:
                     self._build_bulk()
                 got = ident in self._bulk_words or any(ident in p for p in self._bulk)
             self._found[ident] = got
         return got
+
+    def occurs_in_calls(self, ident: str) -> bool | None:
+        """Whether ``ident`` occurs in the events' texts but the tool results' bodies (the
+        calls, requests and answers: ``occurs``' first search): True means ``occurs`` is True;
+        False, that only ``occurs`` (the bodies, built for it) can tell. None as ``occurs``."""
+        if "\n" in ident:
+            return None
+        if not self._built:
+            self._build()
+        got = self._found.get(ident)
+        if got is not None:
+            return got
+        if ident in self._not_in_calls:
+            return False
+        if self._in_calls(ident):
+            self._found[ident] = True
+            return True
+        self._not_in_calls.add(ident)
+        return False
+
+    def _in_calls(self, ident: str) -> bool:
+        return ident in self._words or any(ident in p for p in self._calls) or self._in_inputs(ident)
 
     # --- per-cut facts: computed once, answered for each candidate's cut (issue 17, round 3) ---
     # The shrink ladder's candidates differ in the cut only; the checks below used to walk the
