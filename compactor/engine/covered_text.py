@@ -25,6 +25,8 @@ from compactor.engine.invariants import _refs
 from compactor.events import Event, TextBlock, ToolResultBlock, ToolUseBlock
 from compactor.tokens import _input_json, count_event
 
+_MAX_SEQ = float("inf")  # (sorts after any seq: the spans starting at a seq, found by bisection)
+
 
 class CoveredText:
     """The searchable texts of ``events`` (as given to ``invariants.validate``), with a cache of
@@ -251,6 +253,15 @@ class CoveredText:
         the calls the cut straddles), and are read in the order of that result, latest first:
         machine ints in three arrays (the events' positions, their calls' last result, that
         order), not a tuple and a list per call held through the ladder (issue 17, memory)."""
+        blocked = self._memo.get(("blocked", prev_end))
+        if blocked is not None:
+            # A call at seq s split from its last result at r (s <= end < r) puts ``end`` in
+            # [its first call's seq, r), a span of ``blocked``: a cut in none splits nothing
+            # (every rung of the ladder cuts at a safe point), without the calls' list below,
+            # a walk of every call of the session (issue 17).
+            i = bisect_right(blocked, (end, _MAX_SEQ)) - 1
+            if i < 0 or end >= blocked[i][1]:
+                return []
         evs = self.body(prev_end)
         last_result, with_uses = self._call_facts(prev_end)
         get = last_result.get
@@ -312,6 +323,8 @@ class CoveredText:
         another walk when it was that very list."""
         if calls and calls.get("body") is self.body(prev_end):
             self._memo[("call_facts", prev_end)] = (calls["last_result"], calls["with_uses"])
+            if "blocked" in calls:
+                self._memo[("blocked", prev_end)] = calls["blocked"]
 
     def _call_facts(self, prev_end: int) -> tuple[dict[str, int], list[int]]:
         """(call id -> the seq of its last result, the positions of the events holding calls)
