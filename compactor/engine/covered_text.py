@@ -25,8 +25,6 @@ from compactor.engine.invariants import _refs
 from compactor.events import Event, TextBlock, ToolResultBlock, ToolUseBlock
 from compactor.tokens import _input_json, count_event
 
-_MAX_SEQ = float("inf")  # (sorts after any seq: the spans starting at a seq, found by bisection)
-
 
 class CoveredText:
     """The searchable texts of ``events`` (as given to ``invariants.validate``), with a cache of
@@ -259,8 +257,9 @@ class CoveredText:
             # [its first call's seq, r), a span of ``blocked``: a cut in none splits nothing
             # (every rung of the ladder cuts at a safe point), without the calls' list below,
             # a walk of every call of the session (issue 17).
-            i = bisect_right(blocked, (end, _MAX_SEQ)) - 1
-            if i < 0 or end >= blocked[i][1]:
+            starts, stops = blocked
+            i = bisect_right(starts, end) - 1  # (the last span starting at or before the cut)
+            if i < 0 or end >= stops[i]:
                 return []
         evs = self.body(prev_end)
         last_result, with_uses = self._call_facts(prev_end)
@@ -323,8 +322,10 @@ class CoveredText:
         another walk when it was that very list."""
         if calls and calls.get("body") is self.body(prev_end):
             self._memo[("call_facts", prev_end)] = (calls["last_result"], calls["with_uses"])
-            if "blocked" in calls:
-                self._memo[("blocked", prev_end)] = calls["blocked"]
+            blocked = calls.pop("blocked", None)  # (let go of the list: ~65 bytes a call)
+            if blocked is not None:  # its starts and ends as machine ints, held through the ladder
+                self._memo[("blocked", prev_end)] = (array("q", [s for s, _ in blocked]),
+                                                     array("q", [t for _, t in blocked]))
 
     def _call_facts(self, prev_end: int) -> tuple[dict[str, int], list[int]]:
         """(call id -> the seq of its last result, the positions of the events holding calls)

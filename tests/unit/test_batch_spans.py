@@ -64,7 +64,7 @@ def test_batch_splits_with_the_plans_spans_are_the_splits_without(tmp_path: Path
                 continue
             planned = CoveredText(evs, body=(prev_end, planned_body))
             planned.take_calls(prev_end, calls)
-            assert ("blocked", prev_end) in planned._memo
+            assert ("blocked", prev_end) in planned._memo and "blocked" not in calls
             plain = CoveredText(evs, body=(prev_end, body(evs, prev_end)))
             # the safe cuts first: none splits a call, and none needs the calls' list
             for end in safe[False]:
