@@ -104,8 +104,9 @@ def safe_cut_points_both(events: Sequence[Event], prev_end: int = 0, walk_past_r
     ``body_events``: ``body(events, prev_end)`` when the caller has it. ``calls``: filled with
     what the walk learnt of the body's calls, for the validator's index of the same body
     (``covered_text.CoveredText.take_calls``: a walk of the session fewer, issue 17):
-    ``body`` (the list walked), ``last_result`` (call id -> the seq of its last result) and
-    ``with_uses`` (the positions in ``body`` of the events holding calls)."""
+    ``body`` (the list walked), ``last_result`` (call id -> the seq of its last result),
+    ``with_uses`` (the positions in ``body`` of the events holding calls) and ``blocked`` (the
+    merged [start, end) seq ranges a cut inside would separate a call from a result)."""
     evs = body(events, prev_end) if body_events is None else body_events
     if not evs:
         return {True: [], False: []} if walk_past_request else {True: []}
@@ -129,10 +130,11 @@ def safe_cut_points_both(events: Sequence[Event], prev_end: int = 0, walk_past_r
         if evs[i].role == "assistant":
             last_assistant = evs[i].seq
             break
-    if calls is not None:
-        calls.update(body=evs, last_result=last_result, with_uses=with_uses)
     # [start, end) ranges where a cut would separate a tool_use from one of its results.
     spans = [(use_seq[i], end) for i, end in last_result.items() if i in use_seq and end > use_seq[i]]
+    blocked = _blocked(spans)
+    if calls is not None:
+        calls.update(body=evs, last_result=last_result, with_uses=with_uses, blocked=blocked)
     limit = evs[-1].seq  # cover at most everything
     # pending: calls no result answers, at or after the last assistant event (the events from
     # there on are the last ones: read back from the end)
@@ -154,7 +156,6 @@ def safe_cut_points_both(events: Sequence[Event], prev_end: int = 0, walk_past_r
     if not walk_past_request:
         limit = keep_limit
     out: list[int] = []
-    blocked = _blocked(spans)
     b, nb = 0, len(blocked)
     for e in evs:  # ascending: a pointer into the sorted, disjoint spans instead of a search each
         k = e.seq

@@ -37,6 +37,7 @@ class CoveredText:
         self._built = False
         self._bulk_built = False
         self._found: dict[str, bool] = {}
+        self._not_in_calls: set[str] = set()  # (occurs_in_calls: searched there, not found)
         self._answered: set[str] | None = None
         self._source_refs: set[tuple[str, str]] | None = None
         self._memo: dict[Any, Any] = {}
@@ -169,13 +170,35 @@ class CoveredText:
             self._build()
         got = self._found.get(ident)
         if got is None:
-            got = ident in self._words or any(ident in p for p in self._calls) or self._in_inputs(ident)
+            got = ident not in self._not_in_calls and self._in_calls(ident)
             if not got:
                 if not self._bulk_built:
                     self._build_bulk()
                 got = ident in self._bulk_words or any(ident in p for p in self._bulk)
             self._found[ident] = got
         return got
+
+    def occurs_in_calls(self, ident: str) -> bool | None:
+        """Whether ``ident`` occurs in the events' texts but the tool results' bodies (the
+        calls, requests and answers: ``occurs``' first search): True means ``occurs`` is True;
+        False, that only ``occurs`` (the bodies, built for it) can tell. None as ``occurs``."""
+        if "\n" in ident:
+            return None
+        if not self._built:
+            self._build()
+        got = self._found.get(ident)
+        if got is not None:
+            return got
+        if ident in self._not_in_calls:
+            return False
+        if self._in_calls(ident):
+            self._found[ident] = True
+            return True
+        self._not_in_calls.add(ident)
+        return False
+
+    def _in_calls(self, ident: str) -> bool:
+        return ident in self._words or any(ident in p for p in self._calls) or self._in_inputs(ident)
 
     # --- per-cut facts: computed once, answered for each candidate's cut (issue 17, round 3) ---
     # The shrink ladder's candidates differ in the cut only; the checks below used to walk the
@@ -228,6 +251,16 @@ class CoveredText:
         the calls the cut straddles), and are read in the order of that result, latest first:
         machine ints in three arrays (the events' positions, their calls' last result, that
         order), not a tuple and a list per call held through the ladder (issue 17, memory)."""
+        blocked = self._memo.get(("blocked", prev_end))
+        if blocked is not None:
+            # A call at seq s split from its last result at r (s <= end < r) puts ``end`` in
+            # [its first call's seq, r), a span of ``blocked``: a cut in none splits nothing
+            # (every rung of the ladder cuts at a safe point), without the calls' list below,
+            # a walk of every call of the session (issue 17).
+            starts, stops = blocked
+            i = bisect_right(starts, end) - 1  # (the last span starting at or before the cut)
+            if i < 0 or end >= stops[i]:
+                return []
         evs = self.body(prev_end)
         last_result, with_uses = self._call_facts(prev_end)
         get = last_result.get
@@ -289,6 +322,10 @@ class CoveredText:
         another walk when it was that very list."""
         if calls and calls.get("body") is self.body(prev_end):
             self._memo[("call_facts", prev_end)] = (calls["last_result"], calls["with_uses"])
+            blocked = calls.pop("blocked", None)  # (let go of the list: ~65 bytes a call)
+            if blocked is not None:  # its starts and ends as machine ints, held through the ladder
+                self._memo[("blocked", prev_end)] = (array("q", [s for s, _ in blocked]),
+                                                     array("q", [t for _, t in blocked]))
 
     def _call_facts(self, prev_end: int) -> tuple[dict[str, int], list[int]]:
         """(call id -> the seq of its last result, the positions of the events holding calls)

@@ -153,12 +153,15 @@ def _strings(obj: Any) -> list[str]:
 def _collect_strings(obj: Any, out: list[str]) -> None:
     if isinstance(obj, str):
         out.append(obj)
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            _collect_strings(v, out)
-    elif isinstance(obj, list):
-        for v in obj:
-            _collect_strings(v, out)
+    elif isinstance(obj, (dict, list)):
+        # (a string value appended here, not by a call of its own: most values of a lifted
+        # state are strings, and its walk is a cost of every compaction after the first)
+        add = out.append
+        for v in (obj.values() if isinstance(obj, dict) else obj):
+            if type(v) is str:
+                add(v)
+            elif isinstance(v, (str, dict, list)):
+                _collect_strings(v, out)
 
 
 _JSON = json.JSONEncoder(ensure_ascii=False)
@@ -195,21 +198,44 @@ def _result_texts(b: ToolResultBlock) -> Iterable[str]:
 
 class _PrevText:
     """The previous checkpoint's summary and every string of its lifted state, joined
-    (``text``), with the whitespace-separated words of it (``words``, made when first asked)
-    and the answers of the substring searches made in it (``contains``)."""
+    (``text``), with the whitespace-separated words of it (``words``) and the answers of the
+    substring searches made in it (``contains``); and the same of its summary alone
+    (``summary_words``, ``in_summary``). Each made when first asked: the state is walked only
+    for an identifier the summary lacks (a summary restates its state, and the next one
+    restates it: the walk, which grows with the session, was a cost of every compaction after
+    the first, issue 17)."""
 
-    __slots__ = ("text", "_words", "_found")
+    __slots__ = ("_prev", "_text", "_words", "_found", "_summary_words")
 
-    def __init__(self, text: str) -> None:
-        self.text = text
+    def __init__(self, prev: Checkpoint) -> None:
+        self._prev = prev
+        self._text: str | None = None
         self._words: frozenset[str] | None = None
         self._found: dict[str, bool] = {}
+        self._summary_words: frozenset[str] | None = None
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = "\n".join([self._prev.summary, *_strings(self._prev.state)])
+        return self._text
 
     @property
     def words(self) -> frozenset[str]:
         if self._words is None:
             self._words = frozenset(self.text.split())
         return self._words
+
+    @property
+    def summary_words(self) -> frozenset[str]:
+        """Words of the summary: a subset of ``words`` (the texts are joined by newlines)."""
+        if self._summary_words is None:
+            self._summary_words = frozenset(self._prev.summary.split())
+        return self._summary_words
+
+    def in_summary(self, ident: str) -> bool:
+        """``ident`` in the summary: then ``contains(ident)`` (the summary is a part of the text)."""
+        return ident in self._prev.summary
 
     def contains(self, ident: str) -> bool:
         got = self._found.get(ident)
@@ -235,7 +261,7 @@ def _prev_facts(prev: Checkpoint) -> _PrevText:
         if hit is not None and hit[0] is prev:
             _PREV_TEXT.move_to_end(id(prev))
             return hit[1]
-    facts = _PrevText("\n".join([prev.summary, *_strings(prev.state)]))
+    facts = _PrevText(prev)
     with _PREV_TEXT_LOCK:
         _PREV_TEXT[id(prev)] = (prev, facts)
         while len(_PREV_TEXT) > 16:
@@ -270,11 +296,21 @@ def unknown_identifiers(
         arts = "\n".join(_strings(ckpt.state.get("artifacts", [])))
         left = []
         for ident in idents:
-            if pt is not None and ident in pt.words:
+            if pt is not None and ident in pt.summary_words:
                 continue
-            known = index.occurs(ident)
-            if known is None or not (known or (pt is not None and pt.contains(ident)) or ident in arts):
-                left.append(ident)  # the full search below decides
+            if "\n" in ident:
+                left.append(ident)  # (``occurs`` cannot tell) the full search below decides
+                continue
+            # Known when in any of these texts, so searched cheapest first (issue 17): the
+            # events' calls, requests and answers; the previous summary, then its state (walked
+            # only here); the artifact list; only then the tool results' bodies, whose words
+            # ``occurs`` builds for it (most of the events' text: every later compaction of a
+            # growing session built them for a path the previous summary spells inside a word).
+            if index.occurs_in_calls(ident) or (pt is not None and (
+                    pt.in_summary(ident) or ident in pt.words or pt.contains(ident))) \
+                    or ident in arts or index.occurs(ident):
+                continue
+            left.append(ident)  # the full search below decides
         if not left:
             return []
         idents = left
