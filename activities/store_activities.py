@@ -76,6 +76,7 @@ from compactor import errors
 from compactor.events import Event
 from compactor.records import Checkpoint, Head
 from compactor.store import SegmentCache, SessionLog
+from compactor.store.base import read_bytes
 
 
 class StoreActivities(SummarySteps, CommitSteps):
@@ -217,7 +218,7 @@ class StoreActivities(SummarySteps, CommitSteps):
         seen as such); when its bytes are those this worker last wrote or read under the key,
         the document parsed then is returned. Callers must not modify it."""
         try:
-            data, _ = self.store.get(key)
+            data = read_bytes(self.store, key)
         except errors.NotFound:
             raise errors.NotFound(
                 f"work object {key!r} is missing from {self.store.url}: the compaction's "

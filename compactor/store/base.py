@@ -54,6 +54,25 @@ class ObjectStore(Protocol):
         ...
 
 
+def read_bytes(store: ObjectStore, key: str) -> bytes:
+    """``store.get(key)[0]``, without the etag when the store's class reads without it.
+
+    A read whose etag nobody uses (a segment, a checkpoint, a work object: each checked by its
+    own digest, or read as it is) need not hash the object, and ``LocalStore.get`` computes the
+    MD5 etag of every object it reads (~1.5 ms per MB). ``read`` is used only when the class
+    that defines it is the one that defines ``get`` or a subclass of it, never through a
+    wrapper's ``__getattr__`` delegation nor past a subclass' own ``get``: a wrapper or a
+    subclass that counts or records its ``get`` calls (``CountingStore``) sees every read.
+    NotFound when absent, as ``get``.
+    """
+    mro = type(store).__mro__
+    read_at = next((i for i, c in enumerate(mro) if "read" in c.__dict__), None)
+    get_at = next((i for i, c in enumerate(mro) if "get" in c.__dict__), -1)
+    if read_at is not None and read_at <= get_at:
+        return type(store).read(store, key)  # type: ignore[attr-defined]
+    return store.get(key)[0]
+
+
 def check_key(key: str) -> str:
     """Reject keys that could escape the store's root (``..``, absolute, empty parts)."""
     if not key or key.startswith("/") or not _KEY_PART.match(key):

@@ -100,7 +100,7 @@ from compactor.records import (
     Segment,
     foreign_segment,
 )
-from compactor.store.base import ObjectStore
+from compactor.store.base import ObjectStore, read_bytes
 from compactor.store.caches import (  # noqa: F401 - _INDEXES/_VERIFIED_CKPTS: tests reset them here
     _INDEXES,
     _VERIFIED_CKPTS,
@@ -285,7 +285,7 @@ class SessionLog(SessionDocuments):
     def _get_verified(self, seg: Segment) -> bytes:
         """A segment's bytes from the store, checked against its sha256 (no cache)."""
         try:
-            data, _ = self.store.get(seg.key)
+            data = read_bytes(self.store, seg.key)  # checked against its sha256 below
         except BucketNotFound:
             raise
         except NotFound:
