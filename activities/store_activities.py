@@ -76,7 +76,7 @@ from compactor import errors
 from compactor.events import Event
 from compactor.records import Checkpoint, Head
 from compactor.store import SegmentCache, SessionLog
-from compactor.store.base import read_bytes
+from compactor.store.base import read_bytes, write_bytes
 
 
 class StoreActivities(SummarySteps, CommitSteps):
@@ -184,7 +184,7 @@ class StoreActivities(SummarySteps, CommitSteps):
         next step of this worker that reads the object then uses it unparsed (``WorkDocs``).
         """
         data = (self._docs.dumped(obj) if parsed is obj else None) or _dumps(obj)
-        self._work_store.put(key, data)
+        write_bytes(self._work_store, key, data)
         if parsed is not None:
             self._docs.put(key, data, parsed)
         return data
@@ -203,7 +203,7 @@ class StoreActivities(SummarySteps, CommitSteps):
             self._docs.put(key, data, doc)
             return doc
         data = nested[0]
-        self._work_store.put(key, data)
+        write_bytes(self._work_store, key, data)
         doc = json.loads(data)
         sub, kept = doc, []
         for name, b in zip(parts, nested[1:]):

@@ -59,18 +59,35 @@ def read_bytes(store: ObjectStore, key: str) -> bytes:
 
     A read whose etag nobody uses (a segment, a checkpoint, a work object: each checked by its
     own digest, or read as it is) need not hash the object, and ``LocalStore.get`` computes the
-    MD5 etag of every object it reads (~1.5 ms per MB). ``read`` is used only when the class
-    that defines it is the one that defines ``get`` or a subclass of it, never through a
-    wrapper's ``__getattr__`` delegation nor past a subclass' own ``get``: a wrapper or a
-    subclass that counts or records its ``get`` calls (``CountingStore``) sees every read.
+    MD5 etag of every object it reads (~1.5 ms per MB). ``read`` is used only while the
+    store's ``get`` is the very one ``read`` stands for (``_own``): a wrapper, a subclass or a
+    hook that counts or records ``get`` calls (``CountingStore``) sees every read.
     NotFound when absent, as ``get``.
     """
-    mro = type(store).__mro__
-    read_at = next((i for i, c in enumerate(mro) if "read" in c.__dict__), None)
-    get_at = next((i for i, c in enumerate(mro) if "get" in c.__dict__), -1)
-    if read_at is not None and read_at <= get_at:
+    if _own(store, "read", "get"):
         return type(store).read(store, key)  # type: ignore[attr-defined]
     return store.get(key)[0]
+
+
+def write_bytes(store: ObjectStore, key: str, data: bytes, *, if_none_match: bool = False) -> None:
+    """``store.put(key, data, if_none_match=...)`` whose etag nobody uses, without computing it
+    when the store's class writes without it (``LocalStore.write``; same rule as
+    ``read_bytes``: a wrapper, subclass or hook with its own ``put`` sees every write)."""
+    if _own(store, "write", "put"):
+        type(store).write(store, key, data, if_none_match=if_none_match)  # type: ignore[attr-defined]
+    else:
+        store.put(key, data, if_none_match=if_none_match)
+
+
+def _own(store: object, fast: str, plain: str) -> bool:
+    """Whether ``store``'s ``plain`` method is the very one its class' ``fast`` stands for
+    (``_FAST_FOR``): not a subclass' own ``plain``, nor one patched on the class or the
+    instance (a test's or a tool's hook), nor a wrapper's (``__getattr__`` delegation: the
+    wrapper's class names no ``_FAST_FOR``)."""
+    cls = type(store)
+    meant = getattr(cls, "_FAST_FOR", {}).get(fast)
+    return (meant is not None and getattr(cls, plain, None) is getattr(cls, meant, None)
+            and plain not in getattr(store, "__dict__", {}))
 
 
 def check_key(key: str) -> str:

@@ -1,15 +1,16 @@
-"""Reads whose etag nobody uses skip the local store's MD5 (``base.read_bytes``), and every
-wrapper or subclass that watches ``get`` still sees each read (issue 17, round fourteen)."""
+"""Reads and writes whose etag nobody uses skip the local store's MD5 (``base.read_bytes``,
+``write_bytes``), and every wrapper, subclass or hook that watches ``get``/``put`` still sees
+each one (issue 17, round fourteen)."""
 
 from __future__ import annotations
 
 import pytest
 
 from activities.step_support import CountingStore
-from compactor.errors import NotFound
+from compactor.errors import NotFound, PreconditionFailed
 from compactor.store import SegmentCache, SessionLog
 from compactor.store import local as local_mod
-from compactor.store.base import read_bytes
+from compactor.store.base import read_bytes, write_bytes
 from compactor.store.local import LocalStore
 from compactor.tokens import with_tokens
 from compactor.bench.perf import turns
@@ -90,3 +91,69 @@ def test_session_reads_hash_no_segment_and_equal_the_old_path(tmp_path, md5_call
     old = SessionLog(counting, "acme", "s1", cache=SegmentCache()).read_events()
     assert [e.model_dump() for e in old] == [e.model_dump() for e in events]
     assert counting.gets >= 1 + len(head.segments)
+
+
+def test_write_is_put_without_etag(tmp_path, md5_calls):
+    store = LocalStore(tmp_path, fsync=True)
+    write_bytes(store, "w/a.json", b"y" * 700)
+    write_bytes(store, "w/a.json", b"z" * 500)  # overwrites, as put
+    assert md5_calls == []
+    assert store.get("w/a.json")[0] == b"z" * 500
+    write_bytes(store, "w/b.json", b"1", if_none_match=True)
+    with pytest.raises(PreconditionFailed):
+        write_bytes(store, "w/b.json", b"2", if_none_match=True)
+    assert store.read("w/b.json") == b"1"
+    md5_calls.clear()
+    assert store.put("w/c.json", b"abc") == local_mod.content_etag(b"abc")  # put still returns it
+
+
+def test_hooks_on_the_class_or_instance_see_every_read_and_write(tmp_path, monkeypatch):
+    store = LocalStore(tmp_path, fsync=False)
+    seen: list[tuple[str, str]] = []
+    real_get, real_put = LocalStore.get, LocalStore.put
+
+    def get(self, key):
+        seen.append(("get", key))
+        return real_get(self, key)
+
+    def put(self, key, data, **kw):
+        seen.append(("put", key))
+        return real_put(self, key, data, **kw)
+
+    monkeypatch.setattr(LocalStore, "get", get)
+    monkeypatch.setattr(LocalStore, "put", put)
+    write_bytes(store, "h/x", b"1")
+    assert read_bytes(store, "h/x") == b"1"
+    assert seen == [("put", "h/x"), ("get", "h/x")]
+    monkeypatch.undo()
+    other = LocalStore(tmp_path, fsync=False)
+    other.get = lambda key: (seen.append(("inst", key)), real_get(other, key))[1]
+    assert read_bytes(other, "h/x") == b"1" and seen[-1] == ("inst", "h/x")
+
+
+def test_subclass_with_its_own_put_sees_every_write(tmp_path):
+    class Puts(LocalStore):
+        def __init__(self, root) -> None:
+            super().__init__(root, fsync=False)
+            self.keys: list[str] = []
+
+        def put(self, key, data, **kw):
+            self.keys.append(key)
+            return super().put(key, data, **kw)
+
+    store = Puts(tmp_path)
+    log = SessionLog(store, "acme", "s2")
+    log.append(with_tokens(turns(5, prefix="p")))
+    assert any("/log/" in k for k in store.keys)  # the segment went through put
+
+
+def test_work_objects_written_and_read_without_md5(tmp_path, md5_calls):
+    from activities.store_activities import StoreActivities
+
+    store = LocalStore(tmp_path, fsync=True)
+    acts = StoreActivities(store)
+    key = "t/acme/s/s3/work/x/layers.json"
+    acts._put_json(key, {"b": [1, 2], "a": "x" * 2000})
+    fresh = StoreActivities(store)  # nothing kept: parsed from the bytes read
+    assert fresh._get_json(key) == {"a": "x" * 2000, "b": [1, 2]}
+    assert md5_calls == []
