@@ -76,6 +76,7 @@ from compactor import errors
 from compactor.events import Event
 from compactor.records import Checkpoint, Head
 from compactor.store import SegmentCache, SessionLog
+from compactor.store.base import read_bytes, write_bytes
 
 
 class StoreActivities(SummarySteps, CommitSteps):
@@ -183,7 +184,7 @@ class StoreActivities(SummarySteps, CommitSteps):
         next step of this worker that reads the object then uses it unparsed (``WorkDocs``).
         """
         data = (self._docs.dumped(obj) if parsed is obj else None) or _dumps(obj)
-        self._work_store.put(key, data)
+        write_bytes(self._work_store, key, data)
         if parsed is not None:
             self._docs.put(key, data, parsed)
         return data
@@ -202,7 +203,7 @@ class StoreActivities(SummarySteps, CommitSteps):
             self._docs.put(key, data, doc)
             return doc
         data = nested[0]
-        self._work_store.put(key, data)
+        write_bytes(self._work_store, key, data)
         doc = json.loads(data)
         sub, kept = doc, []
         for name, b in zip(parts, nested[1:]):
@@ -217,7 +218,7 @@ class StoreActivities(SummarySteps, CommitSteps):
         seen as such); when its bytes are those this worker last wrote or read under the key,
         the document parsed then is returned. Callers must not modify it."""
         try:
-            data, _ = self.store.get(key)
+            data = read_bytes(self.store, key)
         except errors.NotFound:
             raise errors.NotFound(
                 f"work object {key!r} is missing from {self.store.url}: the compaction's "

@@ -25,7 +25,7 @@ from compactor.errors import (
 )
 from compactor.events import ArtifactRefBlock
 from compactor.records import Checkpoint, CompactionRecord, Head, record_digest
-from compactor.store.base import ObjectStore
+from compactor.store.base import ObjectStore, read_bytes, write_bytes
 from compactor.store.caches import _verified_ckpt
 from compactor.store.ids import HEX64, parse_problem, sha256_hex, utc_now, validate_id
 
@@ -69,7 +69,7 @@ class SessionDocuments:
                 self._ckpts[ckpt_id] = (shared, sha256)
                 return shared
         try:
-            data, _ = self.store.get(key)
+            data = read_bytes(self.store, key)
         except BucketNotFound:
             raise
         except NotFound:
@@ -293,7 +293,7 @@ class SessionDocuments:
         if not key.startswith(base) or "/" in key[len(base):]:
             raise IntegrityError(f"record key {key!r} lies outside {base!r}", key=key)
         if data is None:
-            data, _ = self.store.get(key)
+            data = read_bytes(self.store, key)
         try:
             doc = json.loads(data)
             rec = CompactionRecord.model_validate(doc)
@@ -339,7 +339,7 @@ class SessionDocuments:
         digest = sha256_hex(data)
         key = self._artifact_key(digest)
         try:
-            self.store.put(key, data, if_none_match=True)
+            write_bytes(self.store, key, data, if_none_match=True)
         except PreconditionFailed:
             existing, _ = self.store.get(key)
             if existing != data:
@@ -366,7 +366,7 @@ class SessionDocuments:
         """The artifact's bytes, verified against its address (IntegrityError if altered)."""
         key = self._artifact_key(sha256)
         try:
-            data, _ = self.store.get(key)
+            data = read_bytes(self.store, key)
         except BucketNotFound:
             raise
         except NotFound:
@@ -389,7 +389,7 @@ class SessionDocuments:
     def _put_immutable(self, key: str, data: bytes, model: type[BaseModel]) -> str:
         """Create-only write; returns the sha256 of the bytes stored under ``key``."""
         try:
-            self.store.put(key, data, if_none_match=True)
+            write_bytes(self.store, key, data, if_none_match=True)
             return sha256_hex(data)
         except PreconditionFailed:
             existing, _ = self.store.get(key)

@@ -100,7 +100,7 @@ from compactor.records import (
     Segment,
     foreign_segment,
 )
-from compactor.store.base import ObjectStore
+from compactor.store.base import ObjectStore, read_bytes, write_bytes
 from compactor.store.caches import (  # noqa: F401 - _INDEXES/_VERIFIED_CKPTS: tests reset them here
     _INDEXES,
     _VERIFIED_CKPTS,
@@ -285,7 +285,7 @@ class SessionLog(SessionDocuments):
     def _get_verified(self, seg: Segment) -> bytes:
         """A segment's bytes from the store, checked against its sha256 (no cache)."""
         try:
-            data, _ = self.store.get(seg.key)
+            data = read_bytes(self.store, seg.key)  # checked against its sha256 below
         except BucketNotFound:
             raise
         except NotFound:
@@ -390,7 +390,7 @@ class SessionLog(SessionDocuments):
     def _put_segment(self, key: str, data: bytes) -> bool:
         """Create a segment; True if ours is stored there (new or byte-identical), else False."""
         try:
-            self.store.put(key, data, if_none_match=True)
+            write_bytes(self.store, key, data, if_none_match=True)
             return True
         except PreconditionFailed:
             try:
