@@ -28,6 +28,7 @@ from compactor.events import (
     ToolUseBlock,
     Usage,
     _NONE,
+    _of_type,
     trusted_event,
 )
 from compactor.importers import _build as build
@@ -318,11 +319,9 @@ class _Finisher:
                 # finisher still holds alone
                 if held is None:
                     held = e.blocks
-                n = len(held)
-                set_slot(e, "tool_uses", _NONE if not calls else held if calls == n else
-                         [call] if calls == 1 else [b for b in held if type(b) is ToolUseBlock][:])
-                set_slot(e, "tool_results", _NONE if not results else held if results == n else
-                         [b for b in held if type(b) is ToolResultBlock][:])
+                set_slot(e, "tool_uses", _NONE if not calls else [call] if calls == 1 < len(held) else
+                         _of_type(held, ToolUseBlock))
+                set_slot(e, "tool_results", _NONE if not results else _of_type(held, ToolResultBlock))
             events.append(e)
         self.seq = seq
         return events
