@@ -193,7 +193,7 @@ async def test_stream_cut_off_midway_is_retried(stack, fake):
 async def test_prompt_too_long_drops_oldest_rounds_and_succeeds(stack, fake):
     # First learn the full prompt's size, then lower the fake's window just below it.
     probe, _, _ = await compact(stack, session_events())
-    from compactor.testing.anthropic_server import count_request_tokens
+    from compactor.testing.model_text import count_request_tokens
 
     full = count_request_tokens(fake.calls("/v1/messages/count_tokens")[-1].body)
     fake.reset()

@@ -17,7 +17,7 @@ from compactor.events import Event, TextBlock, ToolResultBlock, ToolUseBlock
 from compactor.lifting.lift import dump_state, lift_state
 from compactor.store import SessionLog, open_store
 from compactor.testing import FakeAnthropic, Fault
-from compactor.testing.anthropic_server import count_request_tokens, split_fenced
+from compactor.testing.model_text import count_request_tokens, split_fenced
 
 CONSTRAINT = "Never push to main."
 
