@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import random
 
-from compactor.bench.chaos import Agent, chaos_session, log_problems, plan_trials, request_problems
+from compactor.bench.chaos import plan_trials
+from compactor.bench.chaos_world import Agent, chaos_session, log_problems, request_problems
 from compactor.events import Event, TextBlock, ToolResultBlock, ToolUseBlock
 from compactor.tokens import with_tokens
 from compactor.engine.view import build_view
