@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from compactor.bench.probes import neutral_labels, parse_json_reply
+from compactor.bench.probe_protocol import neutral_labels, parse_json_reply
 from compactor.cli import main
 from compactor.testing import FakeAnthropic, Fault
 from tests.conftest import FIXTURES
