@@ -62,3 +62,9 @@ def test_build_workers_loads_the_tokenizer_before_the_worker_exists(tmp_path):
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[True]"
+
+
+def test_threads_that_count_first_together_load_the_tokenizer_once_without_a_preload():
+    # Any threaded caller (not only a worker that preloads): compactor.tokens.encoding loads
+    # behind a lock, so eight threads that miss its memo together build one encoding.
+    assert _loads("") == 1
