@@ -486,9 +486,11 @@ def _blocks_counter(short: Callable[[str], int], long: Callable[[str], int]) -> 
 
 count_blocks = _blocks_counter(_count_short, _count_cached)
 
-#: The most texts the memos of one import's count hold (``import_counter``).
-IMPORT_SHORT_MEMO = 4096
-IMPORT_LONG_MEMO = 64
+#: The most texts the memos of one import's count hold (``import_counter``): a repeat up to 32k
+#: texts apart (a command run again, its same output) still hits; ~3.5 MB and the long
+#: texts they keep, during the import only.
+IMPORT_SHORT_MEMO = 1 << 15
+IMPORT_LONG_MEMO = 1 << 10
 
 
 def import_counter() -> Callable[[Sequence[object]], int]:
