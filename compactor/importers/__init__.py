@@ -21,6 +21,7 @@ marker; every case is an error naming the file and line, or a recorded truncatio
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -230,15 +231,15 @@ def _import(
 
 
 def _counter() -> Callable[[Event], Event]:
-    from compactor.tokens import count_into  # (the tokenizer only for a counted import)
+    from compactor.tokens import count_into, import_counter  # (the tokenizer only for a counted import)
 
-    return count_into
+    return functools.partial(count_into, count=import_counter())  # (the import's own memos)
 
 
 def _count_blocks() -> Callable[[list[Any]], int]:
-    from compactor.tokens import count_blocks  # (the tokenizer only for a counted import)
+    from compactor.tokens import import_counter  # (the tokenizer only for a counted import)
 
-    return count_blocks
+    return import_counter()  # ``count_blocks``, through the import's own memos
 
 
 __all__ = [

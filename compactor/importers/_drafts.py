@@ -305,7 +305,7 @@ class _Finisher:
                     if over:
                         e = bound_event(e, limit, out.spill, out.truncs)
                     if counter is not None:
-                        e = _count_into(e)
+                        e = _count_into(e, counter)
                 except Exception as exc:
                     raise SinkFailed(exc) from exc
             if slow is None and e is made:  # (not a bounded copy: its blocks were not walked)
@@ -331,10 +331,10 @@ class _Finisher:
 _PLAIN_BLOCKS = frozenset({ThinkingBlock, ImageBlock, ArtifactRefBlock, CompactionBlock})
 
 
-def _count_into(e: Event) -> Event:
+def _count_into(e: Event, count: Callable[[list[Any]], int]) -> Event:
     from compactor.tokens import count_into  # (the tokenizer only for a counted import)
 
-    return count_into(e)
+    return count_into(e, count)  # (through the import's counter: ``tokens.import_counter``)
 
 
 def _fix_tool_pairing(

@@ -61,3 +61,35 @@ def test_importing_the_counting_modules_loads_no_tokenizer():
             "print('tiktoken' in sys.modules, t.encoding.cache_info().currsize)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["False", "0"], out.stderr
+
+
+def test_the_encoding_does_not_keep_a_python_copy_of_its_vocabulary():
+    """Issue 17, memory: the core holds the vocabulary; the 100k-entry dict tiktoken keeps
+    beside it (12 MB) is let go once the core is built and read again only if asked."""
+    import gc
+    import tracemalloc
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        fresh = tokens.encoding.__wrapped__()  # a new one, not the process's cached encoding
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 3 * 1024 * 1024, kept  # (12.7 MB with the dict kept)
+    theirs = tiktoken.get_encoding(tokens.ENCODING)
+    for t in ["hello world", "  indented\n\tcode()  \n", "naïve café ☕ 漢字 🙂", "1234567890" * 50]:
+        assert fresh.encode_ordinary(t) == theirs.encode_ordinary(t), t
+    assert fresh.n_vocab == theirs.n_vocab and fresh.max_token_value == theirs.max_token_value
+
+
+def test_the_encoding_still_pickles_with_its_vocabulary():
+    import pickle
+
+    ours, theirs = tokens.encoding.__wrapped__(), tiktoken.get_encoding(tokens.ENCODING)
+    back = pickle.loads(pickle.dumps(ours))
+    assert type(back._mergeable_ranks) is dict and back._mergeable_ranks == theirs._mergeable_ranks
+    assert back.encode_ordinary("naïve café ☕ x = 1\n") == theirs.encode_ordinary("naïve café ☕ x = 1\n")
+    assert dict(ours._mergeable_ranks) == theirs._mergeable_ranks and len(ours._mergeable_ranks) == 100256
