@@ -572,7 +572,9 @@ def apply_layers(
                 if cut <= end0 or cut in tried:
                     continue
                 covered = covered_all[:bisect_right(covered_seqs, cut)]
-                frame = build_view(evs, checkpoint(cut, summary="", sections={}, state={}, summary_tokens=0))
+                # (the tail found by bisection, as the candidate's own view: not two walks of the session a rung)
+                frame = _indexed_view(evs, checkpoint(cut, summary="", sections={}, state={}, summary_tokens=0),
+                                      covered_text)
                 room = target - view_tokens(frame) - 4
                 if not plan.available_tokens:  # the pinned instructions alone exceed the target
                     room = max(room, int(target * INFEASIBLE_SUMMARY_SHARE))

@@ -427,8 +427,11 @@ def _hex_tokens_sum(digests: list[str]) -> int:
     n = 0
     for i in range(0, len(digests), 2048):
         text = "".join([f"/{d} |{d[:12]} " for d in digests[i:i + 2048]]).encode("ascii")
+        # a run of L digits is ceil(L / 3) pieces: its "000"s, and one more when L % 3 digits
+        # are left (the run after taking them out: a " 0"; the text opens with "/", a space)
+        zeros = text.translate(_BULK_ZEROS)
         n += (sum(map(_bulk_piece_tokens, text.translate(_LETTER_RUNS).split()))
-              + text.translate(_BULK_ZEROS).replace(b"0 ", b"000 ").count(b"000"))
+              + zeros.count(b"000") + zeros.replace(b"000", b"").count(b" 0"))
     return n
 
 

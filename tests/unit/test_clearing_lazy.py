@@ -114,6 +114,24 @@ def test_the_digests_tokens_in_bulk_are_their_sum() -> None:
         assert _hex_tokens_sum([d]) == _hex_tokens(d)
 
 
+def test_the_bulk_count_reads_every_length_of_digit_run() -> None:
+    """Each run of digits counts ceil(length / 3) pieces wherever it stands - the digest's
+    start, middle, end, its first 12 characters (the short part) - for every length of run,
+    each digest alone and all at once (the bulk count's "000"s and what is left of a run)."""
+    rnd = random.Random(3)
+    digests = []
+    for n in range(1, 65):
+        for at in {0, 5, 11, 12, 30, 64 - n}:
+            if at + n > 64:
+                continue
+            letters = [rnd.choice("abcdef") for _ in range(64)]
+            letters[at:at + n] = [rnd.choice("0123456789") for _ in range(n)]
+            digests.append("".join(letters))
+    for d in digests:
+        assert _hex_tokens_sum([d]) == _hex_tokens(d), d
+    assert _hex_tokens_sum(digests) == sum(map(_hex_tokens, digests))
+
+
 def _eager_and_lazy(monkeypatch: pytest.MonkeyPatch, events: list[Event], policy: str, target: int | None,
                     prev: Any = None) -> tuple[Any, Any, engine.CompactResult]:
     res = engine.compact(events, make_policy(policy), target, prev, session="s")
