@@ -69,8 +69,10 @@ class SummarySteps:
         )
         ckpt = res.checkpoint
         assert ckpt is not None
-        # Content-addressed, create-only: a retry re-finds them. Written concurrently.
-        list(self._io_pool.map(log.put_artifact, res.artifacts.values()))
+        # Content-addressed, create-only: a retry re-finds them. Written concurrently, while the
+        # layers document below is made and written (their fsyncs, ~13 at 100k tokens, off the
+        # step's critical path); the step returns, or fails, only once every one is stored.
+        stored = self._io_pool.map(log.put_artifact, res.artifacts.values())
         self._remember_artifacts(res.artifacts)
         end = 0 if ckpt.covers.empty else ckpt.covers.end
         covered_tokens = sum(count_event(e) for e in evs if e.kind != "pinned" and snap.prev_covers_end < e.seq <= end)
@@ -106,6 +108,7 @@ class SummarySteps:
         # checkpoint and its state are dumped once; finish_structured publishes them as the
         # state and the candidate with those bytes (same bytes as dumping them again).
         self._put_parsed(inp.layers_key, doc, ("checkpoint", "state"))
+        list(stored)  # (raises the first failed write's error, as before)
         return ExternalizeOutput(
             layers_key=inp.layers_key,
             artifacts_written=len(res.artifacts),
