@@ -63,6 +63,7 @@ from activities.contracts import (
 from activities.merge import _dumps
 from activities.step_support import (
     HEARTBEAT_EVERY_S,
+    PlannedWork,
     T,
     paused,
     policy_of,
@@ -337,8 +338,9 @@ class StoreActivities(SummarySteps, CommitSteps):
             run = workflow_run_id()
             own_run = bool(run and head.checkpoint_run == run and prev is not None)
             planned = None
+            work_done = PlannedWork()  # the plan's byproducts, for externalize_finish below
             if inp.plan_policy is not None and not own_run:
-                planned = self._plan_in_freeze(inp, snap, evs, prev, meta)
+                planned = self._plan_in_freeze(inp, snap, evs, prev, meta, work_done)
             # engine.plan counts the same view (tokens_before): counted once when it ran here
             tokens = planned.tokens_before if planned is not None else view_tokens(build_view(prepare(evs, prev), prev))
             own = None
@@ -358,14 +360,14 @@ class StoreActivities(SummarySteps, CommitSteps):
             )
             finished = None
             if inp.finish_now is not None and planned is not None and planned.needed and self.finishes_in_freeze:
-                finished = self._finish_in_freeze(inp, out, planned, meta)
+                finished = self._finish_in_freeze(inp, out, planned, meta, work_done)
             return out.model_copy(update={"plan": planned, "finished": finished,
                                           "ms": (time.perf_counter() - t) * 1000})
 
         return await self._run(lambda: paused(work))
 
     def _plan_in_freeze(self, inp: FreezeInput, snap: SnapshotRef, evs: list[Event], prev: Checkpoint | None,
-                        meta: dict[str, Any]) -> PlanOutput | None:
+                        meta: dict[str, Any], work: PlannedWork | None = None) -> PlanOutput | None:
         """plan_compaction's work for ``FreezeInput.plan_policy``, on the events freeze read, under
         the work prefix the workflow derives from the snapshot (``contracts.work_prefix``). Any
         failure gives None: the workflow then runs plan_compaction, which fails as it always
@@ -375,7 +377,7 @@ class StoreActivities(SummarySteps, CommitSteps):
                             model=inp.plan_model, prev=snap.checkpoint)
         key = work_prefix(inp.tenant, inp.session, snap.version, phash) + "plan.json"
         try:
-            return self._plan(PlanInput(snapshot=snap, policy=inp.plan_policy, plan_key=key), meta, evs, prev)
+            return self._plan(PlanInput(snapshot=snap, policy=inp.plan_policy, plan_key=key), meta, evs, prev, work)
         except Exception as exc:  # noqa: BLE001 - reported by plan_compaction, run next
             if activity.in_activity():
                 activity.logger.warning("planning in freeze_snapshot failed, left to plan_compaction: %s",
@@ -383,12 +385,13 @@ class StoreActivities(SummarySteps, CommitSteps):
             return None
 
     def _finish_in_freeze(self, inp: FreezeInput, snap: SnapshotRef, plan: PlanOutput,
-                          meta: dict[str, Any]) -> ExternalizeFinishOutput | None:
+                          meta: dict[str, Any], work: PlannedWork | None = None) -> ExternalizeFinishOutput | None:
         """externalize_finish's work for ``FreezeInput.finish_now``, with the input the workflow
         builds after a separate freeze (``snap``: the snapshot as the workflow passes it on, without
         its plan), under the run's work prefix. Any failure gives None: the workflow then runs
         externalize_finish, which fails (or succeeds on its retry) as it always did; its work
-        objects are keyed by the run's inputs, so what this attempt wrote is overwritten."""
+        objects are keyed by the run's inputs, so what this attempt wrote is overwritten. ``work``:
+        what the plan learnt on the same events (``PlannedWork``), handed on to ``apply_layers``."""
         assert inp.plan_policy is not None
         prefix = plan.plan_key[: -len("plan.json")]
         ext_in = ExternalizeInput(snapshot=snap, policy=inp.plan_policy, plan_key=plan.plan_key,
@@ -396,7 +399,7 @@ class StoreActivities(SummarySteps, CommitSteps):
         try:
             return self._externalize_finish(
                 ExternalizeFinishInput(externalize=ext_in, prefix=prefix, tenant=inp.tenant, session=inp.session,
-                                       tokens_before=plan.tokens_before), meta)
+                                       tokens_before=plan.tokens_before), meta, work)
         except Exception as exc:  # noqa: BLE001 - reported by externalize_finish, run next
             if activity.in_activity():
                 activity.logger.warning("externalize_finish in freeze_snapshot failed, left to its own step: %s",
@@ -459,9 +462,11 @@ class StoreActivities(SummarySteps, CommitSteps):
         return await self._run(lambda: self._plan(inp, meta))
 
     def _plan(self, inp: PlanInput, meta: dict[str, Any], evs: list[Event] | None = None,
-              prev: Checkpoint | None = None) -> PlanOutput:
-        """plan_compaction's work (``evs``, ``prev``: the snapshot's, when the caller read them)."""
-        from compactor.engine.compact import plan
+              prev: Checkpoint | None = None, work: PlannedWork | None = None) -> PlanOutput:
+        """plan_compaction's work (``evs``, ``prev``: the snapshot's, when the caller read them;
+        ``work`` receives the prepared events and what the plan learnt of them, for
+        ``apply_layers`` later in the same step)."""
+        from compactor.engine.compact import plan, prepare
 
         t = time.perf_counter()
         if evs is None:
@@ -469,7 +474,13 @@ class StoreActivities(SummarySteps, CommitSteps):
             prev = self._prev(log, inp.snapshot)
             evs = self.engine_events(log, inp.snapshot)
         policy = policy_of(inp.policy)
-        p = plan(evs, policy, inp.policy.target_tokens, prev)
+        extra: dict[str, Any] = {}
+        if work is not None:  # (plan prepares the events itself otherwise: the same list)
+            work.events = evs = prepare(evs, prev)
+            extra = work.plan_args()
+        p = plan(evs, policy, inp.policy.target_tokens, prev, **extra)
+        if work is not None:
+            work.plan_key, work.prev_id = inp.plan_key, (prev.id if prev is not None else None)
         self._put_json(inp.plan_key, p.model_dump(mode="json"))
         return PlanOutput(
             needed=not p.noop,

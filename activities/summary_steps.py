@@ -27,7 +27,7 @@ from activities.contracts import (
     finish_structured_input,
 )
 from activities.merge import SOFT_VIOLATIONS
-from activities.step_support import paused, policy_of
+from activities.step_support import PlannedWork, paused, policy_of
 from compactor import errors
 from compactor.records import Checkpoint
 
@@ -47,8 +47,10 @@ class SummarySteps:
         meta = self._meta()
         return await self._run(lambda: paused(self._externalize, inp, meta))
 
-    def _externalize(self, inp: ExternalizeInput, meta: dict[str, Any]) -> ExternalizeOutput:
-        """externalize's work."""
+    def _externalize(self, inp: ExternalizeInput, meta: dict[str, Any],
+                     work: PlannedWork | None = None) -> ExternalizeOutput:
+        """externalize's work (``work``: what the plan learnt on the snapshot's events, when it
+        ran in the same step: ``apply_layers`` then starts from it, as inline)."""
         from compactor.engine.compact import Plan, apply_layers
         from compactor.tokens import count_event
 
@@ -56,16 +58,21 @@ class SummarySteps:
         snap = inp.snapshot
         log = self.log(snap.tenant, snap.session)
         prev = self._prev(log, snap)
-        evs = self.engine_events(log, snap)
+        shared = work is not None and work.serves(inp.plan_key, prev.id if prev is not None else None)
+        # (the prepared events: the same events as engine_events gives, in the same order)
+        evs = work.events if shared and work is not None else self.engine_events(log, snap)
         policy = policy_of(inp.policy)
         p = Plan.model_validate(self._get_json(inp.plan_key))
         res = apply_layers(
-            evs, p, policy, prev=prev, now=inp.now, tenant=snap.tenant, session=snap.session
+            evs, p, policy, prev=prev, now=inp.now, tenant=snap.tenant, session=snap.session,
+            **(work.layer_args() if shared and work is not None else {}),
         )
         ckpt = res.checkpoint
         assert ckpt is not None
-        # Content-addressed, create-only: a retry re-finds them. Written concurrently.
-        list(self._io_pool.map(log.put_artifact, res.artifacts.values()))
+        # Content-addressed, create-only: a retry re-finds them. Written concurrently, while the
+        # layers document below is made and written (their fsyncs, ~13 at 100k tokens, off the
+        # step's critical path); the step returns, or fails, only once every one is stored.
+        stored = self._io_pool.map(log.put_artifact, res.artifacts.values())
         self._remember_artifacts(res.artifacts)
         end = 0 if ckpt.covers.empty else ckpt.covers.end
         covered_tokens = sum(count_event(e) for e in evs if e.kind != "pinned" and snap.prev_covers_end < e.seq <= end)
@@ -101,6 +108,7 @@ class SummarySteps:
         # checkpoint and its state are dumped once; finish_structured publishes them as the
         # state and the candidate with those bytes (same bytes as dumping them again).
         self._put_parsed(inp.layers_key, doc, ("checkpoint", "state"))
+        list(stored)  # (raises the first failed write's error, as before)
         return ExternalizeOutput(
             layers_key=inp.layers_key,
             artifacts_written=len(res.artifacts),
@@ -261,7 +269,6 @@ class SummarySteps:
         prev = self._prev(log, snap)
         from compactor.engine.compact import prepare
 
-        evs = prepare(self.engine_events(log, snap), prev)
         if layer_doc is None:
             layer_doc = self._get_json(inp.layers_key)
         ckpt, unchanged, completed = self.candidate(inp, layer_doc, summ)
@@ -273,6 +280,7 @@ class SummarySteps:
             soft = list(layer_doc["validated"]["soft"])
             n_tokens = int(layer_doc["tokens_after"])
         else:
+            evs = prepare(self.engine_events(log, snap), prev)
             view = build_view(evs, ckpt)
             arts = self._view_artifacts(log, evs, ckpt, view)
             target = self._get_json(inp.plan_key)["target_tokens"]
@@ -360,9 +368,10 @@ class SummarySteps:
         meta = self._meta()
         return await self._run(lambda: paused(self._externalize_finish, inp, meta))
 
-    def _externalize_finish(self, inp: ExternalizeFinishInput, meta: dict[str, Any]) -> ExternalizeFinishOutput:
+    def _externalize_finish(self, inp: ExternalizeFinishInput, meta: dict[str, Any],
+                            work: PlannedWork | None = None) -> ExternalizeFinishOutput:
         t = time.perf_counter()
-        ext = self._externalize(inp.externalize, meta)
+        ext = self._externalize(inp.externalize, meta, work)
         finish = None
         if finish_follows(inp, ext):
             finish = self._finish_structured(finish_structured_input(inp, ext), meta)
