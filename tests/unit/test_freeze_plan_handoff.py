@@ -91,11 +91,11 @@ async def _run(tmp_path: Any, name: str, events: list[Any], mode: str, second: b
     acts = StoreActivities(store)
     if second:  # one compaction committed (two steps, as the base tree), then more events
         snap, both = await _two_steps(acts, "s1", target)
-        if both is None or both.finish is None or both.finish.check.violations:
-            pytest.skip(f"{name}: no first compaction to build on")
-        await acts.commit_swap(CommitInput(snapshot=snap.model_copy(update={"plan": None}),
-                                           policy=PolicyRef(target_tokens=target),
-                                           candidate_key=both.finish.check.candidate_key))
+        if both is not None and both.finish is not None and not both.finish.check.violations:
+            await acts.commit_swap(CommitInput(snapshot=snap.model_copy(update={"plan": None}),
+                                               policy=PolicyRef(target_tokens=target),
+                                               candidate_key=both.finish.check.candidate_key))
+        # (a tiny fixture has no valid first compaction: the session just grows, uncompacted)
         log.append([e.model_copy(update={"id": e.id + "-late", "seq": 0}) for e in events if e.kind != "pinned"])
         target = _target(log.view_size())
     if mode == "two":
