@@ -92,6 +92,7 @@ from compactor.lifting.state import (  # noqa: F401 - re-exported
     Url,
     first_file_ref,
     next_file_ref,
+    op_list,
     run_command,
 )
 from compactor.tokens import count_text
@@ -295,7 +296,7 @@ class _Acc(ShellPairs):
         if old is None:
             if table is self.files_changed:
                 self.notes.on_new_file(path)
-            table[path] = first_file_ref(path=path, seq=seq, ops=[op] if op else [], tool_use_id=tool_use_id,
+            table[path] = first_file_ref(path=path, seq=seq, ops=op_list(op), tool_use_id=tool_use_id,
                                          digest=digest, facts=facts)
         else:
             ops = old.ops if (not op or op in old.ops) else [*old.ops, op]
