@@ -128,8 +128,10 @@ _DECISION_PRE = re.compile("|".join(map(re.escape, _DECISION_NEEDLES)))  # (one 
 _DECISION_FAILED_PRE = re.compile("|".join(map(re.escape, _DECISION_NEEDLES + _FAILED_NEEDLES)))
 _FAILED_PRE = re.compile("|".join(map(re.escape, _FAILED_NEEDLES)))
 # The needles of every family an assistant text is searched for, in one search: decisions and
-# failures, reasons and rules (``compactor.lifting.narrative``) and a file name's ".x" (``notes``)
-_TEXT_FAMILIES = any_needle(_DECISION_NEEDLES + _FAILED_NEEDLES + _REASON_NEEDLES + _RULE_NEEDLES, r"\.[a-z]")
+# failures, reasons and rules (``compactor.lifting.narrative``), a file name's ".x" (``notes``) and
+# words that say a call did nothing (``failures.SoftCalls.on_text``)
+_TEXT_FAMILIES = any_needle(_DECISION_NEEDLES + _FAILED_NEEDLES + _REASON_NEEDLES + _RULE_NEEDLES
+                            + _failures._SOFT_FAIL_NEEDLES, r"\.[a-z]")
 
 # "`<>` doesn't work with strings, unless the string is `ARGV`": how a thing behaves, not an attempt that failed
 _RULE_TEXT_RE = re.compile(r"\b(?:unless|only (?:if|when|with))\b", re.IGNORECASE)
@@ -249,7 +251,7 @@ class _Acc(ShellPairs):
             elif ((low is None or _FAILED_PRE.search(low)) and _FAILED_TEXT_RE.search(probe)
                   and not _RULE_TEXT_RE.search(s)):
                 self._add_failed(FailedApproach(seq=seq, what=_clip(s)))
-        self.failed, soft = self._soft.on_text(seq, sentences, self.failed, low_text)
+        self.failed, soft = self._soft.on_text(seq, sentences, self.failed, low_text, plain)
         if soft is not None:
             self._add_failed(soft)
         if "<<<<<<< SEARCH" in text or "Applied edit to" in text or "Running " in text:
