@@ -61,8 +61,8 @@ class ShellPairs:
         """Fold the agent's call ``use`` in ``e`` (at ``seq``) and its result ``got`` (block, seq) as
         ``classify``, ``note_move``, ``on_call`` and ``add_pair`` do, when the pair is a plain shell
         command that worked and changed no file; False, having changed nothing, for any other pair."""
-        inp = use.input
-        if not ON or type(inp) is not dict or (command := plain_command(_route(use.name), inp)) is None:
+        inp, name = use.input, use.name
+        if not ON or type(inp) is not dict or (command := plain_command(_route(name), inp)) is None:
             return False
         reads = plain_reads(command)
         if reads is None or is_test_command(command):
@@ -72,7 +72,7 @@ class ShellPairs:
         text = out.text
         if out.failed or text and ("(Open file: " in text or "[File: " in text):
             return False
-        use_id, name = use.id, use.name
+        use_id = use.id
         command = _clip(command)  # (``_command_action``'s ``act.command``)
         self.note_move(seq, command, True)  # (the text is the command, stripped, not blank)
         if seq >= self._last_seq:  # (``on_call``; the classification is made again when build reads it)
