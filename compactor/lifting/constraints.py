@@ -279,14 +279,27 @@ def own_lines(text: str) -> list[str]:
 
 # --- what is a rule -------------------------------------------------------------------------------
 
+_CONSTRAINT_WORDS = (
+    ("n", ("never", "no longer", "not allowed", "no more than")),
+    ("d", ("don['’]?t", "do not", "does not")),
+    ("m", ("must not", "mustn['’]?t", "must", "make sure")),
+    ("s", ("should not", "shouldn['’]?t")),
+    ("c", ("can['’]?t", "cannot")),
+    ("a", ("avoid", "always", "at most", "at least", "as-is")),
+    ("o", ("only",)), ("w", ("without",)), ("e", ("ensure",)),
+    ("i", ("instead of", "important", "intact")),
+    ("r", ("required?",)), ("p", ("prefer",)), ("u", ("unchanged", "untouched")),
+)
+"""The rule words, by first letter (regex sources): one alternation, then whole words only."""
+_CONSTRAINT_OTHER = r"|,\s?not\s|절대|무조건|반드시|하지\s?마|금지"
 _CONSTRAINT_RE = Caseless(re.compile(
-    r"\b(never|don['’]?t|do not|does not|must not|mustn['’]?t|should not|shouldn['’]?t|can['’]?t|cannot|"
-    r"avoid|only|without|always|must|no longer|not allowed|make sure|ensure|instead of|"
-    r"no more than|at most|at least|required?|important|prefer|unchanged|untouched|intact|as-is)\b"
-    r"|,\s?not\s"
-    r"|절대|무조건|반드시|하지\s?마|금지",
+    r"\b(?:" + "|".join(w for _, words in _CONSTRAINT_WORDS for w in words) + r")\b" + _CONSTRAINT_OTHER,
     re.IGNORECASE,
-))
+), low="|".join(  # (each branch opens with its first letter: a search skips each position whose character
+    # opens none, where the pattern's own ``\b`` was tried at every one; ``(?<!\w.)`` after that letter
+    # is ``\b`` before it; issue 17: ~2.5x faster on a short request)
+    first + r"(?<!\w.)(?:" + "|".join(w[1:] for w in words) + r")\b" for first, words in _CONSTRAINT_WORDS
+) + _CONSTRAINT_OTHER)
 _QUOTED_RE = re.compile(r"\"[^\"\n]{3,}\"|“[^”\n]{3,}”|«[^»\n]{3,}»")
 _WH_RE = re.compile(r"^(?:what|why|how|which|who|whom|whose)\b(?!\s+(?:ever|soever)\b)", re.I)
 _AUX_RE = re.compile(

@@ -465,11 +465,13 @@ class SoftCalls:
     def on_command(self, use_id: str, command: str, use_seq: int, result_seq: int, ok: bool) -> None:
         self.call = (use_id, command, use_seq, result_seq) if ok else None
 
-    def on_text(self, seq: int, sentences: list[str], failed: list[FailedApproach], low: str | None = None
-                ) -> tuple[list[FailedApproach], FailedApproach | None]:
+    def on_text(self, seq: int, sentences: list[str], failed: list[FailedApproach], low: str | None = None,
+                plain: bool = False) -> tuple[list[FailedApproach], FailedApproach | None]:
         """(``failed`` with a confirmed soft failure's next move set, a new soft failure or None).
 
-        ``low``: the message lowercased when it is ASCII (its sentences are pieces of it), else None."""
+        ``low``: the message lowercased when it is ASCII (its sentences are pieces of it), else None;
+        ``plain``: the caller found none of ``_SOFT_FAIL_NEEDLES`` in ``low`` (the lifter's one search
+        of every family's needles, issue 17), so it is not searched again."""
         if self.open is not None and self.call is not None and self.call[3] > self.open[1]:
             said = confirmation(sentences)
             if said:
@@ -480,7 +482,7 @@ class SoftCalls:
         call, self.call = self.call, None
         if call is None or call[3] >= seq:
             return failed, None
-        if low is not None and _SOFT_FAIL_PRE.search(low) is None:
+        if plain or low is not None and _SOFT_FAIL_PRE.search(low) is None:
             return failed, None  # (no sentence of it holds a needle: none says the call did nothing)
         symptom, why = soft_symptom(sentences)
         if not symptom:

@@ -92,6 +92,7 @@ from compactor.lifting.state import (  # noqa: F401 - re-exported
     Url,
     first_file_ref,
     next_file_ref,
+    op_list,
     run_command,
 )
 from compactor.tokens import count_text
@@ -127,8 +128,10 @@ _DECISION_PRE = re.compile("|".join(map(re.escape, _DECISION_NEEDLES)))  # (one 
 _DECISION_FAILED_PRE = re.compile("|".join(map(re.escape, _DECISION_NEEDLES + _FAILED_NEEDLES)))
 _FAILED_PRE = re.compile("|".join(map(re.escape, _FAILED_NEEDLES)))
 # The needles of every family an assistant text is searched for, in one search: decisions and
-# failures, reasons and rules (``compactor.lifting.narrative``) and a file name's ".x" (``notes``)
-_TEXT_FAMILIES = any_needle(_DECISION_NEEDLES + _FAILED_NEEDLES + _REASON_NEEDLES + _RULE_NEEDLES, r"\.[a-z]")
+# failures, reasons and rules (``compactor.lifting.narrative``), a file name's ".x" (``notes``) and
+# words that say a call did nothing (``failures.SoftCalls.on_text``)
+_TEXT_FAMILIES = any_needle(_DECISION_NEEDLES + _FAILED_NEEDLES + _REASON_NEEDLES + _RULE_NEEDLES
+                            + _failures._SOFT_FAIL_NEEDLES, r"\.[a-z]")
 
 # "`<>` doesn't work with strings, unless the string is `ARGV`": how a thing behaves, not an attempt that failed
 _RULE_TEXT_RE = re.compile(r"\b(?:unless|only (?:if|when|with))\b", re.IGNORECASE)
@@ -224,10 +227,11 @@ class _Acc(ShellPairs):
                 self.urls[u] = Url(url=u, seq=e.seq)
 
     # assistant text ---------------------------------------------------------------------
-    def add_assistant_text(self, e: Event) -> bool:
-        """Fold the agent's words in ``e``; False when they hold no reason or rule needle (an
-        ASCII text without ``**``: ``NarrativeAcc.on_assistant_text`` need not look for reasons)."""
-        text, seq = e.text, e.seq
+    def add_assistant_text(self, e: Event, seq: int, text: str, calls: Sequence[ToolUseBlock]) -> bool:
+        """Fold the agent's words in ``e`` (its ``seq``, ``text`` and ``tool_uses``, as the fold read
+        them: a model's field read passes pydantic's ``__getattr__`` hook, ~0.1 us, issue 17); False
+        when they hold no reason or rule needle (an ASCII text without ``**``:
+        ``NarrativeAcc.on_assistant_text`` need not look for reasons)."""
         sentences = split_sentences(text)
         # An ASCII text none of whose needles (lowercased) occur holds no decision or failure
         # sentence: each sentence is a piece of it (a space split_sentences puts back after a
@@ -248,13 +252,13 @@ class _Acc(ShellPairs):
             elif ((low is None or _FAILED_PRE.search(low)) and _FAILED_TEXT_RE.search(probe)
                   and not _RULE_TEXT_RE.search(s)):
                 self._add_failed(FailedApproach(seq=seq, what=_clip(s)))
-        self.failed, soft = self._soft.on_text(seq, sentences, self.failed, low_text)
+        self.failed, soft = self._soft.on_text(seq, sentences, self.failed, low_text, plain)
         if soft is not None:
             self._add_failed(soft)
         if "<<<<<<< SEARCH" in text or "Applied edit to" in text or "Running " in text:
             self._text_actions(e)  # (its three markers)
         self.notes.on_text(seq, text, False if plain else None)  # (plain: no ".x" of a file name)
-        if seq > self._last_seq and not e.tool_uses:
+        if seq > self._last_seq and not calls:
             first = next((s for s in sentences if len(s) >= 12), sentences[0] if sentences else "")
             self._last, self._last_seq, self._last_out = ("reply", seq, first), seq, None
         self.note_move(seq, _failures.next_words(sentences), False)
@@ -295,7 +299,7 @@ class _Acc(ShellPairs):
         if old is None:
             if table is self.files_changed:
                 self.notes.on_new_file(path)
-            table[path] = first_file_ref(path=path, seq=seq, ops=[op] if op else [], tool_use_id=tool_use_id,
+            table[path] = first_file_ref(path=path, seq=seq, ops=op_list(op), tool_use_id=tool_use_id,
                                          digest=digest, facts=facts)
         else:
             ops = old.ops if (not op or op in old.ops) else [*old.ops, op]
@@ -718,7 +722,7 @@ class Lifter:
         if role == "assistant":
             text = e.text
             if text:
-                acc.narrative.on_assistant_text(seq, text, acc.add_assistant_text(e))
+                acc.narrative.on_assistant_text(seq, text, acc.add_assistant_text(e, seq, text, calls))
             if here:
                 acc.narrative.on_results()
             elif calls:

@@ -35,10 +35,11 @@ from compactor.lifting import failures as _failures
 from compactor.lifting import outputs as _outputs
 from compactor.lifting.actions import _clip, _outcome, _route, error_names, is_test_command, plain_command
 from compactor.lifting.shell import plain_reads
-from compactor.lifting.state import ErrorItem, first_file_ref, run_command
+from compactor.lifting.state import ErrorItem, first_file_ref, op_list, run_command
 
 ON = True
 """False: every pair takes the general path (the tests compare the two)."""
+_READ = op_list("read")  # (the ``ops`` of a file's first read, shared: ``lifting.state``)
 
 
 def run_detail(command: str, text: str, plain_ok: bool) -> str:
@@ -60,8 +61,8 @@ class ShellPairs:
         """Fold the agent's call ``use`` in ``e`` (at ``seq``) and its result ``got`` (block, seq) as
         ``classify``, ``note_move``, ``on_call`` and ``add_pair`` do, when the pair is a plain shell
         command that worked and changed no file; False, having changed nothing, for any other pair."""
-        inp = use.input
-        if not ON or type(inp) is not dict or (command := plain_command(_route(use.name), inp)) is None:
+        inp, name = use.input, use.name
+        if not ON or type(inp) is not dict or (command := plain_command(_route(name), inp)) is None:
             return False
         reads = plain_reads(command)
         if reads is None or is_test_command(command):
@@ -71,7 +72,7 @@ class ShellPairs:
         text = out.text
         if out.failed or text and ("(Open file: " in text or "[File: " in text):
             return False
-        use_id, name = use.id, use.name
+        use_id = use.id
         command = _clip(command)  # (``_command_action``'s ``act.command``)
         self.note_move(seq, command, True)  # (the text is the command, stripped, not blank)
         if seq >= self._last_seq:  # (``on_call``; the classification is made again when build reads it)
@@ -91,7 +92,7 @@ class ShellPairs:
             if path in files or not path:
                 self._touch(files, p, seq, "read", use_id, facts=facts)
             else:  # (``_touch``'s first touch of a file read)
-                files[path] = first_file_ref(path=path, seq=seq, ops=["read"], tool_use_id=use_id, digest="",
+                files[path] = first_file_ref(path=path, seq=seq, ops=_READ, tool_use_id=use_id, digest="",
                                              facts=facts)
         soft = _failures.soft_failures(command, text, use_id, seq, result_seq, "", True) if text else None
         if soft:  # (rare: a soft failure carries the key; the same call, keyed)

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from compactor.events import SharedFieldsSet, _new, _set_slot, _shared_fields_set, _validated_state
+from compactor.events import SharedFieldsSet, _new, _set_slot, _shared_fields_set
 from compactor.lifting.narrative import Finding, Reason, TurnOutcome
 
 
@@ -83,9 +83,25 @@ class Command(_Item):
 # --- the per-call items, built without validation ------------------------------------------------
 # A lift makes a ``Command`` and a ``FileRef`` per tool call (issue 17: their validation was a tenth of
 # a lift). The builders below take exactly the keywords of the validated call they replace, build
-# the same values (lists copied, as validation copies them) and record the same fields-set, so
-# dumps, equality and ``exclude_unset`` read the same; ``tests/unit/test_lift_trusted.py`` lifts with
-# the validated models in their place and compares. Callers pass values of the fields' exact types.
+# the same values and record the same fields-set, so dumps, equality and ``exclude_unset`` read the
+# same; ``tests/unit/test_lift_trusted.py`` lifts with the validated models in their place and
+# compares. Callers pass values of the fields' exact types.
+#
+# The lists are kept as given, not copied as validation copies them (issue 17, memory: a copy of
+# ``ops`` and ``facts`` per file touched was two lists of ~70 bytes, alive with the state): a
+# ``FileRef``'s lists are values, never changed in place, so the items may share them - one
+# ``[op]`` per usual op (``op_list``), one empty list, a file's ``ops`` from one touch to the next.
+# Callers pass lists nothing changes afterwards (new ones, or ones taken from an item).
+
+_NO_ITEMS: list[str] = []
+"""The ``ops``/``facts`` of every built item that has none (shared, never changed)."""
+_ONE_OP = {op: [op] for op in ("read", "edit", "write", "create", "shell", "patch", "delete", "deleted", "moved")}
+
+
+def op_list(op: str) -> list[str]:
+    """``[op] if op else []``, shared for the usual ops (a ``FileRef``'s first ``ops``)."""
+    return _ONE_OP.get(op) or ([op] if op else _NO_ITEMS)
+
 
 _FIRST_REF = _shared_fields_set({"path", "seq", "ops", "tool_use_id", "digest", "facts"})
 _NEXT_REF = _shared_fields_set({"path", "seq", "ops", "count", "tool_use_id", "digest", "facts", "note"})
@@ -94,26 +110,34 @@ _NEXT_REF = _shared_fields_set({"path", "seq", "ops", "count", "tool_use_id", "d
 def first_file_ref(*, path: str, seq: int, ops: list[str], tool_use_id: str | None, digest: str,
                    facts: list[str]) -> FileRef:
     """``FileRef(path=, seq=, ops=, tool_use_id=, digest=, facts=)``, unvalidated."""
-    return next_file_ref(path=path, seq=seq, ops=ops, count=1, tool_use_id=tool_use_id, digest=digest, facts=facts,
-                         note="", _names=_FIRST_REF)
+    return _file_ref(path, seq, ops, 1, tool_use_id, digest, facts, "", _FIRST_REF)
 
 
 def next_file_ref(*, path: str, seq: int, ops: list[str], count: int, tool_use_id: str | None, digest: str,
-                  facts: list[str], note: str, _names: set[str] = _NEXT_REF) -> FileRef:
-    """``FileRef(path=, seq=, ops=, count=, tool_use_id=, digest=, facts=, note=)``, unvalidated.
+                  facts: list[str], note: str) -> FileRef:
+    """``FileRef(path=, seq=, ops=, count=, tool_use_id=, digest=, facts=, note=)``, unvalidated."""
+    return _file_ref(path, seq, ops, count, tool_use_id, digest, facts, note, _NEXT_REF)
 
-    ``trusted(FileRef, {...}, names)`` with the fields set one by one, in field order (issue 17:
-    no dict of the values to build and loop over, ~0.4 us of each of a lift's file touches)."""
+
+def _file_ref(path: str, seq: int, ops: list[str], count: int, tool_use_id: str | None, digest: str,
+              facts: list[str], note: str, names: set[str]) -> FileRef:
+    """``trusted(FileRef, {...}, names)`` with the fields set one by one, in field order (issue 17:
+    no dict of the values to build and loop over, ~0.4 us of each of a lift's file touches), then
+    what ``events._validated_state`` sets (here: a call fewer per item). ``ops`` and ``facts`` are
+    kept as given (an empty one as the shared empty list)."""
     m = _new(FileRef)
     _set_slot(m, "path", path)
     _set_slot(m, "seq", seq)
-    _set_slot(m, "ops", list(ops))
+    _set_slot(m, "ops", ops or _NO_ITEMS)
     _set_slot(m, "count", count)
     _set_slot(m, "tool_use_id", tool_use_id)
     _set_slot(m, "digest", digest)
-    _set_slot(m, "facts", list(facts))
+    _set_slot(m, "facts", facts or _NO_ITEMS)
     _set_slot(m, "note", note)
-    return _validated_state(m, _names)
+    _set_slot(m, "__pydantic_fields_set__", names)
+    _set_slot(m, "__pydantic_extra__", None)
+    _set_slot(m, "__pydantic_private__", None)
+    return m
 
 
 TestStatus = Literal["passed", "failed", "unknown"]
@@ -148,7 +172,10 @@ def run_command(*, seq: int, command: str, tool: str, tool_use_id: str | None, e
     _set_slot(m, "status", status)
     _set_slot(m, "result_seq", result_seq)
     _set_slot(m, "detail", detail)
-    return _validated_state(m, _RUN_COMMAND)
+    _set_slot(m, "__pydantic_fields_set__", _RUN_COMMAND)  # (``events._validated_state``'s, a call fewer)
+    _set_slot(m, "__pydantic_extra__", None)
+    _set_slot(m, "__pydantic_private__", None)
+    return m
 
 
 class ErrorItem(_Item):

@@ -4,7 +4,8 @@
 validated ``FileRef(...)`` / ``Command(...)`` per tool call. Each session here is lifted twice,
 once with the builders and once with the validated models in their place, at several cuts of
 one pass: the states must be equal, dump to the same JSON, and every item must record the same
-fields-set (what ``exclude_unset`` reads) and hold lists of its own.
+fields-set (what ``exclude_unset`` reads). The items share lists (one ``["read"]`` for every
+first read): states taken earlier in a pass must read the same after it goes on.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import pytest
 
 from compactor.bench.scale import small_session_lines
 from compactor.bench.synthetic import synthetic_sessions
+from compactor.events import Event, TextBlock, ToolResultBlock, ToolUseBlock
 from compactor.importers import import_file
-from compactor.lifting import lift, state
+from compactor.lifting import lift, shellpair, state
 from compactor.lifting.state import Command, FileRef
 from tests.conftest import corpus_files
 
@@ -55,6 +57,8 @@ def _validated(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lift, "first_file_ref", lambda **kw: FileRef(**kw))
     monkeypatch.setattr(lift, "next_file_ref", lambda **kw: FileRef(**kw))
     monkeypatch.setattr(lift, "run_command", lambda **kw: Command(**kw))
+    monkeypatch.setattr(shellpair, "first_file_ref", lambda **kw: FileRef(**kw))  # (the short path's own)
+    monkeypatch.setattr(shellpair, "run_command", lambda **kw: Command(**kw))
 
 
 def _same(fast: state.LiftedState, slow: state.LiftedState) -> None:
@@ -91,16 +95,39 @@ def test_a_generated_session_lifts_to_the_validated_state(tmp_path: Path, monkey
     assert fast[-1].commands and fast[-1].files_read
 
 
-def test_built_items_hold_their_own_lists() -> None:
-    ops, facts = ["read"], ["def f(x)"]
-    ref = state.first_file_ref(path="a.py", seq=3, ops=ops, tool_use_id=None, digest="", facts=facts)
-    ops.append("edit")
-    facts.clear()
-    assert ref == FileRef(path="a.py", seq=3, ops=["read"], tool_use_id=None, digest="", facts=["def f(x)"])
-    again = state.next_file_ref(path="a.py", seq=5, ops=ref.ops, count=2, tool_use_id="t", digest="d",
-                                facts=ref.facts, note="n")
-    assert again.ops is not ref.ops and again.facts is not ref.facts
-    assert again == FileRef(path="a.py", seq=5, ops=["read"], count=2, tool_use_id="t", digest="d",
-                            facts=["def f(x)"], note="n")
+def _touches() -> list[Event]:
+    """Files read and changed, then touched again by other ops after each cut."""
+    calls = [("Bash", {"command": "cat a.py"}), ("Edit", {"file_path": "b.py", "old_string": "x", "new_string": "y"}),
+             ("Read", {"file_path": "a.py"}), ("Bash", {"command": "cat c.py"}),
+             ("Write", {"file_path": "b.py", "content": "def g():\n    pass\n"}), ("Bash", {"command": "rm c.py"}),
+             ("Edit", {"file_path": "d.py", "old_string": "x", "new_string": "y"}), ("Bash", {"command": "rm d.py"})]
+    evs = [Event(seq=1, id="e1", role="user", blocks=[TextBlock(text="Fix a.py.")])]
+    for k, (name, inp) in enumerate(calls):
+        seq = len(evs) + 1
+        evs.append(Event(seq=seq, id=f"e{seq}", role="assistant",
+                         blocks=[TextBlock(text=f"Step {k}."), ToolUseBlock(id=f"u{k}", name=name, input=inp)]))
+        evs.append(Event(seq=seq + 1, id=f"e{seq + 1}", role="user",
+                         blocks=[ToolResultBlock(tool_use_id=f"u{k}", content=[TextBlock(text="x = 1\n")])]))
+    return evs
+
+
+def test_built_items_share_their_lists_and_an_earlier_state_stays_as_it_was() -> None:
+    # (issue 17, memory: the builders keep the lists they are given - one ``["read"]`` for every
+    # file's first read, one empty list - so nothing of the pass may change an item's list in place)
+    a = state.first_file_ref(path="a.py", seq=3, ops=state.op_list("read"), tool_use_id=None, digest="",
+                             facts=[])
+    b = state.first_file_ref(path="b.py", seq=4, ops=state.op_list("read"), tool_use_id="t", digest="",
+                             facts=["def f(x)"])
+    assert a.ops is b.ops and a == FileRef(path="a.py", seq=3, ops=["read"], tool_use_id=None, digest="", facts=[])
+    assert b == FileRef(path="b.py", seq=4, ops=["read"], tool_use_id="t", digest="", facts=["def f(x)"])
+    assert state.op_list("") == [] and state.op_list("rename") == ["rename"]
     with pytest.raises(Exception):  # still frozen
-        ref.seq = 4  # type: ignore[misc]
+        a.seq = 4  # type: ignore[misc]
+    for _, events in [("files", _touches()), *_sessions()]:
+        seqs = [e.seq for e in events]
+        lifter = lift.Lifter(events)
+        earlier = [(st, st.model_dump_json()) for st in
+                   (lifter.state_at(seqs[int((len(seqs) - 1) * f)]) for f in (0.2, 0.5, 0.8))]
+        lifter.state_at(seqs[-1])
+        for st, dumped in earlier:
+            assert st.model_dump_json() == dumped

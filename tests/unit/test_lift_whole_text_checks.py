@@ -70,7 +70,8 @@ def _full_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lift, "_DECISION_FAILED_PRE", re.compile(""))
     on_text = failures.SoftCalls.on_text
     monkeypatch.setattr(failures.SoftCalls, "on_text",
-                        lambda self, seq, sentences, failed, low=None: on_text(self, seq, sentences, failed, None))
+                        lambda self, seq, sentences, failed, low=None, plain=False:
+                        on_text(self, seq, sentences, failed, None))
     intent = notes._intent
     monkeypatch.setattr(notes, "_intent", lambda text, names_file=None: intent(text))
     monkeypatch.setattr(lift, "_NO_ARTIFACT", frozenset())
@@ -150,3 +151,23 @@ def test_the_sentence_gap_and_glue_checks_answer_as_the_patterns_they_stand_for(
         gaps += gap
         glued += glue
     assert gaps > 100 and glued > 100
+
+
+def test_a_message_saying_the_call_did_nothing_is_a_soft_failure_though_no_other_family_is_in_it() -> None:
+    # (issue 17: the soft-failure needles are part of the lifter's one search of every family's, and
+    # ``SoftCalls.on_text`` does not search a message in which that search found none)
+    said = ["The command did not produce any output.", "It returned nothing.", "Running it had no effect.",
+            "It did not print anything.", "It found 0 matches."]
+    for text in said:
+        low = text.lower()
+        assert lift._TEXT_FAMILIES.search(low) is not None
+        evs = [Event(seq=1, id="u", role="user", blocks=[TextBlock(text="Fix the app.")]),
+               Event(seq=2, id="a", role="assistant", blocks=[
+                   TextBlock(text="Listing."), ToolUseBlock(id="t1", name="Bash", input={"command": "ls src"})]),
+               Event(seq=3, id="r", role="user", blocks=[ToolResultBlock(
+                   tool_use_id="t1", content=[TextBlock(text="app.py\n")])]),
+               Event(seq=4, id="b", role="assistant", blocks=[TextBlock(text=text)])]
+        st = lift.lift_state(evs)
+        assert [(f.what, f.error) for f in st.failed_approaches] == [("ls src", failures.SOFT_ERROR)], text
+    # a text with no needle of any family is plain, and holds no soft failure
+    assert lift._TEXT_FAMILIES.search("checking module 12.") is None
