@@ -48,6 +48,7 @@ PHASES = [
     ("compactor.engine.compact", "clear_old_tool_results", "clear"),
     ("compactor.engine.compact", "streamed_view_tokens", "count_view"),
     ("compactor.engine.compact", "summarize_range", "ladder_render"),
+    ("compactor.summarize.ladder_count", "piece_cut_extra", "render_text"),  # (a rung's whole text laid out: its peak)
     ("compactor.engine.compact", "validate", "validate"),
     ("compactor.engine.compact", "build_view", "build_view"),
     ("compactor.engine.compact", "_result", "result"),
