@@ -70,15 +70,15 @@ def test_a_released_cleared_candidate_keeps_its_artifacts_in_order(monkeypatch: 
     made again with its artifacts, in the order the layers wrote them."""
     from compactor.engine.invariants import Violation
 
-    orig = engine.validate
+    repair = engine.repair_candidate
 
-    def summaries_fail(**kw: Any) -> list[Violation]:
-        out = orig(**kw)
-        if kw["checkpoint"] is not None and kw["checkpoint"].summary:
-            out.append(Violation(code="unknown_identifier", message="forced", detail="zzz"))
-        return out
+    def summaries_lose(*a: Any, **kw: Any) -> Any:  # (every summary candidate breaks an invariant)
+        ckpt, view, n, vio, repaired = repair(*a, **kw)
+        if ckpt.summary:
+            vio = [*vio, Violation(code="unknown_identifier", message="forced", detail="zzz")]
+        return ckpt, view, n, vio, repaired
 
-    monkeypatch.setattr(engine, "validate", summaries_fail)
+    monkeypatch.setattr(engine, "repair_candidate", summaries_lose)
     events = next(iter(synthetic_sessions(1, seed=4)))[1]
     released = _outcome(engine.compact(events, make_policy("default"), 2_000, session="s"))
     monkeypatch.setattr(engine, "_RELEASE_COVERED", False)
