@@ -8,12 +8,15 @@ process's peak RSS (``ru_maxrss``) rose inside it, and the peak RSS at its end; 
 ``--trace``, also the traced (``tracemalloc``) memory at its entry and exit and the highest
 traced memory inside it (slower: 2-3x the CPU). ``--snap PHASE[:K]`` takes a ``tracemalloc``
 snapshot at the end of the K-th call (default: the first) of PHASE and prints the lines that
-hold the most (``--top N``, grouped by ``--depth`` frames).
+hold the most (``--top N``, grouped by ``--depth`` frames); ``PHASE:K:in`` takes it at the K-th
+call's entry instead. ``--since PHASE[:K][:in]`` takes a first snapshot there and prints what
+grew between the two (``Snapshot.compare_to``): where the memory added between two points is.
 
 Run from a tree's root (``PYTHONPATH=.`` for an exported tree without a venv of its own):
 
     .venv/bin/python tools/mem_phases.py /tmp/s9/small30000.jsonl
     .venv/bin/python tools/mem_phases.py /tmp/s9/small10000.jsonl --trace --snap ladder:1 --top 30
+    .venv/bin/python tools/mem_phases.py /tmp/s16/small100000.jsonl --since clear:1 --snap ladder_lift:1:in
 
 Compaction arguments after ``--`` go to ``compact`` (e.g. ``-- --policy codex --out F``).
 """
@@ -45,6 +48,7 @@ PHASES = [
     ("compactor.engine.compact", "clear_old_tool_results", "clear"),
     ("compactor.engine.compact", "streamed_view_tokens", "count_view"),
     ("compactor.engine.compact", "summarize_range", "ladder_render"),
+    ("compactor.summarize.ladder_count", "piece_cut_extra", "render_text"),  # (a rung's whole text laid out: its peak)
     ("compactor.engine.compact", "validate", "validate"),
     ("compactor.engine.compact", "build_view", "build_view"),
     ("compactor.engine.compact", "_result", "result"),
@@ -56,9 +60,12 @@ PHASES = [
 
 
 class Recorder:
-    def __init__(self, trace: bool, snap: tuple[str, int] | None, top: int, depth: int) -> None:
+    def __init__(self, trace: bool, snap: tuple[str, int, bool] | None, top: int, depth: int,
+                 since: tuple[str, int, bool] | None = None) -> None:
         self.trace = trace
         self.snap = snap
+        self.since = since
+        self.base: tracemalloc.Snapshot | None = None
         self.top = top
         self.depth = depth
         self.rows: dict[str, dict[str, Any]] = {}
@@ -77,6 +84,7 @@ class Recorder:
                                           "traced_in": 0.0, "traced_out": 0.0, "traced_peak": 0.0}
                 self.order.append(phase)
             row["calls"] += 1
+            self._take(phase, row["calls"], True)
             before = _maxrss()
             if self.trace:
                 cur, peak = tracemalloc.get_traced_memory()
@@ -102,9 +110,15 @@ class Recorder:
                         self.carry[-1] = max(self.carry[-1], peak)
                     row["traced_out"] = cur / MB
                     row["traced_peak"] = max(row["traced_peak"], peak / MB)
-                if self.snap is not None and self.snap == (phase, row["calls"]):
-                    self.snapshot = tracemalloc.take_snapshot()
+                self._take(phase, row["calls"], False)
         return wrapped
+
+    def _take(self, phase: str, call: int, entry: bool) -> None:
+        at = (phase, call, entry)
+        if self.since is not None and self.since == at and self.base is None:
+            self.base = tracemalloc.take_snapshot()
+        if self.snap is not None and self.snap == at and self.snapshot is None:
+            self.snapshot = tracemalloc.take_snapshot()
 
     def report(self, out: io.TextIOBase) -> None:
         print(f"{'phase':16} {'calls':>5} {'cpu s':>7} {'rss rise MB':>11} {'peak RSS at end':>15}"
@@ -121,11 +135,26 @@ class Recorder:
 
     def _print_snapshot(self, out: io.TextIOBase) -> None:
         assert self.snapshot is not None
-        snap = self.snapshot.filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+        assert self.snap is not None
+        drop = [tracemalloc.Filter(False, tracemalloc.__file__)]
+        snap = self.snapshot.filter_traces(drop)
         by_file = getattr(self, "by_file", False)
-        stats = snap.statistics("filename" if by_file else "traceback" if self.depth > 1 else "lineno")
+        key = "filename" if by_file else "traceback" if self.depth > 1 else "lineno"
+        stats = snap.statistics(key)
         total = sum(s.size for s in stats)
-        print(f"\nsnapshot at the end of {self.snap[0]}:{self.snap[1]}: {total / MB:.1f} MB traced", file=out)
+        where = "entry" if self.snap[2] else "end"
+        print(f"\nsnapshot at the {where} of {self.snap[0]}:{self.snap[1]}: {total / MB:.1f} MB traced", file=out)
+        if self.base is not None and self.since is not None:
+            assert self.since is not None
+            diff = snap.compare_to(self.base.filter_traces(drop), key)
+            grown = sum(d.size_diff for d in diff)
+            print(f"grown since the {'entry' if self.since[2] else 'end'} of {self.since[0]}:{self.since[1]}: "
+                  f"{grown / MB:+.1f} MB (the lines that grew most)", file=out)
+            for d in sorted(diff, key=lambda d: -d.size_diff)[:self.top]:
+                f = d.traceback[0]
+                print(f"{d.size_diff / MB:+8.2f} MB {d.count_diff:+9d} blocks  {_short(f.filename)}:{f.lineno}  "
+                      f"{linecache.getline(f.filename, f.lineno).strip()[:90]}", file=out)
+            return
         if self.depth > 1 and not by_file:  # group by the innermost DEPTH frames
             grouped: dict[tuple[Any, ...], list[int]] = {}
             for s in stats:
@@ -156,6 +185,15 @@ def _short(path: str) -> str:
     return path
 
 
+def _point(spec: str) -> tuple[str, int, bool]:
+    """``PHASE[:K][:in]`` -> (phase, K, at its entry)."""
+    name, _, rest = spec.partition(":")
+    k, _, where = rest.partition(":")
+    if k == "in":
+        k, where = "", "in"
+    return name, int(k or 1), where == "in"
+
+
 def _maxrss() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -181,21 +219,21 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("file")
     ap.add_argument("--trace", action="store_true", help="tracemalloc: traced memory per phase")
-    ap.add_argument("--snap", default=None, help="PHASE[:K]: snapshot at the end of its K-th call")
+    ap.add_argument("--snap", default=None, help="PHASE[:K][:in]: snapshot at the end (entry) of its K-th call")
+    ap.add_argument("--since", default=None, help="PHASE[:K][:in]: print what grew from here to --snap")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--depth", type=int, default=1, help="frames per snapshot group (default 1)")
     ap.add_argument("--by-file", action="store_true", help="group the snapshot by file, not by line")
     argv = sys.argv[1:]
     rest = argv[argv.index("--") + 1:] if "--" in argv else []
     args = ap.parse_args(argv[:len(argv) - len(rest) - (1 if rest or "--" in argv else 0)])
-    snap = None
-    if args.snap:
-        name, _, k = args.snap.partition(":")
-        snap = (name, int(k or 1))
+    snap = _point(args.snap) if args.snap else None
+    since = _point(args.since) if args.since else None
+    if snap is not None:
         args.trace = True
     if args.trace:
         tracemalloc.start(max(1, args.depth))
-    rec = Recorder(args.trace, snap, args.top, args.depth)
+    rec = Recorder(args.trace, snap, args.top, args.depth, since)
     rec.by_file = args.by_file
     _install(rec)
     from compactor.cli import main as cli_main

@@ -22,6 +22,7 @@ constrain the cut nor count towards the tail.
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left, bisect_right
 from typing import Any, Callable, Sequence
 
@@ -114,7 +115,7 @@ def safe_cut_points_both(events: Sequence[Event], prev_end: int = 0, walk_past_r
     # whole session on its own: 3-4 walks per call, issue 17). ``evs`` is in seq order.
     use_seq: dict[str, int] = {}
     last_result: dict[str, int] = {}  # the seq of each call's last result (any call id)
-    with_uses: list[int] = []
+    with_uses = array("q")  # (machine ints: the validator's index holds it through the ladder, issue 17)
     for i, e in enumerate(evs):
         uses = e.tool_uses
         if uses:

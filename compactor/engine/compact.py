@@ -24,7 +24,7 @@ import hashlib
 import json
 import time
 from bisect import bisect_right
-from itertools import accumulate
+from itertools import accumulate, islice
 from operator import is_
 from datetime import datetime
 from typing import Any, Callable, Sequence
@@ -42,6 +42,7 @@ from compactor.engine.layers import (
     LAYER_CLEAR,
     LAYER_EXTERNALIZE,
     LAYER_SUMMARY,
+    ClearedText,
     apply_replacements,
     clear_old_tool_results,
     externalize_tool_results,
@@ -415,11 +416,17 @@ def apply_layers(
         """Let go of the replacements a summary covering up to ``cut`` does not show (the
         cleared copy of nearly every event of a big session, issue 17): the ladder's
         checkpoints hold those after their cut only; one before (or the replacement layers'
-        candidate) makes them again (``checkpoint``)."""
+        candidate) makes them again (``checkpoint``). Likewise the artifacts only those
+        showed (a cleared result's bytes and sha256 each: the ladder's views resolve the refs
+        they show only, ``invariants.check_artifacts``), and the dicts' tables sized for
+        every event (a ``del`` shrinks none: ~100 bytes an event, issue 17, memory)."""
         if cut > released[0]:
-            for s in [s for s in repl if s <= cut]:
-                del repl[s]
-                counted.pop(s, None)
+            _keep_after(repl, cut)
+            _keep_after(counted, cut)
+            shown = _shown_digests(repl)
+            kept = {k: v for k, v in artifacts.items() if k in shown}
+            artifacts.clear()
+            artifacts.update(kept)
             released[0] = cut
 
     def checkpoint(end: int, **fields: object) -> Checkpoint:
@@ -427,10 +434,12 @@ def apply_layers(
             repl.clear()
             repl.update({s: list(b) for s, b in (prev.replacements.items() if prev is not None else [])
                          if s > end0})
+            artifacts.clear()  # (in the order the layers wrote them, as before the release)
             for name in layers:
                 again = layer_fns[name](apply_replacements(covered_all, repl), policy)
                 repl.update(again.replacements)
                 counted.update((s, (b, again.counts.get(s))) for s, b in again.replacements.items())
+                artifacts.update(again.artifacts)
             released[0] = end0
         base: dict[str, object] = {}
         if prev is not None:
@@ -462,8 +471,9 @@ def apply_layers(
         if lazy and (ckpt is None or not ckpt.summary) and target is not None:
             # No summary: no identifier to repair, so the view and count are final and the
             # checks can wait until someone asks (see _Candidate), against the artifacts
-            # written so far (a later layer adds more).
-            arts = dict(artifacts)
+            # written so far (a later layer adds more): the first ``n_arts`` of ``artifacts``
+            # (written in order; not a copy of them held through the ladder, issue 17, memory)
+            n_arts = len(artifacts)
             # The view is counted as it is made, one event at a time, and built only when
             # needed (validation, or chosen): build_view is pure, so the built one is the
             # same (memory: the cleared view of a big session is a copy of every cleared event).
@@ -474,7 +484,9 @@ def apply_layers(
             assert ckpt is not None or remake is not None
 
             def check() -> list[Violation]:
-                return validate(events=evs, checkpoint=lazy_cand.checkpoint, view=lazy_cand.view,
+                made, view = lazy_cand.checkpoint, lazy_cand.view  # (first: they restore what the ladder let go)
+                arts = dict(islice(artifacts.items(), n_arts))
+                return validate(events=evs, checkpoint=made, view=view,
                                 target_tokens=target, artifacts=arts, prev_checkpoint=prev, tokens=n,
                                 index=covered_text)
             durations["validate"] = durations.get("validate", 0.0) + (time.perf_counter() - t) * 1000
@@ -643,6 +655,25 @@ def apply_layers(
     covered_text = None  # type: ignore[assignment]  # a check run later still works: index=None is the full search
     repl.clear()
     return _result(best, artifacts, layers, freed, durations, evs, candidates.n)
+
+
+def _keep_after(d: dict[int, Any], cut: int) -> None:
+    """Keep ``d``'s entries of seqs after ``cut``, in order, in a table of their size."""
+    kept = {s: v for s, v in d.items() if s > cut}
+    d.clear()
+    d.update(kept)
+
+
+def _shown_digests(repl: dict[int, Any]) -> set[str]:
+    """The sha256 of every artifact ref the replacements show (a lazily cleared result's: its
+    text's, ``layers.ClearedText``, whose blocks hold one ref to it)."""
+    out: set[str] = set()
+    for b in repl.values():
+        if type(b) is ClearedText:
+            out.add(b.digest)
+        else:
+            out.update(r.sha256 for r in _refs(b))
+    return out
 
 
 def _clear_lazily(events: Sequence[Event], policy: Policy) -> Any:

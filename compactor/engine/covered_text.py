@@ -107,6 +107,8 @@ class CoveredText:
         add = calls.append
         inputs: list[Any] = []
         add_input = inputs.append
+        ids: list[str] = []  # (the results' call ids: the words' set holds these strings, see below)
+        add_id = ids.append
         for e in self.events:
             for b in e.blocks:
                 t = type(b)
@@ -114,6 +116,7 @@ class CoveredText:
                     add(b.text)
                 elif t is ToolResultBlock:
                     add(b.tool_use_id)
+                    add_id(b.tool_use_id)
                 elif t is ToolUseBlock:
                     add(b.name)
                     inp = b.input
@@ -131,7 +134,11 @@ class CoveredText:
                     calls.extend(_block_texts(b))
         # an identifier that stands as a whole word somewhere occurs, no search needed; else
         # it is searched in the pieces the words were split from (no join of them all)
-        self._calls, self._words = _pieces_and_words(calls)
+        # (the words' set is seeded with the call ids, texts of their own: a word the pieces
+        # split off equal to one is not kept, the event's string is - one string an id fewer,
+        # ~60 bytes a call held through the ladder, issue 17, memory; a text in the set is
+        # found in the pieces too, so the answers are the same)
+        self._calls, self._words = _pieces_and_words(calls, ids)
         self._inputs: list[Any] | None = inputs
         self._inputs_text: str | None = None
         self._built = True
@@ -218,13 +225,15 @@ class CoveredText:
             got = self._memo[("seqs", prev_end)] = [e.seq for e in self.body(prev_end)]
         return got
 
-    def prefix_sums(self, prev_end: int) -> list[int]:
+    def prefix_sums(self, prev_end: int) -> array[int]:
         """``[0, *accumulate(count_event(e) for e in body(prev_end))]``: the tokens of each
         prefix of the body (read-only: shared with the engine's ladder, which made its own
-        list of the same sums, issue 17)."""
+        list of the same sums, issue 17), as machine ints (held through the ladder: 8 bytes
+        a sum, not a list slot and an int object, ~36 bytes, issue 17, memory)."""
         sums = self._memo.get(("sums", prev_end))
         if sums is None:
-            sums = self._memo[("sums", prev_end)] = [0, *accumulate(map(count_event, self.body(prev_end)))]
+            sums = self._memo[("sums", prev_end)] = array("q", [0])
+            sums.extend(accumulate(map(count_event, self.body(prev_end))))
         return sums
 
     def covered(self, prev_end: int, end: int) -> list[Event]:
@@ -376,12 +385,14 @@ class _BySeq:
         return self._events[i]
 
 
-def _pieces_and_words(texts: list[str]) -> tuple[list[str], set[str]]:
+def _pieces_and_words(texts: list[str], seed: list[str] | None = None) -> tuple[list[str], set[str]]:
     """``texts`` joined by newlines a few hundred at a time, and every whitespace-separated
     word of them: the same set as each text's words, without a list of every word at once,
-    and the pieces searched for what is not a word (one join of all the texts fewer)."""
+    and the pieces searched for what is not a word (one join of all the texts fewer).
+    ``seed``: texts among ``texts`` the set starts with (their own strings, not a word's copy;
+    one holding a space is in the set too, and found in the pieces all the same)."""
     pieces: list[str] = []
-    words: set[str] = set()
+    words: set[str] = set(seed or ())
     for i in range(0, len(texts), 512):
         piece = "\n".join(texts[i:i + 512])
         pieces.append(piece)

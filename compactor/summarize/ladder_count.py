@@ -28,6 +28,7 @@ from compactor.tokens import ASCII_ALNUM, count_text, piece_cut_extra
 _TEXT = attrgetter("text")
 _TIER = attrgetter("tier")
 _SEQ = attrgetter("seq")
+_NEWLINES = ["\n"]
 
 
 def line_sizes(text: str) -> tuple[int, int]:
@@ -163,7 +164,12 @@ def count_beyond(lines: Sequence[Any], spans: dict[str, tuple[int, int, int]],
         if flat:
             flat.append("\n\n")
         flat.append(headings[name])
-        flat.append("\n".join(map(_TEXT, lines[start:end])))
+        # the section's lines and their newlines into ``flat`` itself, not joined first: the
+        # text is made once (a big rung's sections were a second copy of it at the render's
+        # peak, issue 17, memory)
+        at = len(flat)
+        flat += _NEWLINES * (2 * (end - start) - 1)  # (none for an empty span)
+        flat[at::2] = map(_TEXT, lines[start:end])
     counted = sum_rest(rest, pos == n)
     if counted is None:
         return None
