@@ -44,7 +44,7 @@ class CommitSteps:
 
         Merge: events appended after the snapshot stay verbatim after the checkpoint (it still
         covers 1..k <= v); results that resolve an action the state marked unknown are
-        reconciled (``engine.reconcile_checkpoint``: state updated, summary re-rendered, late
+        reconciled (``engine.reconcile.reconcile_checkpoint``: state updated, summary re-rendered, late
         results shown as text naming their covered call), and the CAS is retried, at most
         ``max_merges`` times. A merge costs O(events appended since the snapshot): only what
         they can break is re-checked (``invariants.validate_merge``), plus the summary checks

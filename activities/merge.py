@@ -101,7 +101,7 @@ class Merge:
     def candidate(self, head: Head) -> Checkpoint:
         """The candidate over every event appended since the snapshot; raises a
         non-retryable InvariantViolation if they break the view."""
-        from compactor.engine.compact import reconcile_checkpoint
+        from compactor.engine.reconcile import reconcile_checkpoint
         from compactor.events import content_hash
         from compactor.engine.invariants import validate_merge
 

@@ -6,7 +6,7 @@ Why they are shaped this way:
   ``externalize`` calls ``engine.apply_layers`` (layers a/b and the tail-shrinking summary
   ladder, which lifts state and renders the structured summary with the same functions the
   inline path uses); ``validate_candidate`` calls ``invariants.validate``; the merge in
-  ``commit_swap`` calls ``engine.reconcile_checkpoint``. So a durable compaction commits
+  ``commit_swap`` calls ``engine.reconcile.reconcile_checkpoint``. So a durable compaction commits
   exactly the checkpoint ``engine.compact`` computes on the same events.
 * **Idempotent.** Every output is written under a key derived from the inputs (the work
   prefix, content-addressed artifacts, the checkpoint's deterministic id), so a retry - or a

@@ -1,7 +1,7 @@
 """The compaction engine: plan -> layers (cheapest first) -> validate. Pure and deterministic.
 
 ``compact`` is the one entry point; the durable workflow calls the same step functions
-(``plan``, ``apply_layers``, ``invariants.validate``, ``reconcile_checkpoint``) from its
+(``plan``, ``apply_layers``, ``invariants.validate``, ``reconcile.reconcile_checkpoint``) from its
 activities, so the inline and durable paths produce the same view.
 
 Determinism: ids and timestamps come from the arguments. The default checkpoint id is the
@@ -32,8 +32,9 @@ from typing import Any, Callable, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from compactor.engine.boundary import body, choose_cut, latest_request, safe_cut_points_both
+from compactor.engine.candidates import Candidate, Picker
 from compactor.errors import InvalidInput
-from compactor.events import Block, Event, TextBlock, ToolResultBlock, content_hash
+from compactor.events import Block, Event, content_hash
 from compactor.engine.covered_text import CoveredText
 from compactor.engine.source_hash import HashLines, PrefixHash
 from compactor.engine.gc_pause import collector_paused
@@ -278,89 +279,8 @@ compares; issue 17: the walk was a third of the validation phase at 100k events)
 _CHECKED_STATE = frozenset({"constraints", "unknown_actions", "artifacts"})
 """The fields of a summary candidate's lifted state that validation and the view read
 (``invariants``, ``view``): a ladder candidate's checkpoint holds only these until it is
-picked, when ``_Candidate.complete_state`` dumps the whole state (one JSON dump of an
+picked, when ``candidates.Candidate.complete_state`` dumps the whole state (one JSON dump of an
 O(session) state per compaction instead of one per candidate, issue 17)."""
-
-
-class _Candidate:
-    """One candidate view. Its violations may be checked lazily (``check``): a candidate over
-    its target never fits whatever else it breaks, and the replacement layers' candidate over
-    a whole big session (the cleared view) is rarely chosen - validating it only when the
-    engine asks whether it is valid saves a full pass over the session (issue 17)."""
-
-    def __init__(self, checkpoint: Checkpoint | None, view: list[Event] | None, tokens: int,
-                 violations: list[Violation] | None = None, repaired: int = 0, *,
-                 check: Callable[[], list[Violation]] | None = None, target: int | None = None,
-                 rebuild: Callable[[], list[Event]] | None = None,
-                 remake: Callable[[], Checkpoint] | None = None) -> None:
-        assert violations is not None or check is not None
-        assert view is not None or rebuild is not None
-        self._checkpoint: Checkpoint | None = checkpoint
-        self._remake = remake
-        self._view = view
-        self._rebuild = rebuild
-        self.tokens = tokens
-        self._violations = violations
-        self._check = check
-        self._target = target
-        self.repaired = repaired
-        self.past_request = False
-        self.left_out: dict[str, int] = {}
-        self.left_out_weight = 0
-        self.lifted: Any = None  # a summary candidate's LiftedState: its checkpoint holds _CHECKED_STATE
-
-    @property
-    def checkpoint(self) -> Checkpoint:
-        """The candidate's checkpoint; one let go (``release``) is made again when asked for."""
-        if self._checkpoint is None:
-            assert self._remake is not None
-            self._checkpoint = self._remake()
-        return self._checkpoint
-
-    @checkpoint.setter
-    def checkpoint(self, value: Checkpoint) -> None:
-        self._checkpoint = value
-
-    def release(self) -> None:
-        """Let go of the checkpoint and view until asked for (a lazy candidate that can make
-        its checkpoint again: the replacement layers' candidate while the summary ladder runs,
-        whose checkpoint holds a replacement for every cleared event, issue 17)."""
-        if self._remake is not None and self._rebuild is not None:
-            self._checkpoint = self._view = None
-
-    def complete_state(self) -> None:
-        """The whole lifted state into the checkpoint (done for the candidate picked only)."""
-        if self.lifted is not None:
-            self.checkpoint = self.checkpoint.model_copy(update={"state": self.lifted.model_dump(mode="json")})
-            self.lifted = None
-
-    @property
-    def view(self) -> list[Event]:
-        """The candidate's view; a lazy candidate's is built again when asked for (memory:
-        the cleared view of a whole big session is a copy of every cleared event, and a
-        summary usually beats it unread)."""
-        if self._view is None:
-            assert self._rebuild is not None
-            self._view = self._rebuild()
-        return self._view
-
-    @property
-    def violations(self) -> list[Violation]:
-        if self._violations is None:
-            assert self._check is not None
-            self._violations, self._check = self._check(), None
-        return self._violations
-
-    @property
-    def fits(self) -> bool:
-        if self._violations is None and self._target is not None and self.tokens > self._target:
-            return False  # over_budget: a violation whatever the other checks say
-        return not self.violations
-
-    @property
-    def valid(self) -> bool:
-        """Every invariant holds except, perhaps, the budget."""
-        return all(v.code == "over_budget" for v in self.violations)
 
 
 def apply_layers(
@@ -464,13 +384,13 @@ def apply_layers(
         )
 
     def candidate(ckpt: Checkpoint | None, *, lazy: bool = False,
-                  remake: Callable[[], Checkpoint] | None = None, tokens: int | None = None) -> _Candidate:
+                  remake: Callable[[], Checkpoint] | None = None, tokens: int | None = None) -> Candidate:
         """``ckpt`` None: a replacement layers' candidate (no summary) counted already
         (``tokens``), its checkpoint made by ``remake`` when asked for."""
         t = time.perf_counter()
         if lazy and (ckpt is None or not ckpt.summary) and target is not None:
             # No summary: no identifier to repair, so the view and count are final and the
-            # checks can wait until someone asks (see _Candidate), against the artifacts
+            # checks can wait until someone asks (see Candidate), against the artifacts
             # written so far (a later layer adds more): the first ``n_arts`` of ``artifacts``
             # (written in order; not a copy of them held through the ladder, issue 17, memory)
             n_arts = len(artifacts)
@@ -490,7 +410,7 @@ def apply_layers(
                                 target_tokens=target, artifacts=arts, prev_checkpoint=prev, tokens=n,
                                 index=covered_text)
             durations["validate"] = durations.get("validate", 0.0) + (time.perf_counter() - t) * 1000
-            lazy_cand = _Candidate(ckpt, None, n, check=check, target=target,
+            lazy_cand = Candidate(ckpt, None, n, check=check, target=target,
                                    rebuild=lambda: build_view(evs, lazy_cand.checkpoint), remake=remake)
             return lazy_cand
         view = _indexed_view(evs, ckpt, covered_text)
@@ -500,10 +420,10 @@ def apply_layers(
         ckpt, view, n, vio, repaired = repair_candidate(evs, ckpt, view, n, vio, target, artifacts, prev,
                                                         index=covered_text)
         durations["validate"] = durations.get("validate", 0.0) + (time.perf_counter() - t) * 1000
-        return _Candidate(ckpt, view, n, vio, repaired)
+        return Candidate(ckpt, view, n, vio, repaired)
 
     current = plan.tokens_before
-    best: _Candidate | None = None
+    best: Candidate | None = None
     shown_tokens = _view.get("tokens") if _view is not None and _DERIVE_VIEW_COUNT else None
 
     # (a), (b): replacement layers over the events after the previous checkpoint
@@ -538,7 +458,7 @@ def apply_layers(
 
     # (c): summary checkpoint, shrinking the tail along the policy's ladder
     tried: set[int] = set()
-    candidates = _Picker()
+    candidates = Picker()
     state0 = prev.state if prev is not None else None
     prev_summary_tokens = 0
     if prev is not None and not prev.covers.empty:
@@ -739,46 +659,8 @@ def _indexed_view(evs: Sequence[Event], ckpt: Checkpoint, index: CoveredText | N
     return build_view(evs, ckpt, at=None if facts is None else (facts[1], facts[3]))
 
 
-class _Picker:
-    """The summary candidate the engine keeps: among those that fit, the one leaving out the
-    least essential state (ties: the first, i.e. the longest tail); else the valid one with
-    the fewest tokens; else the one with the fewest violations, then tokens (ties: the first).
-    Kept as the candidates come, holding only those three - not every candidate's view and
-    lifted state, which is O(session) each (issue 17) - and, once one fits (is valid), not
-    the other two (the last), which ``pick`` can no longer return."""
-
-    def __init__(self) -> None:
-        self.n = 0
-        self._fit: _Candidate | None = None
-        self._valid: _Candidate | None = None
-        self._any: _Candidate | None = None
-
-    def add(self, c: _Candidate) -> None:
-        self.n += 1
-        if c.fits and (self._fit is None or c.left_out_weight < self._fit.left_out_weight):
-            self._fit = c
-        if self._fit is not None:  # picked before the others from now on: hold none of them
-            self._valid = self._any = None
-            return
-        if c.valid and (self._valid is None or c.tokens < self._valid.tokens):
-            self._valid = c
-        if self._valid is not None:  # likewise before any other
-            self._any = None
-            return
-        if self._any is None or (len(c.violations), c.tokens) < (len(self._any.violations), self._any.tokens):
-            self._any = c
-
-    def min_fitting_weight(self) -> int | None:
-        return None if self._fit is None else self._fit.left_out_weight
-
-    def pick(self) -> _Candidate:
-        got = self._fit or self._valid or self._any
-        assert got is not None
-        return got
-
-
 def _result(
-    cand: _Candidate,
+    cand: Candidate,
     artifacts: dict[str, bytes],
     layers: list[str],
     freed: dict[str, int],
@@ -979,55 +861,3 @@ def over_budget_reason(target: int, best: int, floor: dict[str, int]) -> str:
                 f"tokens ({parts}); best view is {best:,} tokens")
     return (f"target {target:,} not met: best view is {best:,} tokens although what no "
             f"compaction may remove is only {total:,} ({parts})")
-
-
-# --- merge after the snapshot -------------------------------------------------------------------
-
-
-def reconcile_checkpoint(
-    ckpt: Checkpoint, new_events: Sequence[Event], *, checkpoint_id: str | None = None
-) -> tuple[Checkpoint, list[str]]:
-    """Fold events appended after the snapshot into a candidate checkpoint (DESIGN §5 step 7).
-
-    The new events stay verbatim after the checkpoint; an action the state marks unknown whose
-    result arrived among them is resolved (state re-rendered within the same budget). A result
-    whose tool_use the checkpoint covers would lead its message without its call, so the view
-    shows it as text naming the call (a replacement; the log is untouched).
-
-    Returns the checkpoint (unchanged when nothing resolved) and the resolved tool_use ids.
-    """
-    from compactor.lifting.lift import LiftedState, reconcile
-    from compactor.summarize.structured import render_summary
-
-    if ckpt.covers.empty or not ckpt.state:
-        return ckpt, []
-    state = LiftedState.model_validate(ckpt.state)
-    new_state, resolved = reconcile(state, new_events)
-    if not resolved:
-        return ckpt, []
-    names = {u.tool_use_id: u.name for u in state.unknown_actions}
-    rendered = render_summary(new_state, max(ckpt.summary_tokens, MIN_SUMMARY_TOKENS))
-    repl = dict(ckpt.replacements)
-    for e in new_events:
-        if e.seq <= ckpt.covers.end or not any(r.tool_use_id in names for r in e.tool_results):
-            continue
-        blocks: list[Block] = []
-        for b in repl.get(e.seq, e.blocks):
-            if isinstance(b, ToolResultBlock) and b.tool_use_id in names:
-                err = " (error)" if b.is_error else ""
-                head = f"[result{err} of the earlier call {b.tool_use_id} ({names[b.tool_use_id]}), " \
-                       "which the summary covers]\n"
-                blocks.append(TextBlock(text=head + b.text))
-            else:
-                blocks.append(b)
-        repl[e.seq] = blocks
-    new_id = checkpoint_id or "ck-" + hashlib.sha256(
-        (ckpt.id + content_hash(new_events)).encode()
-    ).hexdigest()[:32]
-    snapshot = max([ckpt.snapshot_version, *(e.seq for e in new_events)])
-    out = ckpt.model_copy(update={
-        "id": new_id, "state": new_state.model_dump(mode="json"), "summary": rendered.text,
-        "sections": dict(rendered.sections), "summary_tokens": rendered.tokens,
-        "replacements": repl, "snapshot_version": snapshot,
-    })
-    return Checkpoint.model_validate(out.model_dump()), resolved

@@ -179,9 +179,10 @@ def _without_shared_work(monkeypatch: pytest.MonkeyPatch) -> None:
     """The engine as it was before issue 17's second round: every candidate searched the whole
     session for its checks (no ``CoveredText``) and was validated at once (no lazy verdict)."""
     from compactor.engine import compact as engine
+    from compactor.engine.candidates import Candidate
 
     monkeypatch.setattr(engine, "CoveredText", lambda events, **kw: None)
-    monkeypatch.setattr(engine._Candidate, "fits", property(lambda self: not self.violations))
+    monkeypatch.setattr(Candidate, "fits", property(lambda self: not self.violations))
 
 
 def test_views_are_byte_identical_with_checks_shared_across_candidates(
