@@ -7,7 +7,7 @@ from compactor.cli import main
 from compactor.errors import InvalidInput
 from compactor.engine.compact import compact, plan
 from compactor.engine.reconcile import reconcile_checkpoint
-from compactor.events import TextBlock, ToolResultBlock, to_anthropic
+from compactor.events import TextBlock, to_anthropic
 from compactor.engine.invariants import validate
 from compactor.engine.layers import LAYERS
 from compactor.engine.measure import NO_RESULT_TEXT, render_request, view_tokens
