@@ -74,7 +74,7 @@ class Merge:
     def old_events(self) -> list[Event]:
         """What the compaction saw (pinned + events after the previous checkpoint), read once."""
         if self._old is None:
-            from compactor.engine.compact import prepare
+            from compactor.engine.planning import prepare
 
             self._old = prepare(self.acts.engine_events(self.log, self.snap), self.prev)
         return self._old

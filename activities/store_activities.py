@@ -330,7 +330,7 @@ class StoreActivities(SummarySteps, CommitSteps):
                 checkpoint_sha256=head.checkpoint_sha256,
                 prev_covers_end=end,
             )
-            from compactor.engine.compact import prepare
+            from compactor.engine.planning import prepare
             from compactor.engine.measure import view_tokens
             from compactor.engine.view import build_view
 
@@ -435,7 +435,7 @@ class StoreActivities(SummarySteps, CommitSteps):
                 pass
         start = 0 if prev is None or prev.covers.empty else prev.covers.end
         upto = ckpt.snapshot_version or head.version
-        from compactor.engine.compact import prepare
+        from compactor.engine.planning import prepare
         from compactor.engine.measure import view_tokens
         from compactor.engine.view import build_view
 
@@ -466,7 +466,7 @@ class StoreActivities(SummarySteps, CommitSteps):
         """plan_compaction's work (``evs``, ``prev``: the snapshot's, when the caller read them;
         ``work`` receives the prepared events and what the plan learnt of them, for
         ``apply_layers`` later in the same step)."""
-        from compactor.engine.compact import plan, prepare
+        from compactor.engine.planning import plan, prepare
 
         t = time.perf_counter()
         if evs is None:

@@ -51,7 +51,8 @@ class SummarySteps:
                      work: PlannedWork | None = None) -> ExternalizeOutput:
         """externalize's work (``work``: what the plan learnt on the snapshot's events, when it
         ran in the same step: ``apply_layers`` then starts from it, as inline)."""
-        from compactor.engine.compact import Plan, apply_layers
+        from compactor.engine.compact import apply_layers
+        from compactor.engine.planning import Plan
         from compactor.tokens import count_event
 
         t = time.perf_counter()
@@ -267,7 +268,7 @@ class SummarySteps:
         snap = inp.snapshot
         log = self.log(snap.tenant, snap.session)
         prev = self._prev(log, snap)
-        from compactor.engine.compact import prepare
+        from compactor.engine.planning import prepare
 
         if layer_doc is None:
             layer_doc = self._get_json(inp.layers_key)

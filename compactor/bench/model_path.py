@@ -287,7 +287,7 @@ def _run_bench(corpus: str, answers: str, paths: Sequence[str], record: str | No
                kinds: Sequence[str], policy: str, progress: Any, temporal_address: str | None,
                rows: list[dict[str, Any]], missing: list[str]) -> dict[str, Any]:
     from compactor.cli.common import import_into
-    from compactor.engine.compact import prepare
+    from compactor.engine.planning import prepare
     from compactor.engine.measure import view_tokens
     from compactor.testing.anthropic_server import FakeAnthropic
 

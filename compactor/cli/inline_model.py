@@ -16,7 +16,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Sequence
 
-from compactor.engine.compact import CompactResult, prepare, repair_candidate
+from compactor.engine.compact import CompactResult, repair_candidate
+from compactor.engine.planning import prepare
 from compactor.engine.invariants import validate
 from compactor.engine.measure import view_tokens
 from compactor.engine.model_summary import completion_note, covered_events, over_budget, summary_budget, with_summary

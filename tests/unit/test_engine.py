@@ -5,7 +5,8 @@ import pytest
 
 from compactor.cli import main
 from compactor.errors import InvalidInput
-from compactor.engine.compact import compact, plan
+from compactor.engine.compact import compact
+from compactor.engine.planning import plan
 from compactor.engine.reconcile import reconcile_checkpoint
 from compactor.events import TextBlock, to_anthropic
 from compactor.engine.invariants import validate

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import compactor.engine.compact as compact_mod
+import compactor.engine.planning as planning_mod
 from activities.contracts import (
     CommitInput,
     ExternalizeFinishInput,
@@ -134,8 +135,9 @@ async def test_freeze_walks_the_session_for_safe_cuts_once(tmp_path, monkeypatch
         prepares.append(len(evs))
         return real_prepare(evs, prev)
 
-    monkeypatch.setattr(compact_mod, "safe_cut_points_both", walk)
-    monkeypatch.setattr(compact_mod, "prepare", prepare)
+    for mod in (compact_mod, planning_mod):  # (the plan's walk and the layers' own)
+        monkeypatch.setattr(mod, "safe_cut_points_both", walk)
+        monkeypatch.setattr(mod, "prepare", prepare)
     events = with_tokens(turns(20_000 // 440, prefix="g"))
     store = open_store(f"file://{tmp_path}")
     SessionLog(store, "t1", "s1").append(events)

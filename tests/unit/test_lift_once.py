@@ -169,7 +169,8 @@ def test_the_ladder_lifts_once(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _candidates(events: list[Event], target: int) -> int:
-    from compactor.engine.compact import apply_layers, plan
+    from compactor.engine.compact import apply_layers
+    from compactor.engine.planning import plan
 
     policy = make_policy("default")
     return apply_layers(events, plan(events, policy, target, None), policy).candidates

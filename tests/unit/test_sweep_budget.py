@@ -8,7 +8,8 @@ import pytest
 
 from activities.contracts import PolicyRef, SweepInput
 from activities.store_activities import StoreActivities
-from compactor.engine.compact import compact, plan
+from compactor.engine.compact import compact
+from compactor.engine.planning import plan
 from compactor.errors import PolicyError
 from compactor.events import Event, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from compactor.engine.measure import view_tokens
