@@ -50,10 +50,8 @@ from compactor.importers._common import (
     Source,
     Spill,
     Truncation,
-    bound_event,
-    bound_tool_outputs,
-    with_truncations,
 )
+from compactor.importers._bounds import bound_event, bound_tool_outputs, with_truncations
 from compactor.importers._drafts import SinkFailed
 from compactor.importers._detect import FORMATS, detect_source, known
 

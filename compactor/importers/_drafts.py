@@ -32,7 +32,8 @@ from compactor.events import (
     trusted_event,
 )
 from compactor.importers import _build as build
-from compactor.importers._common import Finishing, ImportResult, SkippedLine, bound_event
+from compactor.importers._bounds import bound_event
+from compactor.importers._common import Finishing, ImportResult, SkippedLine
 
 
 @dataclass(slots=True)
