@@ -28,14 +28,10 @@ from compactor.errors import ConcurrentModification, PreconditionFailed
 from compactor.events import Event
 from compactor.records import Head, Segment
 from compactor.store.caches import _IdIndex
-from compactor.store import log as logmod
+from compactor.store import segments
 from compactor.store.ids import utc_now
-from compactor.store.log import (
-    AppendResult,
-    SessionLog,
-    _Chunk,
-    _event_line,
-)
+from compactor.store.log import AppendResult, SessionLog
+from compactor.store.segments import Chunk, event_line
 
 T = TypeVar("T")
 
@@ -94,7 +90,7 @@ class _Writer:
         self.pinned: list[int] = []
         self.size = 0
         self.start = self.first
-        self.held: _Chunk | None = None  # the previous full chunk, not written yet
+        self.held: Chunk | None = None  # the previous full chunk, not written yet
         self.written: list[Segment] = []
 
     def add(self, events: list[Event]) -> None:
@@ -109,9 +105,9 @@ class _Writer:
                 e = e.with_(tokens=tokens_mod.count_event(e))
             self.added += tokens_mod.count_event(e)
             self.todo.append(e.id)
-            # the same bytes and chunk boundaries as SessionLog._chunks
-            full = b'{"seq":%d,' % self.seq + _event_line(e) + b"\n"
-            if self.buf and (len(self.buf) >= logmod.CHUNK_EVENTS or self.size + len(full) > logmod.CHUNK_BYTES):
+            # the same bytes and chunk boundaries as ``segments.chunk_lines``
+            full = b'{"seq":%d,' % self.seq + event_line(e) + b"\n"
+            if self.buf and (len(self.buf) >= segments.CHUNK_EVENTS or self.size + len(full) > segments.CHUNK_BYTES):
                 self._close()
             self.buf.append(full)
             self.size += len(full)
@@ -120,7 +116,7 @@ class _Writer:
             self.seq += 1
 
     def _close(self) -> None:
-        chunk = _Chunk(self.start, self.seq - 1, b"".join(self.buf), self.pinned)
+        chunk = Chunk(self.start, self.seq - 1, b"".join(self.buf), self.pinned)
         self.buf, self.pinned, self.size, self.start = [], [], 0, self.seq
         if self.held is not None:  # more than one chunk: each is a segment of its own
             self._write(*self.log._seg(self.held.first, self.held.last, self.held.data, self.held.pinned))
@@ -147,7 +143,7 @@ class _Writer:
         replaced = 0
         if self.buf:
             if self.held is None:  # one chunk: merged with the log's tail like append's
-                last = _Chunk(self.start, self.seq - 1, b"".join(self.buf), self.pinned)
+                last = Chunk(self.start, self.seq - 1, b"".join(self.buf), self.pinned)
                 self.buf = []
                 segments, replaced = log._plan(head, [last])
                 for seg, data in segments:

@@ -80,7 +80,6 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
@@ -110,6 +109,7 @@ from compactor.store.caches import (  # noqa: F401 - _INDEXES/_VERIFIED_CKPTS: t
 )
 from compactor.engine.view import build_view, stream_view
 from compactor.store.documents import SessionDocuments
+from compactor.store.segments import Chunk, absorbable, chunk_lines, event_line
 from compactor.store.ids import parse_problem, sha256_hex, utc_now, validate_id  # noqa: F401 - re-exported
 
 # Segments are written by us: every line starts with seq then id, so indexing ids needs no
@@ -117,11 +117,6 @@ from compactor.store.ids import parse_problem, sha256_hex, utc_now, validate_id 
 _SEQ_ID = re.compile(rb'^\{"seq":(\d+),"id":("(?:[^"\\]|\\.)*")', re.M)
 _EVENTS = TypeAdapter(list[Event])
 
-WEIGHT_UNIT = 2048  # bytes counted as one event when weighing a segment
-MAX_SEGMENT_EVENTS = 8192
-MAX_SEGMENT_BYTES = 16 << 20
-CHUNK_EVENTS = 4096  # a large append (bulk import) is split into segments of this size
-CHUNK_BYTES = 8 << 20
 
 
 class AppendResult(BaseModel):
@@ -131,19 +126,6 @@ class AppendResult(BaseModel):
     duplicates: int = Field(description="Events skipped because their id was already stored.")
     version: int = Field(description="Head version after the call.")
     attempts: int = Field(default=1, description="CAS attempts it took.")
-
-
-def _weight(n_events: int, n_bytes: int) -> int:
-    """Size of a segment for merge planning: events, or 2 KiB units if events are large."""
-    return max(n_events, -(-n_bytes // WEIGHT_UNIT))
-
-
-@dataclass
-class _Chunk:
-    first: int
-    last: int
-    data: bytes
-    pinned: list[int]
 
 
 def _parse_events(data: bytes) -> list[Event]:
@@ -159,18 +141,6 @@ def _parse_events(data: bytes) -> list[Event]:
     finally:
         if enabled:
             gc.enable()
-
-
-def _event_line(e: Event) -> memoryview:
-    """An event's JSON after its ``{"seq":N,`` prefix (the seq is written per attempt): bytes
-    straight from pydantic and a view past the prefix, no copy of a big event. The event is
-    dumped as it is, whatever its seq (issue 17: a copy with ``seq=0`` only to dump it was ~4
-    of ~10 us an event of ``compactor import``): ``seq`` is the first field and an int, so the
-    prefix ends at the first comma."""
-    line = e.__pydantic_serializer__.to_json(e, exclude_none=True)
-    if not line.startswith(b'{"seq":'):  # pragma: no cover - field order is fixed
-        raise AssertionError("Event JSON must start with seq")
-    return memoryview(line)[line.index(b",", 7) + 1:]
 
 
 class SessionLog(SessionDocuments):
@@ -445,7 +415,7 @@ class SessionLog(SessionDocuments):
             first = head.version + 1
             # Serialized per attempt and each line dropped once its segment bytes exist: a
             # giant event is held twice at most (its model and its segment), not three times.
-            chunks = self._chunks(first, [batch[i] for i in todo], [_event_line(batch[i]) for i in todo])
+            chunks = chunk_lines(first, [batch[i] for i in todo], [event_line(batch[i]) for i in todo])
             segments, replaced = self._plan(head, chunks)
             written: list[Segment] = []
             blocked = False
@@ -529,44 +499,12 @@ class SessionLog(SessionDocuments):
             return None
         return head.checkpoint_sha256 or self.checkpoint_sha256(head.checkpoint)
 
-    @staticmethod
-    def _chunks(first: int, events: list[Event], lines: list[bytes]) -> list[_Chunk]:
-        chunks: list[_Chunk] = []
-        buf: list[bytes] = []
-        pinned: list[int] = []
-        size = 0
-        start = seq = first
-        for i, e in enumerate(events):
-            full = b'{"seq":%d,' % seq + lines[i] + b"\n"
-            lines[i] = b""  # the segment bytes hold it now
-            if buf and (len(buf) >= CHUNK_EVENTS or size + len(full) > CHUNK_BYTES):
-                chunks.append(_Chunk(start, seq - 1, b"".join(buf), pinned))
-                buf, pinned, size, start = [], [], 0, seq
-            buf.append(full)
-            size += len(full)
-            if e.kind == "pinned":
-                pinned.append(seq)
-            seq += 1
-        chunks.append(_Chunk(start, seq - 1, b"".join(buf), pinned))
-        return chunks
-
-    def _plan(self, head: Head, chunks: list[_Chunk]) -> tuple[list[tuple[Segment, bytes]], int]:
+    def _plan(self, head: Head, chunks: list[Chunk]) -> tuple[list[tuple[Segment, bytes]], int]:
         """Segments to write for ``chunks`` and how many tail entries of the head they replace."""
         if not (self.merge and len(chunks) == 1):
             return [self._seg(c.first, c.last, c.data, c.pinned) for c in chunks], 0
         c = chunks[0]
-        absorbed: list[Segment] = []
-        n_ev, n_by = c.last - c.first + 1, len(c.data)
-        for s in reversed(head.segments):
-            s_ev = s.last - s.first + 1
-            if (
-                _weight(s_ev, s.bytes) > _weight(n_ev, n_by)
-                or s_ev + n_ev > MAX_SEGMENT_EVENTS
-                or s.bytes + n_by > MAX_SEGMENT_BYTES
-            ):
-                break
-            absorbed.insert(0, s)
-            n_ev, n_by = n_ev + s_ev, n_by + s.bytes
+        absorbed = absorbable(head.segments, c.last - c.first + 1, len(c.data))
         if not absorbed:
             return [self._seg(c.first, c.last, c.data, c.pinned)], 0
         try:

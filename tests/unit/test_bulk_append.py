@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import compactor.store.log as logmod
+import compactor.store.segments as segments
 from compactor.bench.scale import write_session
 from compactor.events import Event, TextBlock
 from compactor.importers import _claude_code, import_file
@@ -65,7 +65,7 @@ CASES = {
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_streamed_append_stores_the_same_bytes_as_append(tmp_path, monkeypatch, case) -> None:
-    monkeypatch.setattr(logmod, "CHUNK_EVENTS", 40)
+    monkeypatch.setattr(segments, "CHUNK_EVENTS", 40)
     before, batch = CASES[case]
     logs = []
     for name in ("plain", "streamed"):
@@ -84,7 +84,7 @@ def test_streamed_append_stores_the_same_bytes_as_append(tmp_path, monkeypatch, 
 
 
 def test_an_import_that_fails_midway_changes_nothing_visible(store, monkeypatch) -> None:
-    monkeypatch.setattr(logmod, "CHUNK_EVENTS", 10)
+    monkeypatch.setattr(segments, "CHUNK_EVENTS", 10)
     log = SessionLog(store, T, "s")
     log.append([ev("a"), ev("b")])
     head = log.head()
@@ -107,7 +107,7 @@ def test_an_import_that_fails_midway_changes_nothing_visible(store, monkeypatch)
 
 
 def test_a_writer_that_moves_the_head_first_makes_the_import_run_again(store, monkeypatch) -> None:
-    monkeypatch.setattr(logmod, "CHUNK_EVENTS", 10)
+    monkeypatch.setattr(segments, "CHUNK_EVENTS", 10)
     other = SessionLog(store, T, "s")
     other.append([ev("o1")])
     fired = []

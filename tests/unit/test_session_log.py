@@ -158,9 +158,9 @@ def test_merging_keeps_the_head_small_and_events_intact(store):
 
 
 def test_large_append_is_split_into_segments(store, monkeypatch):
-    import compactor.store.log as logmod
+    import compactor.store.segments as segments
 
-    monkeypatch.setattr(logmod, "CHUNK_EVENTS", 40)
+    monkeypatch.setattr(segments, "CHUNK_EVENTS", 40)
     log = SessionLog(store, T, "bulk")
     r = log.append([ev(f"e{i}") for i in range(100)])
     assert r.appended == 100

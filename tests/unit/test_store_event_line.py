@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 from compactor.events import Event, TextBlock, ToolResultBlock, ToolUseBlock
 from compactor.store import LocalStore, SessionLog
-from compactor.store.log import _event_line
+from compactor.store.segments import event_line
 
 
 def _events() -> list[Event]:
@@ -26,7 +26,7 @@ def test_the_line_is_the_seq_zero_dump_whatever_the_seq():
         want = e.with_(seq=0).model_dump_json(exclude_none=True).encode()
         assert want.startswith(b'{"seq":0,')
         for seq in (0, 1, 9, 10, 123_456_789):
-            got = bytes(_event_line(e.with_(seq=seq)))
+            got = bytes(event_line(e.with_(seq=seq)))
             assert b'{"seq":0,' + got == want, (e.id, seq)
 
 
