@@ -398,9 +398,21 @@ def content_hash_line(e: Event) -> bytes:
             add(f'{{"text":{_ascii(b.text)},"type":"text"}}')
         elif t is ToolUseBlock:
             inp = b.input
-            if type(inp) is not dict or not _plain_dict(inp):
+            if type(inp) is not dict:
                 return _dumped_line(e)
-            add(f'{{"id":{_ascii(b.id)},"input":{_sorted_json(inp)},"name":{_ascii(b.name)},"type":"tool_use"}}')
+            if len(inp) == 1:  # (most: one str argument, e.g. a shell command; written as the dump)
+                for k, v in inp.items():
+                    if type(k) is str and type(v) is str and k.isascii():
+                        inp_json = f'{{{_ascii(k)}:{_ascii(v)}}}'
+                    elif _plain_dict(inp):
+                        inp_json = _sorted_json(inp)
+                    else:
+                        return _dumped_line(e)
+            elif _plain_dict(inp):
+                inp_json = _sorted_json(inp)
+            else:
+                return _dumped_line(e)
+            add(f'{{"id":{_ascii(b.id)},"input":{inp_json},"name":{_ascii(b.name)},"type":"tool_use"}}')
         elif t is ToolResultBlock:
             err = b.is_error
             if err is not True and err is not False:

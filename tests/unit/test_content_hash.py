@@ -154,3 +154,17 @@ def test_a_model_copy_and_a_counted_event_hash_as_their_dump():
                                                                                          input={"command": "ls"})])
     for x in (e, e.with_(blocks=[TextBlock(text="other")]), with_tokens([e])[0], e.model_copy(update={"seq": 4})):
         assert content_hash_line(x) == _dumped_line(x)
+
+
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")  # (the int and None keys)
+def test_one_argument_calls_hash_as_their_dump():
+    # a call of one argument is written without the sorted encoder when the argument is an
+    # ASCII-named str (issue 17): every other one-argument input takes the general path
+    # (inputs as an importer builds them: not validated, so any key and value)
+    values: list[Any] = ["ls -la", "", "caf\u00e9", "lone \ud800", "quote \" \\ \n", 1, 2.5, math.nan, None, True,
+                         ("a", 1), ["a"], {"x": "y"}, {"x": ("t",)}]
+    keys: list[Any] = ["command", "", "caf\u00e9", "lone \ud800", "q\"k", 1, None]
+    events = [Event(seq=i, id=f"c{i}", role="assistant",
+                    blocks=[ToolUseBlock.model_construct(id="t", name="Bash", input={k: v})])
+              for i, (k, v) in enumerate((k, v) for k in keys for v in values)]
+    assert _same(events) == 0  # (a key with a lone surrogate: pydantic writes U+FFFD for each byte)
