@@ -5,7 +5,6 @@ outcome (view, checkpoint, record, artifacts) is the one of a plain dump."""
 from __future__ import annotations
 
 import gc
-import hashlib
 import tempfile
 import tracemalloc
 from pathlib import Path
@@ -22,6 +21,7 @@ from compactor.engine.policy import make_policy
 from compactor.events import Event
 from compactor.lifting.lift import Lifter
 from tests.conftest import corpus_files, fixture_sessions
+from tests.unit.test_engine_release import _outcome
 
 
 def _generated(n: int) -> list[Event]:
@@ -56,14 +56,6 @@ def test_the_dump_is_model_dumps(monkeypatch: pytest.MonkeyPatch, chunk: int) ->
         assert shared == before
         long_lists += sum(type(v) is list and len(v) > chunk for v in want.values())
     assert long_lists > 10 or chunk > 3000  # (no session here has 4,096 items of a kind)
-
-
-def _outcome(res: engine.CompactResult) -> Any:
-    record = res.record.model_dump(mode="json")
-    record.pop("durations_ms")
-    return ([e.model_dump(mode="json") for e in res.view],
-            res.checkpoint.model_dump(mode="json") if res.checkpoint else None, record,
-            [(k, hashlib.sha256(v).hexdigest()) for k, v in res.artifacts.items()])
 
 
 def test_the_compactions_outcome_is_a_plain_dumps(monkeypatch: pytest.MonkeyPatch) -> None:
