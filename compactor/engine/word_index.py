@@ -3,7 +3,7 @@ the session's words (``covered_text.CoveredText``) without a set of the words th
 
 A set of every whitespace-separated word of a big session held a copy of each word (``split``
 makes one, ~55 bytes) and a slot in a table sized for them (16-32 bytes): ~30 MB at 300k small
-events, through the whole summary ladder. Here a word is one 64-bit machine int in one sorted
+events, through the whole summary ladder. Here a word is one 32-bit machine int in one sorted
 array: the top bits of its ``hash`` and the number of the piece (texts joined) it came from.
 A hit is checked in its piece (``word in piece``), so a hash two strings share never answers
 for the other: the index says "occurs" only when the text holds it, and a word of the pieces
