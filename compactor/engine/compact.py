@@ -411,7 +411,10 @@ def apply_layers(
         # The ladder's working sets (the lifter's indexes of every covered call) go before the
         # picked state is dumped: that dump is the compaction's peak (issue 17, memory). The
         # candidates keep their own lifted states; the prefix sums are covered_text's.
+        # (and the last rung's state, outcome and checkpoint: their items are the picked state's,
+        # let go of while it is dumped, ``candidates.dump_releasing``)
         del lifter, covered_sums, covered_seqs
+        lifted = out = ckpt = cand = None  # type: ignore[assignment]
     if candidates.n:
         chosen = candidates.pick()
         if best is None and not chosen.valid:

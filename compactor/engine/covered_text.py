@@ -22,6 +22,7 @@ from typing import Any, Sequence
 from compactor.engine.boundary import body
 from compactor.engine.identifiers import _block_texts, _collect_strings, _result_texts
 from compactor.engine.invariants import _refs
+from compactor.engine.word_index import WordIndex, piece_size
 from compactor.events import Event, TextBlock, ToolResultBlock, ToolUseBlock
 from compactor.tokens import _input_json, count_event
 
@@ -107,8 +108,6 @@ class CoveredText:
         add = calls.append
         inputs: list[Any] = []
         add_input = inputs.append
-        ids: list[str] = []  # (the results' call ids: the words' set holds these strings, see below)
-        add_id = ids.append
         for e in self.events:
             for b in e.blocks:
                 t = type(b)
@@ -116,7 +115,6 @@ class CoveredText:
                     add(b.text)
                 elif t is ToolResultBlock:
                     add(b.tool_use_id)
-                    add_id(b.tool_use_id)
                 elif t is ToolUseBlock:
                     add(b.name)
                     inp = b.input
@@ -132,13 +130,9 @@ class CoveredText:
                     add(b.id)
                 else:
                     calls.extend(_block_texts(b))
-        # an identifier that stands as a whole word somewhere occurs, no search needed; else
-        # it is searched in the pieces the words were split from (no join of them all)
-        # (the words' set is seeded with the call ids, texts of their own: a word the pieces
-        # split off equal to one is not kept, the event's string is - one string an id fewer,
-        # ~60 bytes a call held through the ladder, issue 17, memory; a text in the set is
-        # found in the pieces too, so the answers are the same)
-        self._calls, self._words = _pieces_and_words(calls, ids)
+        # an identifier that stands as a whole word somewhere occurs, found in the one piece
+        # the words' index names; else it is searched in every piece (no join of them all)
+        self._calls, self._words = _pieces_and_words(calls)
         self._inputs: list[Any] | None = inputs
         self._inputs_text: str | None = None
         self._built = True
@@ -385,16 +379,11 @@ class _BySeq:
         return self._events[i]
 
 
-def _pieces_and_words(texts: list[str], seed: list[str] | None = None) -> tuple[list[str], set[str]]:
-    """``texts`` joined by newlines a few hundred at a time, and every whitespace-separated
-    word of them: the same set as each text's words, without a list of every word at once,
-    and the pieces searched for what is not a word (one join of all the texts fewer).
-    ``seed``: texts among ``texts`` the set starts with (their own strings, not a word's copy;
-    one holding a space is in the set too, and found in the pieces all the same)."""
-    pieces: list[str] = []
-    words: set[str] = set(seed or ())
-    for i in range(0, len(texts), 512):
-        piece = "\n".join(texts[i:i + 512])
-        pieces.append(piece)
-        words.update(piece.split())
-    return pieces, words
+def _pieces_and_words(texts: list[str]) -> tuple[list[str], WordIndex]:
+    """``texts`` joined by newlines a few hundred at a time, and an index of every
+    whitespace-separated word of them (``word_index.WordIndex``: a hash a word, its hits
+    checked in their piece; not a set of every word's string, ~30 MB at 300k events, issue 17,
+    memory), and the pieces searched for what is not a word (one join of all the texts fewer)."""
+    size = piece_size(len(texts))
+    pieces = ["\n".join(texts[i:i + size]) for i in range(0, len(texts), size)]
+    return pieces, WordIndex(pieces)
