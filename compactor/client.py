@@ -405,6 +405,12 @@ class CompactorClient:
                 ]
             ),
             static_summary=f"compact {tenant}/{session} ({trigger})",
+            # Eager start: when a worker on this same Client polls the task queue and has a free
+            # workflow-task slot (bench perf, durable_cpu, `compactor compact`'s embedded worker),
+            # the SDK core asks for it and the run's first workflow task comes back in the start
+            # response, to that worker: no poll/match round trip. Otherwise the core drops the
+            # flag and the server queues the task as before (a client without a worker of its own).
+            request_eager_start=True,
         )
 
     # --- operators: history, scoped to the bound tenants -------------------------------

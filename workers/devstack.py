@@ -112,6 +112,9 @@ def start_temporal(
     args += ["--dynamic-config-value", "frontend.enableUpdateWorkflowExecution=true"]
     # Task-queue fairness: model calls carry their tenant as fairness key (per-tenant fair share).
     args += ["--dynamic-config-value", "matching.enableFairness=true"]
+    # Eager workflow start (compactor.client asks for it; a worker on the starting Client gets
+    # the first workflow task in the start response). The dev server's default, set explicitly.
+    args += ["--dynamic-config-value", "system.enableEagerWorkflowStart=true"]
     for k, v in (dynamic_config or {}).items():
         args += ["--dynamic-config-value", f"{k}={v}"]
     log = open(log_path or os.devnull, "ab")
