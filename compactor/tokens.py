@@ -12,7 +12,6 @@ import re
 import statistics
 import threading
 from functools import lru_cache
-from itertools import accumulate
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from compactor.events import (
@@ -319,34 +318,68 @@ def piece_cut_extra(text: str) -> int | None:
     split (a newline after punctuation is one piece with it), so each line a piece cut falls in
     is counted as its two halves. None: a line longer than a piece (the summary's renders then
     count the text with ``count_lines``)."""
-    if len(text) <= COUNT_PIECE:
+    return piece_cut_extra_of(len(text), lambda a, b: text[a:b])
+
+
+def piece_cut_extra_of(n: int, part: Callable[[int, int], str]) -> int | None:
+    """``piece_cut_extra`` of a text of ``n`` characters seen only through ``part(a, b)``:
+    ``text[a:b]``, asked for only around its piece cuts (a few KB each; the shrink ladder's
+    rungs lay out no text of their ~100k-300k lines, issue 17 memory)."""
+    if n <= COUNT_PIECE:
         return 0
+    cuts = []
+    start = 0
+    while n - start > COUNT_PIECE:  # (``_pieces``' cuts, by ``_cut`` of the span it reads)
+        pos = start + COUNT_PIECE
+        lo = max(start + 1, pos - 4096)
+        start = lo + _cut(part(lo, pos + 1), pos - lo, -1)
+        cuts.append(start)
     extra = 0
-    cuts = list(accumulate(len(piece) for piece in _pieces(text)))[:-1]
     prev = 0
-    for n, pos in enumerate(cuts):
+    for k, pos in enumerate(cuts):
         # the line (between two of ``count_lines``' cuts) that holds the piece cut at ``pos``
-        start = pos
-        while True:
-            j = text.rfind("\n", 0, start)
-            if j < 0:
-                start = 0
-                break
-            if not text[j + 1].isspace():
-                start = j + 1
-                break
-            start = j
-        m = _LINE_CUT.search(text, pos + 1)
-        end = m.start() if m is not None else len(text)
-        if start < prev or (n + 1 < len(cuts) and end > cuts[n + 1]):
+        start = _line_start(part, pos)
+        end = _line_end(part, pos, n)
+        if start < prev or (k + 1 < len(cuts) and end > cuts[k + 1]):
             return None  # (a line over two piece cuts: a giant item)
         prev = pos
         if start == pos:
             continue  # a line cut already
-        line = text[start:end]
-        k = pos - start
-        extra += count_text(line[:k]) + count_text(line[k:]) - count_text(line)
+        line = part(start, end)
+        k_in = pos - start
+        extra += count_text(line[:k_in]) + count_text(line[k_in:]) - count_text(line)
     return extra
+
+
+def _line_start(part: Callable[[int, int], str], pos: int) -> int:
+    """Where the line holding ``pos`` starts: after the last newline before it that is followed
+    by a non-space character (0: none), read back from ``pos`` a growing span at a time."""
+    back = 4096
+    while True:
+        a = max(0, pos - back)
+        span = part(a, pos + 1)
+        at = pos - a
+        while (j := span.rfind("\n", 0, at)) >= 0:
+            if not span[j + 1].isspace():
+                return a + j + 1
+            at = j
+        if not a:
+            return 0
+        back *= 4
+
+
+def _line_end(part: Callable[[int, int], str], pos: int, n: int) -> int:
+    """``count_lines``' first cut after ``pos`` (``n``: none), read on a growing span at a time
+    (a cut found in it is one of the text: its next character is in the span)."""
+    ahead = 4096
+    while True:
+        b = min(n, pos + 1 + ahead)
+        m = _LINE_CUT.search(part(pos, b), 1)
+        if m is not None:
+            return pos + m.start()
+        if b == n:
+            return n
+        ahead *= 4
 
 
 def count_texts(texts: Sequence[str]) -> list[int]:
