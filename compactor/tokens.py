@@ -329,10 +329,8 @@ def piece_cut_extra_of(n: int, part: Callable[[int, int], str]) -> int | None:
         return 0
     cuts = []
     start = 0
-    while n - start > COUNT_PIECE:  # (``_pieces``' cuts, by ``_cut`` of the span it reads)
-        pos = start + COUNT_PIECE
-        lo = max(start + 1, pos - 4096)
-        start = lo + _cut(part(lo, pos + 1), pos - lo, -1)
+    while n - start > COUNT_PIECE:  # (``_pieces``' cuts)
+        start = _cut_of(part, start + COUNT_PIECE, start)
         cuts.append(start)
     extra = 0
     prev = 0
@@ -351,10 +349,29 @@ def piece_cut_extra_of(n: int, part: Callable[[int, int], str]) -> int | None:
     return extra
 
 
+def _cut_of(part: Callable[[int, int], str], pos: int, floor: int) -> int:
+    """``_cut(text, pos, floor)``, read back from ``pos`` a growing span at a time (a cut found
+    inside the span, past its first character, is the text's: the span holds what it read)."""
+    lo = max(floor + 1, pos - 4096)
+    back = _SPAN
+    while True:
+        a = max(lo, pos - back)
+        span = part(a, pos + 1)
+        k = pos - a
+        i = _cut(span, k, -1)  # (``k``: no space in reach, or one at ``pos`` after a non-space)
+        if a == lo or i < k or (span[k].isspace() and not span[k - 1].isspace()):
+            return a + i
+        back *= 8
+
+
+_SPAN = 256
+"""The span ``piece_cut_extra_of`` reads first around a cut (a summary line is ~100 characters)."""
+
+
 def _line_start(part: Callable[[int, int], str], pos: int) -> int:
     """Where the line holding ``pos`` starts: after the last newline before it that is followed
     by a non-space character (0: none), read back from ``pos`` a growing span at a time."""
-    back = 4096
+    back = _SPAN
     while True:
         a = max(0, pos - back)
         span = part(a, pos + 1)
@@ -371,7 +388,7 @@ def _line_start(part: Callable[[int, int], str], pos: int) -> int:
 def _line_end(part: Callable[[int, int], str], pos: int, n: int) -> int:
     """``count_lines``' first cut after ``pos`` (``n``: none), read on a growing span at a time
     (a cut found in it is one of the text: its next character is in the span)."""
-    ahead = 4096
+    ahead = _SPAN
     while True:
         b = min(n, pos + 1 + ahead)
         m = _LINE_CUT.search(part(pos, b), 1)
