@@ -14,7 +14,7 @@ from compactor.lifting.lift import LiftedState
 from compactor.summarize import structured
 from compactor.summarize.ladder_lines import LazyLine, Line
 from compactor.summarize.structured import begin_ladder_memo, end_ladder_memo, render_summary
-from compactor.tokens import count_lines, piece_cut_extra, piece_cut_extra_of
+from compactor.tokens import piece_cut_extra, piece_cut_extra_of
 from tests.unit.test_summary_fit import _ladder, _renders, _sessions
 from tests.unit.test_summary_ladder_count import _state
 
@@ -28,7 +28,7 @@ def _made(lines: list) -> int:
 
 def _text(rnd: random.Random) -> str:
     words = ["- #12 `ls -la` → exit 0", "ok.", "  facts: def f(x)", "\n", "\n\n", "  ", "## Head\n", "x" * 50,
-             "a b c", "é→", "\t", "(1 passed).", "-" * 300, "y" * 5_000, "\n " * 40]
+             "a b c", "é→", "\t", "(1 passed).", "-" * 300, "y" * 5_000, "z" * 1_000, "\n " * 40]
     return "".join(rnd.choice(words) for _ in range(rnd.randint(1, 400)))
 
 
@@ -48,6 +48,9 @@ def test_the_count_read_around_the_piece_cuts_is_the_whole_texts(monkeypatch: py
             return text[a:b]
 
         assert piece_cut_extra_of(len(text), part) == piece_cut_extra(text)
+        for pos in rnd.sample(range(1, len(text)), min(20, len(text) - 1)):  # (the pieces' cuts, alone)
+            floor = max(0, pos - rnd.choice((1, 100, 3_000, 5_000)))
+            assert tokens._cut_of(part, pos, floor) == tokens._cut(text, pos, floor)
     assert asked and max(asked) > 4 * tokens._SPAN  # (a span grown past the first one)
 
 
@@ -86,6 +89,15 @@ def test_a_memo_line_reads_as_the_line_it_was_built_as(tmp_path: Path) -> None:
     for events in _sessions(tmp_path, (900,))[:3]:
         calls = _ladder(events, (300, 20_000))
         assert _renders(calls, None) == _renders(calls, None, memo=False)
-    line = structured._CommandLine(structured.COMMANDS, _state(30, True).commands[5], 2, "- #12 x", 10, 12, 0, 0)
-    assert line.length == 7 and line.text == structured._command_text(_state(30, True).commands[5], 2)
-    assert count_lines(line.text + "\n") > 0
+    state = _state(30, True)
+    long = state.commands[5].model_copy(update={"command": "python -c 'print(1)' " + "x" * 150})
+    for c in [*state.commands, long]:  # (a long one: cut at 90 with its answer shown, else 200)
+        for key in (2, 3, 6, 7):
+            text = structured._command_text(c, key, True)
+            line = structured._CommandLine(structured.COMMANDS, c, key, text, 10, c.seq, 0, 0)
+            assert line.length == len(text) and line.text == text
+    for f in state.files_read:
+        for facts in ("", "  defines: f"):
+            text = structured._read_text(f, facts)
+            line = structured._ReadLine(structured.FILES_READ, f, facts, text, 20, f.seq, 0, 0)
+            assert line.length == len(text) and line.text == text
