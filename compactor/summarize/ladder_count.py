@@ -26,7 +26,8 @@ from itertools import accumulate, repeat
 from operator import add, attrgetter
 from typing import Any
 
-from compactor.tokens import ASCII_ALNUM, count_text, piece_cut_extra_of
+from compactor.summarize.piece_cuts import piece_cut_extra_of
+from compactor.tokens import ASCII_ALNUM, count_text
 
 
 _LENGTH = attrgetter("length")

@@ -54,7 +54,8 @@ from compactor.summarize.ladder_count import batch_counts, count_beyond, first_b
 from compactor.summarize.ladder_memo import LADDER_MEMO as _LADDER_MEMO
 from compactor.summarize.ladder_memo import LadderMemo as _LadderMemo
 from compactor.summarize.ladder_memo import begin_ladder_memo, end_ladder_memo, read_lines
-from compactor.tokens import ASCII_ALNUM, SHORT_TEXT, count_lines, count_text, piece_cut_extra
+from compactor.summarize.piece_cuts import piece_cut_extra
+from compactor.tokens import ASCII_ALNUM, SHORT_TEXT, count_lines, count_text
 
 GOAL = "Goal"
 REQUESTS = "User requests"

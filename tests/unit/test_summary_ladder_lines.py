@@ -5,6 +5,7 @@ and counts the whole texts give."""
 from __future__ import annotations
 
 import random
+from itertools import accumulate
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,9 @@ from compactor.lifting.lift import LiftedState
 from compactor.summarize import structured
 from compactor.summarize.ladder_lines import LazyLine, Line
 from compactor.summarize.structured import begin_ladder_memo, end_ladder_memo, render_summary
-from compactor.tokens import piece_cut_extra, piece_cut_extra_of
+from compactor.tokens import count_text
+from compactor.summarize import piece_cuts
+from compactor.summarize.piece_cuts import piece_cut_extra, piece_cut_extra_of
 from tests.unit.test_summary_fit import _ladder, _renders, _sessions
 from tests.unit.test_summary_ladder_count import _state
 
@@ -24,6 +27,32 @@ _GET_TEXT = Line.text.__get__
 def _made(lines: list) -> int:
     """How many of the memo's lines hold their text."""
     return sum(type(_GET_TEXT(ln)) is str for ln in lines if isinstance(ln, LazyLine))
+
+
+def _reference(text: str) -> int | None:
+    """``piece_cut_extra`` as it was, on the whole text: its ``_pieces``, each cut's line found
+    in the text itself."""
+    if len(text) <= tokens.COUNT_PIECE:
+        return 0
+    extra = 0
+    cuts = list(accumulate(len(piece) for piece in tokens._pieces(text)))[:-1]
+    prev = 0
+    for n, pos in enumerate(cuts):
+        start = pos
+        while True:
+            j = text.rfind("\n", 0, start)
+            if j < 0 or not text[j + 1].isspace():
+                start = j + 1
+                break
+            start = j
+        m = tokens._LINE_CUT.search(text, pos + 1)
+        end = m.start() if m is not None else len(text)
+        if start < prev or (n + 1 < len(cuts) and end > cuts[n + 1]):
+            return None
+        prev = pos
+        if start != pos:
+            extra += count_text(text[start:pos]) + count_text(text[pos:end]) - count_text(text[start:end])
+    return extra
 
 
 def _text(rnd: random.Random) -> str:
@@ -47,11 +76,11 @@ def test_the_count_read_around_the_piece_cuts_is_the_whole_texts(monkeypatch: py
             asked.append(b - a)
             return text[a:b]
 
-        assert piece_cut_extra_of(len(text), part) == piece_cut_extra(text)
+        assert piece_cut_extra_of(len(text), part) == piece_cut_extra(text) == _reference(text)
         for pos in rnd.sample(range(1, len(text)), min(20, len(text) - 1)):  # (the pieces' cuts, alone)
             floor = max(0, pos - rnd.choice((1, 100, 3_000, 5_000)))
-            assert tokens._cut_of(part, pos, floor) == tokens._cut(text, pos, floor)
-    assert asked and max(asked) > 4 * tokens._SPAN  # (a span grown past the first one)
+            assert piece_cuts._cut_of(part, pos, floor) == tokens._cut(text, pos, floor)
+    assert asked and max(asked) > 4 * piece_cuts._SPAN  # (a span grown past the first one)
 
 
 def test_a_big_rung_makes_the_texts_of_the_lines_it_keeps_only(monkeypatch: pytest.MonkeyPatch) -> None:
