@@ -12,7 +12,6 @@ import re
 import statistics
 import threading
 from functools import lru_cache
-from itertools import accumulate
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from compactor.events import (
@@ -310,43 +309,6 @@ def count_lines(text: str) -> int:
 #: A newline after one of these is a piece, and a token, of its own (``count_lines``; the
 #: summary's renders count their lines the same way).
 ASCII_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
-
-
-def piece_cut_extra(text: str) -> int | None:
-    """What ``count_lines(text)`` counts beyond the sum of its lines' counts (each line cut where
-    ``count_lines`` cuts): 0 for a text of at most ``COUNT_PIECE`` characters; over that, it
-    counts the text in ``_pieces``, whose cuts may split a line the tokenizer would not have
-    split (a newline after punctuation is one piece with it), so each line a piece cut falls in
-    is counted as its two halves. None: a line longer than a piece (the summary's renders then
-    count the text with ``count_lines``)."""
-    if len(text) <= COUNT_PIECE:
-        return 0
-    extra = 0
-    cuts = list(accumulate(len(piece) for piece in _pieces(text)))[:-1]
-    prev = 0
-    for n, pos in enumerate(cuts):
-        # the line (between two of ``count_lines``' cuts) that holds the piece cut at ``pos``
-        start = pos
-        while True:
-            j = text.rfind("\n", 0, start)
-            if j < 0:
-                start = 0
-                break
-            if not text[j + 1].isspace():
-                start = j + 1
-                break
-            start = j
-        m = _LINE_CUT.search(text, pos + 1)
-        end = m.start() if m is not None else len(text)
-        if start < prev or (n + 1 < len(cuts) and end > cuts[n + 1]):
-            return None  # (a line over two piece cuts: a giant item)
-        prev = pos
-        if start == pos:
-            continue  # a line cut already
-        line = text[start:end]
-        k = pos - start
-        extra += count_text(line[:k]) + count_text(line[k:]) - count_text(line)
-    return extra
 
 
 def count_texts(texts: Sequence[str]) -> list[int]:

@@ -49,6 +49,7 @@ PHASES = [
     ("compactor.engine.compact", "streamed_view_tokens", "count_view"),
     ("compactor.engine.compact", "summarize_range", "ladder_render"),
     ("compactor.summarize.ladder_count", "piece_cut_extra", "render_text"),  # (a rung's whole text laid out: its peak)
+    ("compactor.summarize.ladder_count", "piece_cut_extra_of", "render_text"),  # (since ladmem17: the text read around its piece cuts only)
     ("compactor.engine.compact", "validate", "validate"),
     ("compactor.engine.compact", "build_view", "build_view"),
     ("compactor.engine.compact", "_result", "result"),

@@ -18,17 +18,21 @@ and ``piece_cut_extra`` adds what its cuts of a long text add.
 
 from __future__ import annotations
 
+from array import array
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from operator import attrgetter
+from functools import partial
+from itertools import accumulate, repeat
+from operator import add, attrgetter
 from typing import Any
 
-from compactor.tokens import ASCII_ALNUM, count_text, piece_cut_extra
+from compactor.summarize.piece_cuts import piece_cut_extra_of
+from compactor.tokens import ASCII_ALNUM, count_text
 
 
-_TEXT = attrgetter("text")
+_LENGTH = attrgetter("length")
 _TIER = attrgetter("tier")
 _SEQ = attrgetter("seq")
-_NEWLINES = ["\n"]
 
 
 def line_sizes(text: str) -> tuple[int, int]:
@@ -130,15 +134,19 @@ def count_beyond(lines: Sequence[Any], spans: dict[str, tuple[int, int, int]],
     counting a memo line (or laying out the text) more than once.
 
     ``spans``: section name -> (start, end, the sum of its lines' corrections) for the sections
-    whose lines (``lines[start:end]``, all of the section's) are the memo's (``line_sizes``),
-    each droppable and starting with a non-space character. ``sum_rest(rest, more)``: the count
-    of the other lines' sections, sizing their droppable lines (``more``: the text goes on
-    after the last of them). None: a text the sums cannot count (then count it all)."""
+    whose lines (``lines[start:end]``, all of the section's, at least one) are the memo's
+    (``line_sizes``; ``length``: their text's length), each droppable and starting with a
+    non-space character. ``sum_rest(rest, more)``: the count of the other lines' sections,
+    sizing their droppable lines (``more``: the text goes on after the last of them). None: a
+    text the sums cannot count (then count it all)."""
     n = len(lines)
     total = 0
-    # the text, for ``piece_cut_extra`` only: its strings in order, joined once (no copy of a
-    # section's body before the whole; a big rung's text is ~3-9 MB)
-    flat: list[str] = []
+    # the text, for ``piece_cut_extra_of`` only, as its parts in order (a memo line stands for
+    # its text and the newline after it, made only if a piece cut reads it: a big rung's text
+    # is ~17 MB at 300k events, its lines' texts ~30 MB more, issue 17 memory) and their lengths
+    parts: list[Any] = []
+    lens: list[int] = []
+    sep = "\n\n"  # (before the next section's heading: "\n" after a memo line's own newline)
     section = None
     pos = 0
     ordered = sorted(spans.items(), key=lambda kv: kv[1][0])
@@ -148,9 +156,12 @@ def count_beyond(lines: Sequence[Any], spans: dict[str, tuple[int, int, int]],
             rest.append(ln)
             if ln.section != section:
                 section = ln.section
-                flat += ("\n\n", headings[section], ln.text) if flat else (headings[section], ln.text)
+                new = (sep, headings[section], ln.text) if parts else (headings[section], ln.text)
+                sep = "\n\n"
             else:
-                flat += ("\n", ln.text)
+                new = ("\n", ln.text)
+            parts += new
+            lens += map(len, new)
         if not name:
             break
         pos = end
@@ -161,21 +172,31 @@ def count_beyond(lines: Sequence[Any], spans: dict[str, tuple[int, int, int]],
         own = count_text(t + "\n\n") if end < n else k - 1
         total += count_text(headings[name]) + corr - mid_tokens(t, k) + own
         section = name
-        if flat:
-            flat.append("\n\n")
-        flat.append(headings[name])
-        # the section's lines and their newlines into ``flat`` itself, not joined first: the
-        # text is made once (a big rung's sections were a second copy of it at the render's
-        # peak, issue 17, memory)
-        at = len(flat)
-        flat += _NEWLINES * (2 * (end - start) - 1)  # (none for an empty span)
-        flat[at::2] = map(_TEXT, lines[start:end])
+        new = (sep, headings[name]) if parts else (headings[name],)
+        parts += new
+        lens += map(len, new)
+        parts += lines[start:end]
+        lens += map(add, map(_LENGTH, lines[start:end]), repeat(1))
+        sep = "\n"
     counted = sum_rest(rest, pos == n)
     if counted is None:
         return None
     total += counted
     total -= sum(ln.tokens for ln in rest if ln.tier is not None)
-    text = "".join(flat)
-    del flat
-    extra = piece_cut_extra(text)
+    ends = array("q", accumulate(lens))
+    del lens
+    # (the text ends with a memo line: without the newline its part stands for)
+    extra = piece_cut_extra_of(ends[-1] - (sep == "\n"), partial(_text_part, parts, ends))
     return None if extra is None else total + extra
+
+
+def _text_part(parts: list[Any], ends: array, a: int, b: int) -> str:
+    """``text[a:b]`` of the text laid out in ``parts`` (strings, or memo lines: the text and a
+    newline) that end at ``ends``: only the parts it spans are made."""
+    if b <= a:
+        return ""
+    i = bisect_right(ends, a)
+    j = bisect_right(ends, b - 1)
+    at = ends[i - 1] if i else 0
+    text = "".join([p if type(p) is str else p.text + "\n" for p in parts[i:j + 1]])
+    return text[a - at:b - at]

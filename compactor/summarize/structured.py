@@ -48,11 +48,14 @@ from compactor.summarize.failure_lines import build_failure_lines, code as _code
 from compactor.summarize.file_details import ARTIFACT_SHARE, file_details, read_details
 from compactor.summarize.ladder_carry import (ReadCarry, ascending, carry_command_lines, carry_reads, extend_commands,
                                                extend_reads, fresh_commands, raise_lines, special_runs)
+from compactor.summarize.ladder_lines import LazyLine as _LazyLine
+from compactor.summarize.ladder_lines import Line as _Line
 from compactor.summarize.ladder_count import batch_counts, count_beyond, first_batch, line_sizes, split_lines, top_batch
 from compactor.summarize.ladder_memo import LADDER_MEMO as _LADDER_MEMO
 from compactor.summarize.ladder_memo import LadderMemo as _LadderMemo
 from compactor.summarize.ladder_memo import begin_ladder_memo, end_ladder_memo, read_lines
-from compactor.tokens import ASCII_ALNUM, SHORT_TEXT, count_lines, count_text, piece_cut_extra
+from compactor.summarize.piece_cuts import piece_cut_extra
+from compactor.tokens import ASCII_ALNUM, SHORT_TEXT, count_lines, count_text
 
 GOAL = "Goal"
 REQUESTS = "User requests"
@@ -169,18 +172,6 @@ class RenderedSummary(BaseModel):
         description="Sum of the keep-tiers of the essential items (tier >= ESSENTIAL_TIER) left "
         "out for budget: what a larger summary would have kept. 0 = every essential item shown.",
     )
-
-
-@dataclass(slots=True)
-class _Line:
-    section: str
-    text: str
-    tier: int | None  # None: never dropped
-    seq: int
-    order: int = 0  # the section's rank << 32 | a place within it: sorts as the document does
-    tokens: int = 0
-    dropped: int = 0  # the ``_Doc.mark`` of the document whose ``_fit`` dropped it (0: none)
-    detail: bool = False  # a detail of the line above: dropped silently, never counted as an item
 
 
 _MARKS = _counter(1)
@@ -431,23 +422,18 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
             # order is its place; its tier is set below, as this rung's lists rank it)
             line, tier = cmd_lines[i], cmd_tiers[i]
         else:
-            command, status = c.command, c.status
-            if c.exit_code is not None:
-                outcome = f"exit {c.exit_code}"
-            else:
-                outcome = _OUTCOME_WORDS[status]
-            times = f" ×{n}" if n > 1 else ""
-            detail = f": {c.detail}" if c.detail else ""
-            cmd_text = _code(command, GIST_COMMAND_CHARS if gist else 200, memo is None)  # (the answer is the point)
-            text = f"- #{c.seq} {cmd_text} → {outcome}{times}{detail}"
+            status = c.status
+            text = _command_text(c, key, memo is None)
             # (a cut answer's line under Errors says what it got: its command line is history too)
             tier = (_TIER_COMMAND_FAILED if status == "failed"
                     else _TIER_OUTPUT_GIST if gist
-                    else _TIER_INSTALL if c.detail.startswith("partial") or is_install(command)
+                    else _TIER_INSTALL if c.detail.startswith("partial") or is_install(c.command)
                     else _TIER_COMMAND_OK)  # (an answer past the share: the log has it)
-            line = _Line(COMMANDS, text, tier, c.seq, base | i)  # (sized by ``_measure``)
-            if memo is not None:  # (sized when ``_fit`` looks at it: ``ladder_count``)
-                line.tokens, cmd_corrs[i] = line_sizes(text)
+            if memo is None:
+                line = _Line(COMMANDS, text, tier, c.seq, base | i)  # (sized by ``_measure``)
+            else:  # (sized when ``_fit`` looks at it: ``ladder_count``; its text made again if read)
+                tokens, cmd_corrs[i] = line_sizes(text)
+                line = _CommandLine(COMMANDS, c, key, text, tier, c.seq, base | i, tokens)
                 cmd_items[i], cmd_keys[i], cmd_lines[i], cmd_tiers[i] = c, key, line, tier
         # what the rung's own lists say of it: told in full under Errors, or one of the newest
         if explained and c.tool_use_id in explained and (c.status == "failed" or c.detail.startswith("partial")):
@@ -782,14 +768,44 @@ def _read_lines(files: list, get_facts, memo: _LadderMemo, ks=None) -> list[_Lin
     base = _RANKED[FILES_READ]
 
     def make(k: int, f, facts) -> _Line:
-        text = f"- {f.path}\n{facts}" if facts else f"- {f.path}"
-        tokens, corr = line_sizes(text)  # (sized when ``_fit`` looks at it)
-        return _Line(FILES_READ, text, _TIER_READ_DETAIL if facts else _TIER_FILE_READ, f.seq, base | k, tokens), corr
+        text = _read_text(f, facts)
+        tokens, corr = line_sizes(text)  # (sized when ``_fit`` looks at it; its text made again if read)
+        return _ReadLine(FILES_READ, f, facts, text, _TIER_READ_DETAIL if facts else _TIER_FILE_READ, f.seq,
+                         base | k, tokens), corr
 
     return read_lines(files, get_facts, memo, make, ks)
 
 
 _OUTCOME_WORDS = {"ok": "ok", "failed": "failed", "unknown": "no exit status recorded"}
+
+
+def _command_text(c, key: int, memo: bool = False) -> str:
+    """A command's line (``key``: 2 x its run count + whether its answer is shown, ``gist``)."""
+    n = key >> 1
+    outcome = f"exit {c.exit_code}" if c.exit_code is not None else _OUTCOME_WORDS[c.status]
+    times = f" ×{n}" if n > 1 else ""
+    detail = f": {c.detail}" if c.detail else ""
+    cmd_text = _code(c.command, GIST_COMMAND_CHARS if key & 1 else 200, memo)  # (the answer is the point)
+    return f"- #{c.seq} {cmd_text} → {outcome}{times}{detail}"
+
+
+def _read_text(f, facts) -> str:
+    """A file only read's line (``facts``: what it defines, or none)."""
+    return f"- {f.path}\n{facts}" if facts else f"- {f.path}"
+
+
+class _CommandLine(_LazyLine):
+    """A command's line in the ladder memo, its text made when read (``ladder_lines``)."""
+
+    __slots__ = ()
+    make = staticmethod(_command_text)
+
+
+class _ReadLine(_LazyLine):
+    """A file only read's line in the ladder memo, its text made when read."""
+
+    __slots__ = ()
+    make = staticmethod(_read_text)
 
 
 _FIXED_SECTIONS = frozenset({FILES_CHANGED, FILES_READ, COMMANDS, TESTS, ARTIFACTS})
