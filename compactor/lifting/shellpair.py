@@ -65,10 +65,12 @@ class ShellPairs:
     """The short path of ``lift._Acc`` (a base class of it: the accumulator's fields and methods are
     ``_Acc``'s, set in its ``__init__``)."""
 
-    def shell_pair(self: Any, e: Event, use: ToolUseBlock, seq: int, got: tuple[ToolResultBlock, int]) -> bool:
-        """Fold the agent's call ``use`` in ``e`` (at ``seq``) and its result ``got`` (block, seq) as
-        ``classify``, ``note_move``, ``on_call`` and ``add_pair`` do, when the pair is a plain shell
-        command that worked and changed no file; False, having changed nothing, for any other pair."""
+    def shell_pair(self: Any, e: Event, use: ToolUseBlock, seq: int, got: tuple[ToolResultBlock, int],
+                   use_id: str) -> bool:
+        """Fold the agent's call ``use`` in ``e`` (at ``seq``; ``use_id``: its ``id``, as the fold read it)
+        and its result ``got`` (block, seq) as ``classify``, ``note_move``, ``on_call`` and ``add_pair``
+        do, when the pair is a plain shell command that worked and changed no file; False, having changed
+        nothing, for any other pair."""
         inp, name = use.input, use.name
         if not ON or type(inp) is not dict or (command := plain_command(_route(name), inp)) is None:
             return False
@@ -83,7 +85,6 @@ class ShellPairs:
         text = out.text
         if out.failed or text and ("(Open file: " in text or "[File: " in text):
             return False
-        use_id = use.id
         command = _clip(command)  # (``_command_action``'s ``act.command``)
         self.note_move(seq, command, True)  # (the text is the command, stripped, not blank)
         if seq >= self._last_seq:  # (``on_call``; the classification is made again when build reads it)

@@ -137,8 +137,9 @@ def test_the_edge_shapes_lift_as_the_general_path_does(monkeypatch: pytest.Monke
     taken = []
     real = shellpair.ShellPairs.shell_pair
 
-    def spy(self, e, use, seq, got):  # type: ignore[no-untyped-def]
-        ok = real(self, e, use, seq, got)
+    def spy(self, e, use, seq, got, use_id):  # type: ignore[no-untyped-def]
+        assert use_id == use.id
+        ok = real(self, e, use, seq, got, use_id)
         taken.append((use.id, ok))
         return ok
 
