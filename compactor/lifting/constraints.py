@@ -295,7 +295,7 @@ _CONSTRAINT_OTHER = r"|,\s?not\s|절대|무조건|반드시|하지\s?마|금지"
 
 
 def _by_first_letter(table: tuple[tuple[str, tuple[str, ...]], ...]) -> str:
-    """The lowercased twin (``needles.Caseless(low=)``) of ``\b(?:word|...)\b`` whose words ``table``
+    r"""The lowercased twin (``needles.Caseless(low=)``) of ``\b(?:word|...)\b`` whose words ``table``
     lists by first letter, each letter's in the pattern's order: each branch opens with its first
     letter, so a search skips each position whose character opens none, where the pattern's own
     ``\b`` was tried at every one; ``(?<!\w.)`` after that letter is ``\b`` before it (issue 17: ~2.5x
