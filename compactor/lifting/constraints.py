@@ -292,14 +292,21 @@ _CONSTRAINT_WORDS = (
 )
 """The rule words, by first letter (regex sources): one alternation, then whole words only."""
 _CONSTRAINT_OTHER = r"|,\s?not\s|절대|무조건|반드시|하지\s?마|금지"
+
+
+def _by_first_letter(table: tuple[tuple[str, tuple[str, ...]], ...]) -> str:
+    r"""The lowercased twin (``needles.Caseless(low=)``) of ``\b(?:word|...)\b`` whose words ``table``
+    lists by first letter, each letter's in the pattern's order: each branch opens with its first
+    letter, so a search skips each position whose character opens none, where the pattern's own
+    ``\b`` was tried at every one; ``(?<!\w.)`` after that letter is ``\b`` before it (issue 17: ~2.5x
+    faster on a short request). At one position only one letter's words can match, in their order."""
+    return "|".join(first + r"(?<!\w.)(?:" + "|".join(w[1:] for w in words) + r")\b" for first, words in table)
+
+
 _CONSTRAINT_RE = Caseless(re.compile(
     r"\b(?:" + "|".join(w for _, words in _CONSTRAINT_WORDS for w in words) + r")\b" + _CONSTRAINT_OTHER,
     re.IGNORECASE,
-), low="|".join(  # (each branch opens with its first letter: a search skips each position whose character
-    # opens none, where the pattern's own ``\b`` was tried at every one; ``(?<!\w.)`` after that letter
-    # is ``\b`` before it; issue 17: ~2.5x faster on a short request)
-    first + r"(?<!\w.)(?:" + "|".join(w[1:] for w in words) + r")\b" for first, words in _CONSTRAINT_WORDS
-) + _CONSTRAINT_OTHER)
+), low=_by_first_letter(_CONSTRAINT_WORDS) + _CONSTRAINT_OTHER)
 _QUOTED_RE = re.compile(r"\"[^\"\n]{3,}\"|“[^”\n]{3,}”|«[^»\n]{3,}»")
 _WH_RE = re.compile(r"^(?:what|why|how|which|who|whom|whose)\b(?!\s+(?:ever|soever)\b)", re.I)
 _AUX_RE = re.compile(
@@ -309,14 +316,25 @@ _AUX_RE = re.compile(
 )
 _HEDGE_RE = Caseless(re.compile(
     r"\b(?:i don'?t think|i think|i guess|i wonder|wonder(?:ing)? (?:if|whether)|not sure|maybe|"
-    r"perhaps|any idea|is it possible|do you think|do you know|curious)\b", re.I))
+    r"perhaps|any idea|is it possible|do you think|do you know|curious)\b", re.I), low=_by_first_letter((
+        ("i", ("i don'?t think", "i think", "i guess", "i wonder", "is it possible")),
+        ("w", ("wonder(?:ing)? (?:if|whether)",)), ("n", ("not sure",)), ("m", ("maybe",)), ("p", ("perhaps",)),
+        ("a", ("any idea",)), ("d", ("do you think", "do you know")), ("c", ("curious",)))))
 _MODAL_RE = Caseless(re.compile(
     r"\b(?:must|mustn'?t|should|shouldn'?t|shall|needs? to|have to|has to|required|requirement|"
     r"important|not allowed|make sure|ensure|please|^\W*remember|prefer|(?:we|i) recommend|"
     r"(?:i|we) (?:don'?t|do not|never) want|i want|i'?d like|i would like|i need)\b"
     r"|절대|무조건|반드시|하지\s?마|금지",
     re.I,
-))
+), low=_by_first_letter((  # (the words by first letter: ``_by_first_letter``, issue 17: once per request sentence)
+    ("m", ("must", "mustn'?t", "make sure")), ("s", ("should", "shouldn'?t", "shall")),
+    ("n", ("needs? to", "not allowed")), ("h", ("have to", "has to")),
+    # (``\b^\W*remember``: ``\b`` at the text's start is a word character there, so ``\W*`` is empty)
+    ("r", ("required", "requirement", "r(?<=^r)emember")),
+    ("i", ("important", "i recommend", "i (?:don'?t|do not|never) want", "i want", "i'?d like", "i would like",
+           "i need")),
+    ("e", ("ensure",)), ("p", ("please", "prefer")), ("w", ("we recommend", "we (?:don'?t|do not|never) want")),
+)) + "|절대|무조건|반드시|하지\\s?마|금지")
 _YOU_RULE_RE = re.compile(
     r"\b(?:you|we)\s+(?:can'?t|cannot|can not|can only|may not|are not|aren'?t|won'?t|will not|do not|"
     r"don'?t|never|only|always|no longer)\b", re.I)

@@ -741,7 +741,7 @@ class Lifter:
                 continue
             got = results.get(uid)
             if (role == "assistant" and got is not None and (cut is None or got[1] <= cut)
-                    and acc.shell_pair(e, use, seq, got)):  # (a plain shell command that worked: most pairs)
+                    and acc.shell_pair(e, use, seq, got, uid)):  # (a plain shell command that worked: most pairs)
                 uses.add(uid)
                 continue
             act = classify(use, acc.open_file)

@@ -33,19 +33,27 @@ from compactor.events import Event, ToolResultBlock, ToolUseBlock
 from compactor.lifting import content as _content
 from compactor.lifting import failures as _failures
 from compactor.lifting import outputs as _outputs
-from compactor.lifting.actions import _clip, _outcome, _route, error_names, is_test_command, plain_command
+from compactor.lifting.actions import (_TEST_NEEDLES, _clip, _outcome, _route, error_names, is_test_command,
+                                       plain_command)
+from compactor.lifting.needles import any_needle
 from compactor.lifting.shell import plain_reads
 from compactor.lifting.state import ErrorItem, first_file_ref, op_list, run_command
 
 ON = True
 """False: every pair takes the general path (the tests compare the two)."""
 _READ = op_list("read")  # (the ``ops`` of a file's first read, shared: ``lifting.state``)
+_TEST_OR_INSTALL = any_needle(_TEST_NEEDLES + _outputs._INSTALLERS)
+"""Every test command (``is_test_command``) and every install (``outputs.is_install``) holds one of these:
+a command without any is neither, found by one search of the command instead of the two checks' own
+(issue 17: ~2.8 k instructions of a pair fewer; most commands name neither)."""
 
 
-def run_detail(command: str, text: str, plain_ok: bool) -> str:
+def run_detail(command: str, text: str, plain_ok: bool, install: bool | None = None) -> str:
     """A command run's ``detail``: an install's outcome, or a partial answer's, and (``plain_ok``: it
-    worked and reads or changes no file) the gist of what a fetch or a query answered."""
-    install = _outputs.is_install(command)
+    worked and reads or changes no file) the gist of what a fetch or a query answered. ``install``:
+    ``outputs.is_install(command)``, when the caller knows it."""
+    if install is None:
+        install = _outputs.is_install(command)
     detail = ((_outputs.install_outcome(text) if install else _failures.partial_result(text)) if text else "")
     if text and plain_ok and not install:
         gist = _outputs.output_gist(text)  # what a fetch or a query answered
@@ -57,22 +65,26 @@ class ShellPairs:
     """The short path of ``lift._Acc`` (a base class of it: the accumulator's fields and methods are
     ``_Acc``'s, set in its ``__init__``)."""
 
-    def shell_pair(self: Any, e: Event, use: ToolUseBlock, seq: int, got: tuple[ToolResultBlock, int]) -> bool:
-        """Fold the agent's call ``use`` in ``e`` (at ``seq``) and its result ``got`` (block, seq) as
-        ``classify``, ``note_move``, ``on_call`` and ``add_pair`` do, when the pair is a plain shell
-        command that worked and changed no file; False, having changed nothing, for any other pair."""
+    def shell_pair(self: Any, e: Event, use: ToolUseBlock, seq: int, got: tuple[ToolResultBlock, int],
+                   use_id: str) -> bool:
+        """Fold the agent's call ``use`` in ``e`` (at ``seq``; ``use_id``: its ``id``, as the fold read it)
+        and its result ``got`` (block, seq) as ``classify``, ``note_move``, ``on_call`` and ``add_pair``
+        do, when the pair is a plain shell command that worked and changed no file; False, having changed
+        nothing, for any other pair."""
         inp, name = use.input, use.name
         if not ON or type(inp) is not dict or (command := plain_command(_route(name), inp)) is None:
             return False
         reads = plain_reads(command)
-        if reads is None or is_test_command(command):
+        if reads is None:
+            return False
+        neither = _TEST_OR_INSTALL.search(command) is None  # (no test run, no install: one search)
+        if not neither and is_test_command(command):
             return False
         result, result_seq = got
         out = _outcome(result)
         text = out.text
         if out.failed or text and ("(Open file: " in text or "[File: " in text):
             return False
-        use_id = use.id
         command = _clip(command)  # (``_command_action``'s ``act.command``)
         self.note_move(seq, command, True)  # (the text is the command, stripped, not blank)
         if seq >= self._last_seq:  # (``on_call``; the classification is made again when build reads it)
@@ -84,7 +96,7 @@ class ShellPairs:
             self._command_ids.add(use_id)
             self.commands.append(run_command(seq=seq, command=command, tool=name, tool_use_id=use_id,
                                              exit_code=out.exit_code, status="ok", result_seq=result_seq,
-                                             detail=run_detail(command, text, not reads)))
+                                             detail=run_detail(command, text, not reads, False if neither else None)))
         files = self.files_read
         for p in reads:
             facts = _content.read_facts(p, text) if len(reads) == 1 else []

@@ -137,8 +137,9 @@ def test_the_edge_shapes_lift_as_the_general_path_does(monkeypatch: pytest.Monke
     taken = []
     real = shellpair.ShellPairs.shell_pair
 
-    def spy(self, e, use, seq, got):  # type: ignore[no-untyped-def]
-        ok = real(self, e, use, seq, got)
+    def spy(self, e, use, seq, got, use_id):  # type: ignore[no-untyped-def]
+        assert use_id == use.id
+        ok = real(self, e, use, seq, got, use_id)
         taken.append((use.id, ok))
         return ok
 
@@ -173,3 +174,28 @@ def test_the_corpus_lifts_as_the_general_path_does(monkeypatch: pytest.MonkeyPat
         pytest.skip("corpus not present")
     for path in files:
         _same_without_short_path(import_file(path).events, monkeypatch)
+
+
+def test_a_command_the_one_search_passes_over_is_no_test_run_and_no_install() -> None:
+    """``shell_pair`` asks ``is_test_command`` and ``is_install`` only of a command holding one of their
+    needles (``_TEST_OR_INSTALL``): every command without one must be neither (the corpus' commands,
+    the edge shapes' and generated ones around the needles)."""
+    from compactor.lifting.actions import is_test_command
+    from compactor.lifting.outputs import is_install
+
+    commands = [c for _, c, _, _ in _EDGES if isinstance(c, str)]
+    for path in corpus_files():
+        for e in import_file(path).events:
+            commands += [c for u in e.tool_uses if isinstance(u.input, dict)
+                         and isinstance(c := u.input.get("command"), str)]
+    words = ["pytest", "py.test", "tox", "nox", "npm test", "yarn run test:unit", "go test", "cargo nextest", "make check",
+             "pip install x", "python -m pip install -e .", "uv add y", "apt-get install z", "brew install q", "gem i r",
+             "poetry add s", "conda install t", "bun i", "cat", "ls -la", "grep -n foo a.py", "echo done", "rspec",
+             "phpunit", "mocha", "jest", "sudo", "&&", ";", "|", "(", "./runtests.py", "manage.py test"]
+    commands += [f"{a} {b}" for a in words for b in words]
+    passed = 0
+    for c in commands:
+        if shellpair._TEST_OR_INSTALL.search(c) is None:
+            passed += 1
+            assert not is_test_command(c) and not is_install(c), c
+    assert passed > 100 and any(is_install(c) for c in commands) and any(is_test_command(c) for c in commands)
