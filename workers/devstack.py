@@ -125,11 +125,12 @@ def start_temporal(
 
 
 def start_moto(port: int | None = None, timeout: float = 30.0) -> Proc:
-    """Start ``moto_server`` (a real S3 endpoint over HTTP) on loopback."""
+    """Start ``moto_server`` (a real S3 endpoint over HTTP) on loopback, its conditional writes
+    atomic as S3's are (``compactor.testing.moto_s3``: moto's own app, writes one at a time)."""
     port = port or free_port()
     log = open(os.devnull, "ab")
     proc = subprocess.Popen(
-        [_bin("moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        [sys.executable, "-m", "compactor.testing.moto_s3", "-H", "127.0.0.1", "-p", str(port)],
         stdout=log,
         stderr=log,
         start_new_session=True,
