@@ -333,10 +333,11 @@ def _markers(history) -> tuple[list[str], list[str]]:
 
 
 async def test_breaker_is_checked_by_freeze_and_counted_by_the_record(temporal_address, store, task_queue):
-    """A run makes two steps and one patch marker (workflows/compact_session.FREEZE_FINISH_PATCH,
-    which implies COMMIT_RECORD_PATCH, EXTERNALIZE_FINISH_PATCH, FREEZE_PLAN_PATCH and STEPS_PATCH;
-    freeze_snapshot plans and runs externalize and finish_structured, commit_record runs
-    commit_swap and write_record; the record keeps every part's duration): the breaker is still checked before anything is read and counted after the record - three
+    """A committing run makes one step and one patch marker (workflows/compact_session.
+    FREEZE_COMMIT_PATCH, which implies FREEZE_FINISH_PATCH, COMMIT_RECORD_PATCH,
+    EXTERNALIZE_FINISH_PATCH, FREEZE_PLAN_PATCH and STEPS_PATCH; freeze_snapshot plans, runs
+    externalize and finish_structured, then commit_swap and write_record; the record keeps every
+    part's duration): the breaker is still checked before anything is read and counted after the record - three
     failed automatic runs open it, the fourth is refused with the session untouched, a manual
     run goes through and closes it."""
     tenant, session = new_ids()
@@ -357,17 +358,17 @@ async def test_breaker_is_checked_by_freeze_and_counted_by_the_record(temporal_a
         assert store.get(head_key)[0] == b"{not a head"
         assert len(log.list_records()) == 4
         steps, patches = _markers(await client.get_workflow_handle(workflow_id_for(tenant, session)).fetch_history())
-        assert steps == ["freeze_snapshot", "write_record"] and patches == ["freeze-finishes"]
+        assert steps == ["freeze_snapshot", "write_record"] and patches == ["freeze-commits"]
 
         store.put(head_key, good)
         out = await cc.compact(session, target_tokens=4_000)  # manual: runs through an open breaker
         assert out.status == "committed"
         steps, patches = _markers(await client.get_workflow_handle(workflow_id_for(tenant, session)).fetch_history())
-        assert steps == ["freeze_snapshot", "commit_record"]
-        assert patches == ["freeze-finishes"]
-        assert {"freeze_snapshot", "plan_compaction", "externalize", "lift_state", "summarize_structured",
-                "validate_candidate", "commit_swap"} <= set(out.record.durations_ms)
-        # the record the run returns is the one commit_record stored
+        assert steps == ["freeze_snapshot"]
+        assert patches == ["freeze-commits"]
+        assert list(out.record.durations_ms) == ["freeze_snapshot", "plan_compaction", "externalize", "lift_state",
+                                                 "summarize_structured", "validate_candidate", "commit_swap"]
+        # the record the run returns is the one freeze_snapshot stored
         [stored] = [r for r in log.list_records() if r.id == out.record.id]
         assert stored.model_dump(exclude={"sha256"}) == out.record.model_dump(exclude={"sha256"})
         handle = client.get_workflow_handle(workflow_id_for(tenant, session))
