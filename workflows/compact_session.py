@@ -64,7 +64,7 @@ with workflow.unsafe.imports_passed_through():
         params_hash,
         work_prefix,
     )
-    from activities.freeze_commit import record_before_commit, repairs, with_candidate, with_layers, with_plan
+    from activities.freeze_commit import record_before_commit, with_candidate, with_layers, with_plan
     from activities.breaker import (
         CHECK_BREAKER,
         RECORD_BREAKER,
