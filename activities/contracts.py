@@ -161,6 +161,16 @@ class CompactSessionInput(BaseModel):
         description="Run the cheap store-bound steps as local activities (fewer round trips).",
     )
     llm_attempts: int = Field(default=3, ge=1, description="Attempts for the LLM summarizer.")
+    paths: int = Field(
+        default=0, ge=0,
+        description="The workflow's newest path this client knows (WORKFLOW_PATHS, set by "
+        "CompactorClient): a worker that has it takes it without a patch marker. 0: the patch "
+        "markers decide, as before (a worker records the newest patch it has).",
+    )
+
+
+# CompactSessionInput.paths of this code: the path of the ``freeze-commits`` patch.
+WORKFLOW_PATHS = 8
 
 
 class CompactSessionOutput(BaseModel):

@@ -240,6 +240,13 @@ FREEZE_FINISH_PATCH = "freeze-finishes"
 # reports the failure - or the commit that went through - as before. Implies every patch above, as
 # FREEZE_FINISH_PATCH does (one marker per run).
 FREEZE_COMMIT_PATCH = "freeze-commits"
+# Since FREEZE_COMMIT_PATCH a client asks for the newest path in the input (CompactSessionInput.paths
+# = contracts.WORKFLOW_PATHS, CompactorClient): a worker that has that path takes it with no patch
+# marker (``_choose_path``). Needs workers at STEPS_PATCH or later for such clients: a worker older
+# than that records no marker this code asks first, and its history would replay as the newest path.
+# A later path raises WORKFLOW_PATHS and keeps this one for histories without a marker whose input
+# says 8 (they ran the v8 path).
+_PATHS_V8 = 8
 
 
 def _short(summarizer: str) -> str:
@@ -269,6 +276,25 @@ class CompactSessionWorkflow:
         self._frozen: tuple[CompactionRecord, SnapshotRef] | None = None  # v8: freeze committed
         self._tokens_before: int | None = None  # v3: upserted with the final status, one command
 
+    def _choose_path(self, inp: CompactSessionInput) -> None:
+        """The run's path (``_v3``..``_v8``). Asked of the patch markers, newest first, as before -
+        unless the input asks for this code's newest path (``paths``, PATHS_PATCH): a fresh
+        execution then takes it without a marker (and without the SDK's TemporalChangeVersion
+        upsert: two history events fewer per run); a replay finds no marker and takes it too,
+        while a history an older worker recorded for such an input holds its marker and replays
+        its path."""
+        if inp.paths >= _PATHS_V8 and not workflow.unsafe.is_replaying():
+            self._v8 = True
+        else:
+            self._v8 = workflow.patched(FREEZE_COMMIT_PATCH)
+        self._v7 = self._v8 or workflow.patched(FREEZE_FINISH_PATCH)
+        self._v6 = self._v7 or workflow.patched(COMMIT_RECORD_PATCH)
+        self._v5 = self._v6 or workflow.patched(EXTERNALIZE_FINISH_PATCH)
+        self._v4 = self._v5 or workflow.patched(FREEZE_PLAN_PATCH)
+        self._v3 = self._v4 or workflow.patched(STEPS_PATCH)
+        if not self._v3 and inp.paths >= _PATHS_V8:  # recorded by a fresh execution above
+            self._v8 = self._v7 = self._v6 = self._v5 = self._v4 = self._v3 = True
+
     def _patched(self, patch_id: str) -> bool:
         """``workflow.patched`` of a patch older than STEPS_PATCH (implied by it: no marker)."""
         return self._v3 or workflow.patched(patch_id)
@@ -294,12 +320,7 @@ class CompactSessionWorkflow:
     @workflow.run
     async def run(self, inp: CompactSessionInput) -> CompactSessionOutput:
         self._inp = inp
-        self._v8 = workflow.patched(FREEZE_COMMIT_PATCH)
-        self._v7 = self._v8 or workflow.patched(FREEZE_FINISH_PATCH)
-        self._v6 = self._v7 or workflow.patched(COMMIT_RECORD_PATCH)
-        self._v5 = self._v6 or workflow.patched(EXTERNALIZE_FINISH_PATCH)
-        self._v4 = self._v5 or workflow.patched(FREEZE_PLAN_PATCH)
-        self._v3 = self._v4 or workflow.patched(STEPS_PATCH)
+        self._choose_path(inp)
         if self._patched(INPUT_CHECK_PATCH):
             check_input(inp)
         self._set(summarizer=inp.summarizer)
