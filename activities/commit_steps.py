@@ -197,19 +197,20 @@ class CommitSteps:
         its own span (``commit_swap``, ``write_record``) with the attributes its own activity
         span carried; the step's span gets the committed record's."""
         meta = self._meta()
+        return await self._run(lambda: self._commit_and_record(inp, meta))
 
-        def work() -> CommitRecordOutput:
-            t = time.perf_counter()
-            with metrics.part_span(str(ActivityName.COMMIT_SWAP), inp.commit) as span:
-                commit = self._commit(inp.commit, meta)
-                metrics.annotate_span(commit, span=span)
-            rec_in = RecordInput(record=committed_record(inp.record, commit), count_breaker=inp.count_breaker)
-            with metrics.part_span(str(ActivityName.WRITE_RECORD), rec_in):
-                written = self._write_record(rec_in, meta)
-            metrics.annotate_span(rec_in)
-            return CommitRecordOutput(commit=commit, record=written, ms=(time.perf_counter() - t) * 1000, **meta)
-
-        return await self._run(work)
+    def _commit_and_record(self, inp: CommitRecordInput, meta: dict[str, Any]) -> CommitRecordOutput:
+        """commit_record's work (in an executor thread): also freeze_snapshot's commit
+        (``FreezeInput.commit_as``)."""
+        t = time.perf_counter()
+        with metrics.part_span(str(ActivityName.COMMIT_SWAP), inp.commit) as span:
+            commit = self._commit(inp.commit, meta)
+            metrics.annotate_span(commit, span=span)
+        rec_in = RecordInput(record=committed_record(inp.record, commit), count_breaker=inp.count_breaker)
+        with metrics.part_span(str(ActivityName.WRITE_RECORD), rec_in):
+            written = self._write_record(rec_in, meta)
+        metrics.annotate_span(rec_in)
+        return CommitRecordOutput(commit=commit, record=written, ms=(time.perf_counter() - t) * 1000, **meta)
 
     def _count_breaker(self, rec: CompactionRecord) -> None:
         """record_breaker's count, after the record (RecordInput.count_breaker). Never fails the

@@ -161,6 +161,16 @@ class CompactSessionInput(BaseModel):
         description="Run the cheap store-bound steps as local activities (fewer round trips).",
     )
     llm_attempts: int = Field(default=3, ge=1, description="Attempts for the LLM summarizer.")
+    paths: int = Field(
+        default=0, ge=0,
+        description="The workflow's newest path this client knows (WORKFLOW_PATHS, set by "
+        "CompactorClient): a worker that has it takes it without a patch marker. 0: the patch "
+        "markers decide, as before (a worker records the newest patch it has).",
+    )
+
+
+# CompactSessionInput.paths of this code: the path of the ``freeze-commits`` patch.
+WORKFLOW_PATHS = 8
 
 
 class CompactSessionOutput(BaseModel):
@@ -215,6 +225,13 @@ class FreezeInput(BaseModel):
         "prefix (SnapshotRef.finished; workflows since the ``freeze-finishes`` patch): one local "
         "activity instead of two.",
     )
+    commit_as: CompactionRecord | None = Field(
+        default=None,
+        description="With finish_now: when the structured candidate validates, commit it and write "
+        "the record of the committed run, this record completed (``freeze_commit``); "
+        "SnapshotRef.committed; workflows since the ``freeze-commits`` patch, no approval asked.",
+    )
+    max_merges: int = Field(default=20, description="For the commit (CommitInput.max_merges).")
 
 
 class OwnCommit(BaseModel):
@@ -276,6 +293,12 @@ class SnapshotRef(_Out):
         description="externalize_finish's output for FreezeInput.finish_now, its work objects written "
         "under the run's work prefix; None when not asked, when the plan needs no compaction, or "
         "when a part failed or is replaced on this worker (the workflow then runs externalize_finish).",
+    )
+    committed: CommitRecordOutput | None = Field(
+        default=None,
+        description="commit_record's output for FreezeInput.commit_as (the record is "
+        "``freeze_commit.record_before_commit`` of it, committed); None when not asked, when the "
+        "candidate has violations, or when the commit failed (the workflow then runs commit_record).",
     )
 
 

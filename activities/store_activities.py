@@ -41,6 +41,7 @@ from temporalio.exceptions import ApplicationError
 from activities.commit_steps import CommitSteps
 from activities.contracts import (
     ActivityName,
+    CommitInput,
     CommitRecordInput,
     CommitRecordOutput,
     ExternalizeFinishInput,
@@ -60,6 +61,7 @@ from activities.contracts import (
     params_hash,
     work_prefix,
 )
+from activities.freeze_commit import commit_ready, record_before_commit
 from activities.merge import _dumps
 from activities.step_support import (
     HEARTBEAT_EVERY_S,
@@ -114,6 +116,9 @@ class StoreActivities(SummarySteps, CommitSteps):
         # worker replaces one of its parts (workers.worker: the workflow then runs the step,
         # composed of the replacements).
         self.finishes_in_freeze = True
+        # ... and commit_record when asked (FreezeInput.commit_as); off when a worker replaces
+        # commit_swap, write_record or commit_record but not freeze_snapshot (workers.worker).
+        self.commits_in_freeze = True
         self._lock = threading.Lock()
         # Separate pool for fan-out writes made from inside an executor thread.
         # (artifact writes are latency-bound: fsync locally, a round trip on S3)
@@ -361,8 +366,12 @@ class StoreActivities(SummarySteps, CommitSteps):
             finished = None
             if inp.finish_now is not None and planned is not None and planned.needed and self.finishes_in_freeze:
                 finished = self._finish_in_freeze(inp, out, planned, meta, work_done)
-            return out.model_copy(update={"plan": planned, "finished": finished,
+            done = out.model_copy(update={"plan": planned, "finished": finished,
                                           "ms": (time.perf_counter() - t) * 1000})
+            if inp.commit_as is not None and self.commits_in_freeze and commit_ready(finished):
+                # (the snapshot as the workflow passes it on: without its plan and finish)
+                return done.model_copy(update={"committed": self._commit_in_freeze(inp, out, done, meta)})
+            return done
 
         return await self._run(lambda: paused(work))
 
@@ -403,6 +412,27 @@ class StoreActivities(SummarySteps, CommitSteps):
         except Exception as exc:  # noqa: BLE001 - reported by externalize_finish, run next
             if activity.in_activity():
                 activity.logger.warning("externalize_finish in freeze_snapshot failed, left to its own step: %s",
+                                        type(exc).__name__)
+            return None
+
+    def _commit_in_freeze(self, inp: FreezeInput, snap: SnapshotRef, done: SnapshotRef,
+                          meta: dict[str, Any]) -> CommitRecordOutput | None:
+        """commit_record's work for ``FreezeInput.commit_as`` once the candidate validated
+        (``done``: freeze's output so far), with the input the workflow builds for that step. Any
+        failure gives None: the workflow then runs commit_record, which fails as it always did -
+        or, when the head was swapped before the failure (the record's write), takes commit_swap's
+        own-commit path and writes the record."""
+        assert inp.commit_as is not None and inp.plan_policy is not None and done.finished is not None
+        fin = done.finished.finish
+        assert fin is not None
+        try:
+            return self._commit_and_record(CommitRecordInput(
+                commit=CommitInput(snapshot=snap, policy=inp.plan_policy, candidate_key=fin.check.candidate_key,
+                                   max_merges=inp.max_merges),
+                record=record_before_commit(inp.commit_as, done), count_breaker=True), meta)
+        except Exception as exc:  # noqa: BLE001 - reported by commit_record, run next
+            if activity.in_activity():
+                activity.logger.warning("commit_record in freeze_snapshot failed, left to its own step: %s",
                                         type(exc).__name__)
             return None
 

@@ -344,11 +344,12 @@ class CompactorClient:
         **extra: Any,
     ) -> WorkflowHandle:
         """Start a compaction, or attach to the one already running for this session."""
-        from activities.contracts import CompactSessionInput
+        from activities.contracts import WORKFLOW_PATHS, CompactSessionInput
 
         tenant = self.scope.check(tenant)
         try:
             inp = CompactSessionInput(
+                paths=WORKFLOW_PATHS,
                 tenant=tenant,
                 session=session,
                 policy=policy or self.policy,

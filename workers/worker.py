@@ -292,6 +292,7 @@ def build_workers(
     acts = _finish_structured_of(acts, names)
     acts = _externalize_finish_of(acts, names)
     _freeze_finishes_of(acts, names)
+    _freeze_commits_of(acts, names)
     acts = _commit_record_of(acts, names)
     # stateless: one list serves both workers (tenant guard, span attributes, redaction)
     interceptors = [*_tenant_guard(settings, tq), *_span_interceptors(), RedactingInterceptor()]
@@ -434,6 +435,23 @@ def _freeze_finishes_of(acts: list[Any], replaced: set[str]) -> None:
         owner = getattr(a, "__self__", None)
         if isinstance(owner, StoreActivities) and _activity_name(a) == str(A.FREEZE_SNAPSHOT):
             owner.finishes_in_freeze = False
+
+
+def _freeze_commits_of(acts: list[Any], replaced: set[str]) -> None:
+    """When commit_swap, write_record or commit_record is replaced and freeze_snapshot is not, the
+    registered freeze_snapshot does not commit itself (``FreezeInput.commit_as``): the workflow
+    then runs commit_record, which calls the replacement (``_commit_record_of``). A replaced
+    freeze_snapshot (the chaos worker's, hooked in the commit itself) commits as its class does."""
+    from activities.contracts import ActivityName as A
+    from activities.store_activities import StoreActivities
+
+    if str(A.FREEZE_SNAPSHOT) in replaced or not replaced & {str(A.COMMIT_SWAP), str(A.WRITE_RECORD),
+                                                              str(A.COMMIT_RECORD)}:
+        return
+    for a in acts:
+        owner = getattr(a, "__self__", None)
+        if isinstance(owner, StoreActivities) and _activity_name(a) == str(A.FREEZE_SNAPSHOT):
+            owner.commits_in_freeze = False
 
 
 def _commit_record_of(acts: list[Any], replaced: set[str]) -> list[Any]:

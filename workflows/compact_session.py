@@ -64,6 +64,7 @@ with workflow.unsafe.imports_passed_through():
         params_hash,
         work_prefix,
     )
+    from activities.freeze_commit import record_before_commit, with_candidate, with_layers, with_plan
     from activities.breaker import (
         CHECK_BREAKER,
         RECORD_BREAKER,
@@ -231,20 +232,21 @@ COMMIT_RECORD_PATCH = "commit-records"
 # with its tenant, session and "running" status as search attributes (the client's) does not
 # upsert them again. Implies every patch above, as COMMIT_RECORD_PATCH does (one marker per run).
 FREEZE_FINISH_PATCH = "freeze-finishes"
-
-
-def _repairs(ext: ExternalizeOutput, val: ValidateOutput, summarizer: str) -> list[str]:
-    """What the candidate needed instead of being abandoned: counts and section names only."""
-    out: list[str] = []
-    dropped = val.repaired or (ext.repaired if summarizer == "structured" else 0)
-    if dropped:
-        out.append(f"unknown_identifier: {dropped} summary item(s) dropped")
-    added = [s for s in val.completed if s != "trimmed"]  # model_summary.TRIMMED: no section
-    if added:
-        out.append("completed from the lifted state: " + ", ".join(s.lower() for s in added))
-    if "trimmed" in val.completed:
-        out.append("model text trimmed to its budget (least-used sections first)")
-    return out
+# With the structured summarizer and no approval asked, freeze_snapshot commits too when its
+# candidate validates (FreezeInput.commit_as -> SnapshotRef.committed: commit_record's work, the
+# record built by activities.freeze_commit as this workflow builds it): a committing run is one
+# local activity instead of two. A candidate with violations, or a commit that failed inside freeze
+# (a moved head, a failed record write after the swap) leaves commit_record to its own step, which
+# reports the failure - or the commit that went through - as before. Implies every patch above, as
+# FREEZE_FINISH_PATCH does (one marker per run).
+FREEZE_COMMIT_PATCH = "freeze-commits"
+# Since FREEZE_COMMIT_PATCH a client asks for the newest path in the input (CompactSessionInput.paths
+# = contracts.WORKFLOW_PATHS, CompactorClient): a worker that has that path takes it with no patch
+# marker (``_choose_path``). Needs workers at STEPS_PATCH or later for such clients: a worker older
+# than that records no marker this code asks first, and its history would replay as the newest path.
+# A later path raises WORKFLOW_PATHS and keeps this one for histories without a marker whose input
+# says 8 (they ran the v8 path).
+_PATHS_V8 = 8
 
 
 def _short(summarizer: str) -> str:
@@ -270,7 +272,28 @@ class CompactSessionWorkflow:
         self._v5 = False  # EXTERNALIZE_FINISH_PATCH (implies FREEZE_PLAN_PATCH)
         self._v6 = False  # COMMIT_RECORD_PATCH (implies EXTERNALIZE_FINISH_PATCH)
         self._v7 = False  # FREEZE_FINISH_PATCH (implies COMMIT_RECORD_PATCH)
+        self._v8 = False  # FREEZE_COMMIT_PATCH (implies FREEZE_FINISH_PATCH)
+        self._frozen: tuple[CompactionRecord, SnapshotRef] | None = None  # v8: freeze committed
         self._tokens_before: int | None = None  # v3: upserted with the final status, one command
+
+    def _choose_path(self, inp: CompactSessionInput) -> None:
+        """The run's path (``_v3``..``_v8``). Asked of the patch markers, newest first, as before -
+        unless the input asks for this code's newest path (``paths``, PATHS_PATCH): a fresh
+        execution then takes it without a marker (and without the SDK's TemporalChangeVersion
+        upsert: two history events fewer per run); a replay finds no marker and takes it too,
+        while a history an older worker recorded for such an input holds its marker and replays
+        its path."""
+        if inp.paths >= _PATHS_V8 and not workflow.unsafe.is_replaying():
+            self._v8 = True
+        else:
+            self._v8 = workflow.patched(FREEZE_COMMIT_PATCH)
+        self._v7 = self._v8 or workflow.patched(FREEZE_FINISH_PATCH)
+        self._v6 = self._v7 or workflow.patched(COMMIT_RECORD_PATCH)
+        self._v5 = self._v6 or workflow.patched(EXTERNALIZE_FINISH_PATCH)
+        self._v4 = self._v5 or workflow.patched(FREEZE_PLAN_PATCH)
+        self._v3 = self._v4 or workflow.patched(STEPS_PATCH)
+        if not self._v3 and inp.paths >= _PATHS_V8:  # recorded by a fresh execution above
+            self._v8 = self._v7 = self._v6 = self._v5 = self._v4 = self._v3 = True
 
     def _patched(self, patch_id: str) -> bool:
         """``workflow.patched`` of a patch older than STEPS_PATCH (implied by it: no marker)."""
@@ -297,11 +320,7 @@ class CompactSessionWorkflow:
     @workflow.run
     async def run(self, inp: CompactSessionInput) -> CompactSessionOutput:
         self._inp = inp
-        self._v7 = workflow.patched(FREEZE_FINISH_PATCH)
-        self._v6 = self._v7 or workflow.patched(COMMIT_RECORD_PATCH)
-        self._v5 = self._v6 or workflow.patched(EXTERNALIZE_FINISH_PATCH)
-        self._v4 = self._v5 or workflow.patched(FREEZE_PLAN_PATCH)
-        self._v3 = self._v4 or workflow.patched(STEPS_PATCH)
+        self._choose_path(inp)
         if self._patched(INPUT_CHECK_PATCH):
             check_input(inp)
         self._set(summarizer=inp.summarizer)
@@ -346,12 +365,16 @@ class CompactSessionWorkflow:
                 (FreezeInput(tenant=inp.tenant, session=inp.session, check_breaker=True, trigger=inp.trigger,
                              **({"plan_policy": policy, "plan_summarizer": inp.summarizer, "plan_model": inp.model}
                                 if self._v4 else {}),
-                             **({"finish_now": started} if self._freeze_finishes(inp) else {}))
+                             **({"finish_now": started} if self._freeze_finishes(inp) else {}),
+                             **({"commit_as": record, "max_merges": inp.max_merges}
+                                if self._freeze_commits(inp) else {}))
                  if self._v3 else FreezeInput(tenant=inp.tenant, session=inp.session)),
                 SnapshotRef,
                 f"freeze {inp.tenant}/{inp.session}" + (", then plan, layers, lift, structured summary and "
-                                                        "validation" if self._freeze_finishes(inp) else ""),
+                                                        "validation" if self._freeze_finishes(inp) else "")
+                + (", then commit and record" if self._freeze_commits(inp) else ""),
                 timeout=STEP_TIMEOUT[ActivityName.FREEZE_SNAPSHOT] + STEP_TIMEOUT[ActivityName.EXTERNALIZE_FINISH]
+                + (STEP_TIMEOUT[ActivityName.COMMIT_RECORD] if self._freeze_commits(inp) else timedelta(0))
                 if self._freeze_finishes(inp) else None,
             )
         except (ActivityError, ApplicationError) as err:
@@ -386,7 +409,10 @@ class CompactSessionWorkflow:
         record = record.model_copy(update={"snapshot_version": snap.version})
 
         self._record = record
-        planned, finished, snap = snap.plan, snap.finished, snap.model_copy(update={"plan": None, "finished": None})
+        if snap.committed is not None:
+            self._frozen = (record, snap)
+        planned, finished = snap.plan, snap.finished
+        snap = snap.model_copy(update={"plan": None, "finished": None, "committed": None})
         try:
             if planned is not None and planned.plan_key == prefix + "plan.json":
                 plan = self._planned_by_freeze(planned, finished)
@@ -403,13 +429,7 @@ class CompactSessionWorkflow:
                 update={"status": "failed", "error": f"{failure.type}: {failure.message}",
                         "tokens_after": self._record.tokens_before}), None, started)
             raise failure from err
-        record = record.model_copy(
-            update={
-                "tokens_before": plan.tokens_before,
-                "target_tokens": plan.target_tokens,
-                "retained_tail_tokens": plan.retained_tail_tokens,
-            }
-        )
+        record = with_plan(record, plan)
         self._upsert_tokens_before(plan.tokens_before)
         if not plan.needed:
             record = record.model_copy(
@@ -511,17 +531,7 @@ class CompactSessionWorkflow:
                 ExternalizeOutput,
                 f"layers: externalize/clear tool results, choose the cut (tail {plan.covers_end + 1}..)",
             )
-        record = self._record = record.model_copy(
-            update={
-                "layers": list(ext.layers),
-                "freed_by_layer": dict(ext.freed_by_layer),
-                "artifacts_written": ext.artifacts_written,
-                "covers": SeqRange(start=1, end=ext.covers_end),
-                "retained_tail_tokens": ext.retained_tail_tokens,
-                "mid_turn": ext.mid_turn,
-                "left_out": dict(ext.left_out),
-            }
-        )
+        record = self._record = with_layers(record, ext)
         if (not ext.layers or ext.tokens_after >= plan.tokens_before) and self._patched(UNSHRINKABLE_PATCH):
             noop = record.model_copy(update={
                 "status": "noop", "tokens_after": plan.tokens_before, "checkpoint": None,
@@ -569,16 +579,7 @@ class CompactSessionWorkflow:
             self._set(fallback_reason=reason)
             self._record = self._record.model_copy(update={"fallback_reason": reason})
             val = await self._validate(snap, policy, plan, ext, summary_key, "", prefix, summarizer)
-        record = self._record = self._record.model_copy(
-            update={
-                "summarizer": summarizer,
-                "summary_tokens": val.summary_tokens,
-                "violations": [*val.violations, *val.warnings],
-                "repairs": _repairs(ext, val, summarizer),
-                "checkpoint": val.checkpoint_id,
-                "tokens_after": val.view_tokens,
-            }
-        )
+        record = self._record = with_candidate(self._record, ext, val, summarizer)
         if val.violations:
             raise ApplicationError(
                 f"candidate checkpoint breaks {len(val.violations)} invariant(s); the session "
@@ -628,25 +629,31 @@ class CompactSessionWorkflow:
         """commit_swap + write_record as one step (COMMIT_RECORD_PATCH), reported as the two steps
         it ran. The activity writes ``committed_record(before, commit)``; the run returns the same
         record, built here from the same inputs (nothing of it crosses the history twice)."""
-        before = record.model_copy(
-            update={"durations_ms": dict(self._durations), "attempts": max([1, *self._attempts.values()])}
-        )
-        name = str(ActivityName.COMMIT_RECORD)
-        out = await self._step(
-            ActivityName.COMMIT_RECORD,
-            CommitRecordInput(
-                commit=CommitInput(snapshot=snap, policy=policy, candidate_key=val.candidate_key,
-                                   max_merges=self._inp.max_merges),
-                record=before,
-                count_breaker=not self._breaker_refused,
-            ),
-            CommitRecordOutput,
-            f"swap head v{snap.version} -> checkpoint {val.checkpoint_id} (covers 1..{ext.covers_end}), "
-            f"then record it",
-        )
-        total = self._durations.pop(name)
-        attempt = self._attempts.pop(name, 1)
-        self._steps_done.remove(name)
+        by_freeze = self._committed_by_freeze(val)
+        if by_freeze is not None:  # FREEZE_COMMIT_PATCH: freeze_snapshot committed and recorded
+            before, out = by_freeze
+            total, attempt = out.ms, out.attempt
+            self._durations = dict(before.durations_ms)
+        else:
+            before = record.model_copy(
+                update={"durations_ms": dict(self._durations), "attempts": max([1, *self._attempts.values()])}
+            )
+            name = str(ActivityName.COMMIT_RECORD)
+            out = await self._step(
+                ActivityName.COMMIT_RECORD,
+                CommitRecordInput(
+                    commit=CommitInput(snapshot=snap, policy=policy, candidate_key=val.candidate_key,
+                                       max_merges=self._inp.max_merges),
+                    record=before,
+                    count_breaker=not self._breaker_refused,
+                ),
+                CommitRecordOutput,
+                f"swap head v{snap.version} -> checkpoint {val.checkpoint_id} (covers 1..{ext.covers_end}), "
+                f"then record it",
+            )
+            total = self._durations.pop(name)
+            attempt = self._attempts.pop(name, 1)
+            self._steps_done.remove(name)
         commit = out.commit
         committed = committed_record(before, commit)
         for step, ms in ((ActivityName.COMMIT_SWAP, commit.ms),
@@ -666,6 +673,17 @@ class CompactSessionWorkflow:
         return CompactSessionOutput(
             status="committed", checkpoint=commit.checkpoint_id, record_key=out.record.key, record=committed
         )
+
+    def _committed_by_freeze(self, val: ValidateOutput) -> tuple[CompactionRecord, CommitRecordOutput] | None:
+        """The commit freeze_snapshot made of this candidate (FREEZE_COMMIT_PATCH), with the record
+        it wrote before the commit's part (``freeze_commit.record_before_commit``, built again)."""
+        if self._frozen is None:
+            return None
+        base, frozen = self._frozen
+        fin = frozen.finished.finish if frozen.finished is not None else None
+        if frozen.committed is None or fin is None or fin.check.candidate_key != val.candidate_key:
+            return None
+        return record_before_commit(base, frozen), frozen.committed
 
     # --- summarize with fallback ------------------------------------------------------------------
     def _summarize_input(
@@ -961,6 +979,10 @@ class CompactSessionWorkflow:
     def _freeze_finishes(self, inp: CompactSessionInput) -> bool:
         """Whether freeze_snapshot is asked to run externalize_finish too (FREEZE_FINISH_PATCH)."""
         return self._v7 and inp.summarizer == "structured"
+
+    def _freeze_commits(self, inp: CompactSessionInput) -> bool:
+        """Whether freeze_snapshot is asked to commit too (FREEZE_COMMIT_PATCH): no approval asked."""
+        return self._v8 and inp.summarizer == "structured" and not inp.pause_before_commit
 
     async def _step(self, name: ActivityName, arg: BaseModel, out: type[M], summary: str,
                     timeout: timedelta | None = None) -> M:

@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         SkippedSession,
         SweepInput,
         SweepOutput,
+        WORKFLOW_PATHS,
     )
     from compactor.tenancy import check_sweep_request
     from workflows.compact_session import INPUT_CHECK_PATCH, STORE_RETRY, check_input, workflow_id_for
@@ -100,6 +101,9 @@ class SweepSessionsWorkflow:
             target_tokens=inp.policy.target_tokens,
             summarizer=inp.summarizer,
             trigger="sweep",
+            # the newest path of the compaction this worker runs, without a patch marker (a child's
+            # input is not compared on replay: older sweep histories replay)
+            paths=WORKFLOW_PATHS,
         )
         try:
             await workflow.start_child_workflow(

@@ -10,9 +10,10 @@ It serves the compaction workflow and the store activities on one task queue. MO
   is executed again).
 
 The hooks are in the commit's own work (``StoreActivities._write_or_adopt`` and ``_commit``), so
-they hold in both steps that commit: ``commit_swap`` and ``commit_record`` (commit_swap +
-write_record in one step, runs since the ``commit-records`` patch), where ``after`` dies between
-the commit and the record.
+they hold in every step that commits: ``commit_swap``, ``commit_record`` (commit_swap +
+write_record in one step, runs since the ``commit-records`` patch) and ``freeze_snapshot`` (which
+runs commit_record's work too, runs since the ``freeze-commits`` patch), where ``after`` dies
+between the commit and the record.
 
     python -m compactor.testing.chaos_worker ADDRESS STORE_URL TASK_QUEUE [MODE]
 
@@ -55,7 +56,7 @@ class HangAfterCommit(StoreActivities):
 
 
 def _committing_steps(acts: StoreActivities) -> list[Any]:
-    return [acts.commit_swap, acts.commit_record]
+    return [acts.freeze_snapshot, acts.commit_swap, acts.commit_record]
 
 
 async def main(address: str, store_url: str, task_queue: str, mode: str = "plain") -> None:

@@ -69,7 +69,7 @@ async def test_durable_commands_share_one_grammar(temporal_address, tmp_path, ta
 
         rc, out, err = await cli(env, "history", session, "--json", *base)
         assert rc == 0, err
-        assert "commit_record" in [s["step"] for s in json.loads(out)["steps"]]
+        assert "freeze_snapshot" in [s["step"] for s in json.loads(out)["steps"]]
         rc, out, err = await cli(env, "replay", session, "--json", *base)
         assert rc == 0 and json.loads(out)["ok"] is True, err
         rc, out, err = await cli(env, "sweep", "--once", "--json", *base)

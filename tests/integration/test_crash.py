@@ -156,16 +156,20 @@ class _RecordLostOnce(StoreActivities):
         return super()._write_record(inp, meta)
 
 
-async def test_commit_record_retried_after_its_commit_reports_that_commit(
-    temporal_address, s3_endpoint, s3_bucket, task_queue
+@pytest.mark.parametrize("step", ["commit_record", "freeze_snapshot"])
+async def test_a_commit_whose_record_was_lost_reports_that_commit(
+    temporal_address, s3_endpoint, s3_bucket, task_queue, step
 ):
-    # commit_swap + write_record are one step (COMMIT_RECORD_PATCH): its retry finds the run's
-    # own commit on the head (commit_swap's own-commit path), commits nothing twice, records it.
+    # commit_record: commit_swap + write_record are one step (COMMIT_RECORD_PATCH): its retry finds
+    # the run's own commit on the head (commit_swap's own-commit path), commits nothing twice,
+    # records it. freeze_snapshot: it commits too (FREEZE_COMMIT_PATCH); its record's write is lost
+    # after the head was swapped: freeze reports no commit, the workflow runs commit_record, which
+    # finds the run's own commit on the head the same way and records it.
     from compactor.cli.history import timeline
 
     store, tenant, session, log, events = _session(s3_endpoint, s3_bucket)
     acts = _RecordLostOnce(store)
-    async with running_worker(temporal_address, store, task_queue, extra_activities=[acts.commit_record]) as client:
+    async with running_worker(temporal_address, store, task_queue, extra_activities=[getattr(acts, step)]) as client:
         cc = CompactorClient(client, store, tenant=tenant, task_queue=task_queue)
         out = await cc.compact(session, target_tokens=4_000)
         history = await client.get_workflow_handle(f"compact/{tenant}/{session}").fetch_history()
@@ -176,5 +180,9 @@ async def test_commit_record_retried_after_its_commit_reports_that_commit(
     assert head.version == len(events)
     [rec] = log.list_records()
     assert rec.model_dump(exclude={"sha256"}) == out.record.model_dump(exclude={"sha256"})
-    [step] = [s for s in timeline(history) if s["step"] == "commit_record"]
-    assert step["attempts"] == 2 and step["outcome"] == "completed"
+    steps = {s["step"]: s for s in timeline(history) if s["step"] != "workflow"}
+    if step == "commit_record":
+        assert steps["commit_record"]["attempts"] == 2 and steps["commit_record"]["outcome"] == "completed"
+    else:
+        assert list(steps) == ["freeze_snapshot", "commit_record"]
+        assert steps["commit_record"]["attempts"] == 1 and steps["commit_record"]["outcome"] == "completed"

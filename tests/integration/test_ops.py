@@ -38,16 +38,14 @@ async def test_inspect_rollback_history_replay(temporal_address, tmp_path, task_
     # lift_state + summarize_structured + validate_candidate run as one step with the
     # structured summarizer (workflows/compact_session.ONE_STEP_PATCH), freeze_snapshot plans too
     # (FREEZE_PLAN_PATCH), externalize + that step are one (EXTERNALIZE_FINISH_PATCH), and so are
-    # commit_swap + write_record (COMMIT_RECORD_PATCH), and freeze_snapshot runs that one step too
-    # (FREEZE_FINISH_PATCH); the record keeps the parts.
-    for step in ("freeze_snapshot", "commit_record"):
-        assert step in names
-    assert not {"plan_compaction", "externalize", "externalize_finish", "finish_structured", "commit_swap",
-                "write_record"} & set(names)
-    assert {"plan_compaction", "externalize", "lift_state", "summarize_structured", "validate_candidate"} <= set(out.record.durations_ms)
-    commit = next(s for s in steps if s["step"] == "commit_record")
-    assert commit["outcome"] == "completed" and commit["attempts"] == 1 and commit["ms"] >= 0
-    assert out.checkpoint in commit["summary"]
+    # commit_swap + write_record (COMMIT_RECORD_PATCH), freeze_snapshot runs externalize_finish
+    # (FREEZE_FINISH_PATCH) and commit_record (FREEZE_COMMIT_PATCH) too; the record keeps the parts.
+    assert [n for n in names if n != "workflow"] == ["freeze_snapshot"]
+    assert {"plan_compaction", "externalize", "lift_state", "summarize_structured", "validate_candidate",
+            "commit_swap"} <= set(out.record.durations_ms)
+    freeze = next(s for s in steps if s["step"] == "freeze_snapshot")
+    assert freeze["outcome"] == "completed" and freeze["attempts"] == 1 and freeze["ms"] >= 0
+    assert "commit and record" in freeze["summary"]
     assert "workflow" in render_timeline(history)
 
     from temporalio.contrib.pydantic import pydantic_data_converter

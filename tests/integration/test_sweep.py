@@ -60,6 +60,11 @@ async def test_corrupt_session_is_skipped_and_reported(temporal_address, store, 
             # started by the sweep without search attributes: the run upserts its tenant and session
             sa = (await handle.describe()).search_attributes
             assert sa.get("CompactorTenant") == [tenant] and sa.get("CompactorSession") == [s]
+            # the sweep asks for the newest path (CompactSessionInput.paths): no patch marker, and
+            # the one step that commits (freeze_snapshot)
+            markers = [e.marker_recorded_event_attributes.marker_name for e in (await handle.fetch_history()).events
+                       if e.HasField("marker_recorded_event_attributes")]
+            assert markers == ["core_local_activity"]
     assert out.scanned == 10 and out.pages == 4
     assert [k.session for k in out.skipped] == ["s5"] and out.skipped_count == 1
     assert "IntegrityError" in out.skipped[0].error

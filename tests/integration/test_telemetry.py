@@ -144,12 +144,12 @@ async def test_worker_metrics_spans_health(temporal_address, tmp_path, task_queu
         assert 'compactor_step_duration_seconds_count{status="committed",step="commit_swap"} 2.0' in text
         assert "temporal_" in text  # the SDK's own runtime metrics, same endpoint
 
-        # Spans of the worker carry the compaction's facts: commit_swap and write_record run as
-        # one step (commit_record), each part in a span of its own inside the step's span.
+        # Spans of the worker carry the compaction's facts: commit_swap and write_record run inside
+        # freeze_snapshot (FREEZE_COMMIT_PATCH), each part in a span of its own inside the step's span.
         def recorded(name):
             return [s for s in receiver.spans if s["name"] == name and s["attrs"].get("compactor.session") in (s1, s2)]
-        spans = _wait(lambda: len(recorded("write_record")) == 2 and len(recorded("RunActivity:commit_record")) == 2
-                      and recorded("write_record") + recorded("RunActivity:commit_record"), 15, "commit_record spans")
+        spans = _wait(lambda: len(recorded("write_record")) == 2 and len(recorded("RunActivity:freeze_snapshot")) == 2
+                      and recorded("write_record") + recorded("RunActivity:freeze_snapshot"), 15, "commit spans")
         for sp in spans:
             a = sp["attrs"]
             out = outs[0] if a["compactor.session"] == s1 else outs[1]

@@ -333,10 +333,11 @@ def _markers(history) -> tuple[list[str], list[str]]:
 
 
 async def test_breaker_is_checked_by_freeze_and_counted_by_the_record(temporal_address, store, task_queue):
-    """A run makes two steps and one patch marker (workflows/compact_session.FREEZE_FINISH_PATCH,
-    which implies COMMIT_RECORD_PATCH, EXTERNALIZE_FINISH_PATCH, FREEZE_PLAN_PATCH and STEPS_PATCH;
-    freeze_snapshot plans and runs externalize and finish_structured, commit_record runs
-    commit_swap and write_record; the record keeps every part's duration): the breaker is still checked before anything is read and counted after the record - three
+    """A committing run makes one step and one patch marker (workflows/compact_session.
+    FREEZE_COMMIT_PATCH, which implies FREEZE_FINISH_PATCH, COMMIT_RECORD_PATCH,
+    EXTERNALIZE_FINISH_PATCH, FREEZE_PLAN_PATCH and STEPS_PATCH; freeze_snapshot plans, runs
+    externalize and finish_structured, then commit_swap and write_record; the record keeps every
+    part's duration): the breaker is still checked before anything is read and counted after the record - three
     failed automatic runs open it, the fourth is refused with the session untouched, a manual
     run goes through and closes it."""
     tenant, session = new_ids()
@@ -357,27 +358,79 @@ async def test_breaker_is_checked_by_freeze_and_counted_by_the_record(temporal_a
         assert store.get(head_key)[0] == b"{not a head"
         assert len(log.list_records()) == 4
         steps, patches = _markers(await client.get_workflow_handle(workflow_id_for(tenant, session)).fetch_history())
-        assert steps == ["freeze_snapshot", "write_record"] and patches == ["freeze-finishes"]
+        # (the client asks for the newest path: CompactSessionInput.paths, no patch marker)
+        assert steps == ["freeze_snapshot", "write_record"] and patches == []
 
         store.put(head_key, good)
         out = await cc.compact(session, target_tokens=4_000)  # manual: runs through an open breaker
         assert out.status == "committed"
         steps, patches = _markers(await client.get_workflow_handle(workflow_id_for(tenant, session)).fetch_history())
-        assert steps == ["freeze_snapshot", "commit_record"]
-        assert patches == ["freeze-finishes"]
-        assert {"freeze_snapshot", "plan_compaction", "externalize", "lift_state", "summarize_structured",
-                "validate_candidate", "commit_swap"} <= set(out.record.durations_ms)
-        # the record the run returns is the one commit_record stored
+        assert steps == ["freeze_snapshot"]
+        assert patches == []
+        assert list(out.record.durations_ms) == ["freeze_snapshot", "plan_compaction", "externalize", "lift_state",
+                                                 "summarize_structured", "validate_candidate", "commit_swap"]
+        # the record the run returns is the one freeze_snapshot stored
         [stored] = [r for r in log.list_records() if r.id == out.record.id]
         assert stored.model_dump(exclude={"sha256"}) == out.record.model_dump(exclude={"sha256"})
         handle = client.get_workflow_handle(workflow_id_for(tenant, session))
         upserts = [sorted(e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields)
                    for e in (await handle.fetch_history()).events
                    if e.HasField("upsert_workflow_search_attributes_event_attributes")]
-        # the SDK's own for the one patch; the outcome at the end ("running", tenant and session
-        # were set by the client's start: not upserted again)
-        assert upserts == [["TemporalChangeVersion"], ["CompactorStatus", "CompactorTokensAfter", "CompactorTokensBefore"]]
+        # the outcome at the end ("running", tenant and session were set by the client's start: not
+        # upserted again; no patch marker, so no TemporalChangeVersion of the SDK's)
+        assert upserts == [["CompactorStatus", "CompactorTokensAfter", "CompactorTokensBefore"]]
         sa = (await handle.describe()).search_attributes
         assert sa.get("CompactorTokensBefore") == [out.record.tokens_before] and sa.get("CompactorStatus") == ["committed"]
         state = await cc.breaker(session)
         assert not state.open and state.consecutive_failures == 0
+
+
+async def test_a_client_that_does_not_ask_for_the_newest_path_gets_it_through_its_patch_marker(
+    temporal_address, store, task_queue
+):
+    """An input without ``paths`` (a client older than FREEZE_COMMIT_PATCH's) takes the same path
+    through the patch marker, as before: the same one step, the same checkpoint and record as a run
+    the client starts (which records no marker). Both histories replay; so does the marker's with
+    ``paths`` in its input (a worker older than ``paths`` ran a new client's run); the markerless
+    one with ``paths`` taken out does not (the markers then decide, and there is none)."""
+    from activities.contracts import WORKFLOW_PATHS, CompactSessionInput, CompactSessionOutput
+    from workflows.compact_session import CompactSessionWorkflow
+
+    results = {}
+    async with running_worker(temporal_address, store, task_queue) as client:
+        for paths in (0, WORKFLOW_PATHS):
+            tenant, session = new_ids()
+            SessionLog(store, tenant, session).append(coding_session())
+            if paths:
+                out = await CompactorClient(client, store, tenant=tenant, task_queue=task_queue).compact(
+                    session, target_tokens=4_000)
+            else:
+                out = await client.execute_workflow(
+                    CompactSessionWorkflow.run, CompactSessionInput(tenant=tenant, session=session, target_tokens=4_000),
+                    id=workflow_id_for(tenant, session), task_queue=task_queue, result_type=CompactSessionOutput)
+            history = await client.get_workflow_handle(workflow_id_for(tenant, session)).fetch_history()
+            steps, patches = _markers(history)
+            results[paths] = (out, steps, patches, history)
+    old, new = results[0], results[WORKFLOW_PATHS]
+    assert old[1] == new[1] == ["freeze_snapshot"]
+    assert old[2] == ["freeze-commits"] and new[2] == []
+    assert old[0].status == new[0].status == "committed"
+    assert old[0].checkpoint == new[0].checkpoint  # (the same events: the same deterministic id)
+    same = {"id", "tenant", "session", "workflow_id", "created_at", "durations_ms", "sha256", "checkpoint_sha256"}
+    assert old[0].record.model_dump(exclude=same) == new[0].record.model_dump(exclude=same)
+    from temporalio.contrib.pydantic import pydantic_data_converter
+    from temporalio.worker import Replayer
+
+    replayer = Replayer(workflows=[CompactSessionWorkflow], data_converter=pydantic_data_converter)
+    for _, _, _, history in (old, new):
+        await replayer.replay_workflow(history)
+
+    def with_paths(history, paths):
+        [payload] = history.events[0].workflow_execution_started_event_attributes.input.payloads
+        doc = json.loads(payload.data)
+        payload.data = json.dumps({**doc, "paths": paths}).encode()
+        return history
+
+    await replayer.replay_workflow(with_paths(old[3], WORKFLOW_PATHS))
+    with pytest.raises(Exception, match="[Nn]ondetermin"):
+        await replayer.replay_workflow(with_paths(new[3], 0))
