@@ -13,9 +13,10 @@ the lines this memo keeps (``read_lines`` takes its builder) and reads the memo 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from compactor.summarize.ladder_lines import Line
@@ -101,6 +102,55 @@ def begin_ladder_memo() -> Token:
 
 def end_ladder_memo(token: Token) -> None:
     LADDER_MEMO.reset(token)
+
+
+def command_columns(memo: LadderMemo, make: Callable, commands: list, runs: Sequence[int], counts: Any,
+                    gists: set[int]) -> tuple[Callable[[int], Line], Callable[[], Iterable[int]]]:
+    """A document's "Commands run" as ``ladder_count.count_beyond`` reads it: the line at a place
+    of the section, made if its entry is the command (``runs``: the document's latest runs;
+    ``counts`` and ``gists`` the document's, which make a line's key: 2 x its run count + its gist
+    flag; ``make``: ``memo_line``'s), and its lines' text lengths."""
+    return partial(_command_at, memo, make, commands, runs, counts, gists), partial(_lengths_at, memo.cmd_lengths, runs)
+
+
+def read_columns(memo: LadderMemo, make: Callable, read_only: list,
+                 get_facts: Callable[[str], Any]) -> tuple[Callable[[int], Line], Callable[[], Iterable[int]]]:
+    """A document's "Files read" as ``count_beyond`` reads it (``get_facts``: the document's
+    facts, a line's key)."""
+    return (partial(_read_at, memo, make, read_only, get_facts),
+            partial(memo.read_lengths.__getitem__, slice(0, len(read_only))))
+
+
+def _command_at(memo: LadderMemo, make: Callable, commands: list, runs: Sequence[int], counts: Any, gists: set[int],
+                p: int) -> Line:
+    i = runs[p]
+    c = commands[i]
+    key = 2 * (counts[c.command] if counts is not None else 1) + (i in gists)
+    return memo_line(memo.cmd_lines, memo.cmd_items, memo.cmd_keys, memo.cmd_tokens, memo.cmd_lengths, i, c, key, make)
+
+
+def _read_at(memo: LadderMemo, make: Callable, read_only: list, get_facts: Callable[[str], Any], k: int) -> Line:
+    f = read_only[k]
+    return memo_line(memo.read_lines, memo.read_items, memo.read_facts, memo.read_tokens, memo.read_lengths, k, f,
+                     get_facts(f.path), make)
+
+
+def _lengths_at(lengths: array, runs: Sequence[int]) -> Iterable[int]:
+    """The text lengths of the lines of ``runs`` (a range from 0: a slice of the column)."""
+    if isinstance(runs, range):
+        return lengths[:len(runs)]
+    return map(lengths.__getitem__, runs)
+
+
+def made_lines(lines: list, spans: dict[str, tuple[int, int, int]],
+               columns: dict[str, tuple[Callable[[int], Line], Any]]) -> list:
+    """``lines`` with every memo entry of the sections of ``columns`` (at ``spans``) made its line
+    (a document read whole: rendered and measured, or dropped from the bottom)."""
+    for name, (at, _) in columns.items():
+        start, end, _ = spans[name]
+        if not all(isinstance(e, Line) for e in lines[start:end]):
+            lines[start:end] = [e if isinstance(e, Line) else at(p) for p, e in enumerate(lines[start:end])]
+    return lines
 
 
 def read_lines(files: list, get_facts: Callable[[str], Any], memo: LadderMemo,

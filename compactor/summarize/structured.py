@@ -26,9 +26,8 @@ telling outrank a failure a rerun fixed, the rest go before the ok command listi
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import partial
 from itertools import count as _counter
 from operator import attrgetter
 
@@ -55,7 +54,8 @@ from compactor.summarize.ladder_lines import Line as _Line
 from compactor.summarize.ladder_count import batch_counts, count_beyond, first_batch, line_sizes, split_lines, top_batch
 from compactor.summarize.ladder_memo import LADDER_MEMO as _LADDER_MEMO
 from compactor.summarize.ladder_memo import LadderMemo as _LadderMemo
-from compactor.summarize.ladder_memo import begin_ladder_memo, end_ladder_memo, memo_line, read_lines
+from compactor.summarize.ladder_memo import (begin_ladder_memo, command_columns, end_ladder_memo, made_lines,
+                                             read_columns, read_lines)
 from compactor.summarize.piece_cuts import piece_cut_extra
 from compactor.tokens import ASCII_ALNUM, SHORT_TEXT, count_lines, count_text
 
@@ -376,8 +376,7 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         if read_only:
             doc.spans[FILES_READ] = (start, len(lines), sum(memo.read_corrs[:len(read_only)]))
             doc.raised[FILES_READ] = (_TIER_FILE_READ, [raised[k] for k in sorted(raised)])
-            doc.columns[FILES_READ] = (partial(_read_at, memo, read_only, get_facts),
-                                       partial(memo.read_lengths.__getitem__, slice(0, len(read_only))))
+            doc.columns[FILES_READ] = read_columns(memo, _read_line, read_only, get_facts)
 
     failure_lines = build_failure_lines(state.failed_approaches, state.files_changed)  # [line, tier, seq, tool ids]
     explained = {i for fl in failure_lines for i in fl[3]}  # failed runs the errors section tells in full
@@ -468,8 +467,7 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         memo.commands = carry
         if latest_runs:
             doc.raised[COMMANDS] = (_TIER_COMMAND_OK, [carry.raised[i] for i in sorted(carry.raised)])
-            doc.columns[COMMANDS] = (partial(_command_at, memo, commands, latest_runs, counts, gists),
-                                     partial(_lengths_at, memo.cmd_lengths, latest_runs))
+            doc.columns[COMMANDS] = command_columns(memo, _command_line, commands, latest_runs, counts, gists)
     if memo is not None and latest_runs:
         corrs = memo.cmd_corrs
         doc.spans[COMMANDS] = (start, len(lines), sum(corrs[:len(commands)]) if counts is None
@@ -850,38 +848,9 @@ def _read_line(k: int, f, facts, length: int | None, tokens: int) -> _ReadLine:
                      _BASE_READ | k, tokens)
 
 
-def _command_at(memo: _LadderMemo, commands: list, runs: Sequence[int], counts, gists: set[int], p: int) -> _Line:
-    """The line at place ``p`` of a document's "Commands run" (``runs``: its latest runs; ``counts``
-    and ``gists`` the document's, which make its key)."""
-    i = runs[p]
-    c = commands[i]
-    key = 2 * (counts[c.command] if counts is not None else 1) + (i in gists)
-    return memo_line(memo.cmd_lines, memo.cmd_items, memo.cmd_keys, memo.cmd_tokens, memo.cmd_lengths, i, c, key,
-                     _command_line)
-
-
-def _read_at(memo: _LadderMemo, read_only: list, get_facts, k: int) -> _Line:
-    """The line at place ``k`` of a document's "Files read" (``get_facts``: the document's facts)."""
-    f = read_only[k]
-    return memo_line(memo.read_lines, memo.read_items, memo.read_facts, memo.read_tokens, memo.read_lengths, k, f,
-                     get_facts(f.path), _read_line)
-
-
-def _lengths_at(lengths, runs: Sequence[int]) -> Iterable[int]:
-    """The text lengths of the lines of ``runs`` (a range from 0: a slice of the column)."""
-    if isinstance(runs, range):
-        return lengths[:len(runs)]
-    return map(lengths.__getitem__, runs)
-
-
 def doc_lines(doc: _Doc) -> list[_Line]:
     """``doc.lines``, every ladder memo entry made its line first (a document read whole)."""
-    lines = doc.lines
-    for name, (at, _) in doc.columns.items():
-        start, end, _ = doc.spans[name]
-        if not all(isinstance(e, _Line) for e in lines[start:end]):
-            lines[start:end] = [e if isinstance(e, _Line) else at(p) for p, e in enumerate(lines[start:end])]
-    return lines
+    return made_lines(doc.lines, doc.spans, doc.columns)
 
 
 _FIXED_SECTIONS = frozenset({FILES_CHANGED, FILES_READ, COMMANDS, TESTS, ARTIFACTS})
