@@ -12,6 +12,7 @@ import pytest
 
 from compactor import tokens
 from compactor.lifting.lift import LiftedState
+from compactor.lifting.state import Command, FileRef
 from compactor.summarize import structured
 from compactor.summarize.ladder_lines import LazyLine, Line
 from compactor.summarize.structured import begin_ladder_memo, end_ladder_memo, render_summary
@@ -141,3 +142,27 @@ def test_a_memo_line_reads_as_the_line_it_was_built_as(tmp_path: Path) -> None:
             assert line.length == len(text) and line.text == text
             made = structured._read_line(3, f, facts, None, 0)
             assert (made.text, made.length, made.tokens) == (text, len(text), structured.line_sizes(text)[0])
+
+
+def test_a_document_reads_its_own_lines_after_another_document_of_its_rung_rebuilt_them() -> None:
+    """A rung builds its document with a budget, then without (every answer a gist, every file
+    its facts): the memo's lines of those commands and files are rebuilt with other keys. The
+    first document's entries that are items (its plain lines, round seventeen) are then read as
+    that document built them, not as the memo now holds them."""
+    cmds = [Command(seq=2 * i, command=f"curl -s https://api.example.com/items/{i}", status="ok", exit_code=0,
+                    detail=f"got: 200, items {' '.join(f'name{j}' for j in range(12))} ({i})") for i in range(1, 80)]
+    files = [FileRef(path=f"src/pkg/mod_{i}.py", seq=2 * i + 1, ops=["read"],
+                     facts=[f"def f{i}(x): return {i}", f"CONST_{i} = {i}"]) for i in range(1, 80)]
+    s = LiftedState(commands=cmds, files_read=files)
+    token = begin_ladder_memo()
+    try:
+        budgeted = structured._build(s, budget=300)
+        whole = structured._build(s)
+        got = [(ln.section, ln.text, ln.tier, ln.order) for ln in structured.doc_lines(budgeted)]
+        again = [(ln.section, ln.text, ln.tier, ln.order) for ln in structured.doc_lines(whole)]
+    finally:
+        end_ladder_memo(token)
+    fresh = [(ln.section, ln.text, ln.tier, ln.order) for ln in structured._build(s, budget=300).lines]
+    assert got == fresh
+    assert again == [(ln.section, ln.text, ln.tier, ln.order) for ln in structured._build(s).lines]
+    assert sum(a != b for a, b in zip(got, again)) > 50  # (the keys differ: gists and facts)
