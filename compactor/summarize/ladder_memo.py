@@ -26,13 +26,17 @@ def _ints() -> array:
     return array("i")
 
 
+def _tiers() -> array:
+    return array("b")
+
+
 @dataclass(slots=True)
 class LadderMemo:
     """Lines already built, and sized, for the items of an earlier rung's state, by their place
     in its lists (the rungs' lists grow by appending; an item at the same place is checked by
     identity). Parallel lists, not a tuple per item (issue 17, memory). A line's numbers are
-    columns (its size, ``line_sizes``' ``tokens``, and its text's length: ``array``s, no int
-    object per line), and its entry is the item itself until a rung ranks the line apart from
+    ``array`` columns (its key, tier, correction, size and length: 4 bytes each, a tier 1, no
+    int object per line), and its entry is the item itself until a rung ranks the line apart from
     the most of its section or something reads it (``memo_line``): then the line object, kept
     and put in the next rung's document again (a new one per line per rung was ~0.05 s a rung
     at 100k lines): its order is fixed by its place, a drop is marked per document, and a
@@ -45,17 +49,17 @@ class LadderMemo:
     counts inside its section beyond its own size), size and length."""
     read_facts: list = field(default_factory=list)
     read_lines: list = field(default_factory=list)
-    read_corrs: list = field(default_factory=list)
+    read_corrs: array = field(default_factory=_ints)
     read_tokens: array = field(default_factory=_ints)
     read_lengths: array = field(default_factory=_ints)
     cmd_items: list = field(default_factory=list)
     """By index in ``state.commands``: the command whose line is kept (None: none), 2 x its run
     count + its gist flag, its entry (the command, or its line once made), its own tier, its
     correction, size and length."""
-    cmd_keys: list = field(default_factory=list)
+    cmd_keys: array = field(default_factory=_ints)
     cmd_lines: list = field(default_factory=list)
-    cmd_tiers: list = field(default_factory=list)
-    cmd_corrs: list = field(default_factory=list)
+    cmd_tiers: array = field(default_factory=_tiers)
+    cmd_corrs: array = field(default_factory=_ints)
     cmd_tokens: array = field(default_factory=_ints)
     cmd_lengths: array = field(default_factory=_ints)
     commands: Any = None
@@ -66,11 +70,12 @@ class LadderMemo:
     def grow_commands(self, n: int) -> None:
         k = n - len(self.cmd_items)
         more = [None] * k
-        for column in (self.cmd_items, self.cmd_keys, self.cmd_lines, self.cmd_tiers, self.cmd_corrs):
-            column += more
+        self.cmd_items += more
+        self.cmd_lines += more
         zeros = array("i", bytes(4 * k))
-        self.cmd_tokens += zeros
-        self.cmd_lengths += zeros
+        for column in (self.cmd_keys, self.cmd_corrs, self.cmd_tokens, self.cmd_lengths):
+            column += zeros
+        self.cmd_tiers += array("b", bytes(k))
 
 
 def memo_line(entries: list, items: list, keys: list, tokens: array, lengths: array, k: int, item: Any,
