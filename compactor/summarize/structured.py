@@ -788,7 +788,7 @@ def _read_lines(files: list, get_facts, memo: _LadderMemo, ks=None) -> list[_Lin
     def make(k: int, f, facts) -> tuple:
         text = _read_text(f, facts)
         tokens, corr = line_sizes(text)  # (sized when ``_fit`` looks at it; its text made again if read)
-        if not facts:  # (ranked with the most of its section: its line made when read, ``_read_at``)
+        if not facts:  # (ranked with the most of its section: its line made when read, ``memo_line``)
             return f, corr, tokens, len(text)
         return _ReadLine(FILES_READ, f, facts, len(text), _TIER_READ_DETAIL, f.seq, base | k, tokens), corr, \
             tokens, len(text)
