@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from compactor.lifting.lift import LiftedState
-from compactor.summarize.structured import FILES_CHANGED, FILES_READ, LATEST, _build
+from compactor.summarize.structured import FILES_CHANGED, FILES_READ, LATEST, _build, doc_lines
 
 MIN_CARRIED = 0.15
 """Below this share (before completion) an answer is refused as empty or a placeholder."""
@@ -168,7 +168,7 @@ def carried(text: str, state: LiftedState) -> Carried:
     counts: dict[str, list[int]] = {}
     goal_seq = state.goal.seq if state.goal is not None else None
     latest_is_goal = bool(state.requests) and state.requests[-1].seq == goal_seq
-    for ln in _build(state).lines:
+    for ln in doc_lines(_build(state)):  # (inside the ladder's memo: its entries made lines)
         if ln.section == LATEST and latest_is_goal:
             continue
         ts = terms(ln.text)

@@ -36,6 +36,7 @@ from compactor.summarize.structured import (
     LATEST,
     UNKNOWN,
     _build,
+    doc_lines,
 )
 from compactor.summarize.acceptance import ALSO_HEADING, found_count, haystack, item_named, model_part, named, terms
 from compactor.tokens import count_text
@@ -130,7 +131,7 @@ def complete_from_state(text: str, state: LiftedState, budget_tokens: int, *,
     fill: list[tuple[int, int, str, str]] = []  # (section rank, -seq, section, line): named in part
     file_at: int | None = None  # optional[] index of the file line its detail lines belong to
     file_line = ""  # the file line a detail line belongs to
-    for ln in doc.lines:
+    for ln in doc_lines(doc):  # (inside the ladder's memo: its entries made lines)
         if ln.detail and ln.section == FILES_CHANGED:
             # what a changed file holds / the agent's note on it: goes with its file line when
             # that line is added, and not on its own (a named file's details are the model's,

@@ -25,6 +25,8 @@ from itertools import compress, islice
 from operator import attrgetter, lt
 from typing import Any
 
+from compactor.summarize.ladder_lines import Line
+
 _PATH = attrgetter("path")
 _SEQ = attrgetter("seq")
 
@@ -154,7 +156,7 @@ def carry_reads(carry: ReadCarry, read_only: list, facts: dict, m: int,
             out = out.copy()
             for k, line in zip(redo, lines_at(redo)):
                 out[k] = line
-                if line.tier != low:
+                if _ranked_apart(line, low):
                     raised[k] = line
                 else:
                     raised.pop(k, None)
@@ -165,8 +167,14 @@ def carry_reads(carry: ReadCarry, read_only: list, facts: dict, m: int,
 
 def raise_lines(raised: dict, start: int, lines: list, low: int) -> dict:
     """``raised`` with place -> line for those of ``lines`` (at ``start`` on) whose tier is not ``low``."""
-    raised.update((k, ln) for k, ln in enumerate(lines, start) if ln.tier != low)
+    raised.update((k, ln) for k, ln in enumerate(lines, start) if _ranked_apart(ln, low))
     return raised
+
+
+def _ranked_apart(entry: Any, low: int) -> bool:
+    """Whether a section's entry is a line whose tier is not ``low`` (an entry that is not a
+    line is an item whose line is of tier ``low``: not made, ``ladder_memo``)."""
+    return isinstance(entry, Line) and entry.tier != low
 
 
 def special_runs(carry: CommandCarry, todo: Sequence[int], commands: list, recent_ok: set[int],
@@ -199,13 +207,13 @@ def carry_command_lines(carry: CommandCarry, grown: bool, todo: Sequence[int], c
             old = old.copy()
             for i in redo:
                 line = old[bisect_left(carry.latest_runs, i)] = line_of(i)
-                if line.tier != low:
+                if _ranked_apart(line, low):
                     raised[i] = line
                 else:
                     raised.pop(i, None)
         out = old
     made = list(map(line_of, todo))
-    raised.update((i, line) for i, line in zip(todo, made) if line.tier != low)
+    raised.update((i, line) for i, line in zip(todo, made) if _ranked_apart(line, low))
     carry.lines = [*out, *made] if grown else made
     carry.gists, carry.special = gists, special
     return carry.lines

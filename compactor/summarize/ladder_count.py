@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from itertools import accumulate, repeat
 from operator import add, attrgetter
@@ -30,7 +30,6 @@ from compactor.summarize.piece_cuts import piece_cut_extra_of
 from compactor.tokens import ASCII_ALNUM, count_text
 
 
-_LENGTH = attrgetter("length")
 _TIER = attrgetter("tier")
 _SEQ = attrgetter("seq")
 
@@ -127,6 +126,7 @@ def mid_tokens(text: str, tokens: int) -> int:
 
 
 def count_beyond(lines: Sequence[Any], spans: dict[str, tuple[int, int, int]],
+                 columns: dict[str, tuple[Callable[[int], Any], Callable[[], Iterable[int]]]],
                  headings: dict[str, str], order: Sequence[str],
                  sum_rest: Callable[[list[Any], bool], int | None]) -> int | None:
     """``count_lines`` of the text ``_render`` lays ``lines`` out in (none dropped), less the
@@ -135,8 +135,9 @@ def count_beyond(lines: Sequence[Any], spans: dict[str, tuple[int, int, int]],
 
     ``spans``: section name -> (start, end, the sum of its lines' corrections) for the sections
     whose lines (``lines[start:end]``, all of the section's, at least one) are the memo's
-    (``line_sizes``; ``length``: their text's length), each droppable and starting with a
-    non-space character. ``sum_rest(rest, more)``: the count of the other lines' sections,
+    (``line_sizes``), each droppable and starting with a non-space character; ``columns``: name
+    -> (the line at a place of the section, made if its entry is an item: ``ladder_memo``, and
+    the lengths of its lines' texts), so that only the lines read are made. ``sum_rest(rest, more)``: the count of the other lines' sections,
     sizing their droppable lines (``more``: the text goes on after the last of them). None: a
     text the sums cannot count (then count it all)."""
     n = len(lines)
@@ -146,6 +147,8 @@ def count_beyond(lines: Sequence[Any], spans: dict[str, tuple[int, int, int]],
     # is ~17 MB at 300k events, its lines' texts ~30 MB more, issue 17 memory) and their lengths
     parts: list[Any] = []
     lens: list[int] = []
+    marks: list[int] = []  # the first part of each memo section's lines
+    makers: list[Callable[[int], Any]] = []
     sep = "\n\n"  # (before the next section's heading: "\n" after a memo line's own newline)
     section = None
     pos = 0
@@ -165,7 +168,8 @@ def count_beyond(lines: Sequence[Any], spans: dict[str, tuple[int, int, int]],
         if not name:
             break
         pos = end
-        last = lines[end - 1]
+        line_at, lengths = columns[name]
+        last = line_at(end - 1 - start)
         t = last.text
         k = size(last)
         # the last line: followed by the next section's heading, or the end of the text
@@ -175,8 +179,10 @@ def count_beyond(lines: Sequence[Any], spans: dict[str, tuple[int, int, int]],
         new = (sep, headings[name]) if parts else (headings[name],)
         parts += new
         lens += map(len, new)
+        marks.append(len(parts))
+        makers.append(line_at)
         parts += lines[start:end]
-        lens += map(add, map(_LENGTH, lines[start:end]), repeat(1))
+        lens += map(add, lengths(), repeat(1))
         sep = "\n"
     counted = sum_rest(rest, pos == n)
     if counted is None:
@@ -186,17 +192,26 @@ def count_beyond(lines: Sequence[Any], spans: dict[str, tuple[int, int, int]],
     ends = array("q", accumulate(lens))
     del lens
     # (the text ends with a memo line: without the newline its part stands for)
-    extra = piece_cut_extra_of(ends[-1] - (sep == "\n"), partial(_text_part, parts, ends))
+    extra = piece_cut_extra_of(ends[-1] - (sep == "\n"), partial(_text_part, parts, ends, marks, makers))
     return None if extra is None else total + extra
 
 
-def _text_part(parts: list[Any], ends: array, a: int, b: int) -> str:
-    """``text[a:b]`` of the text laid out in ``parts`` (strings, or memo lines: the text and a
-    newline) that end at ``ends``: only the parts it spans are made."""
+def _text_part(parts: list[Any], ends: array, marks: list[int], makers: list[Callable[[int], Any]],
+               a: int, b: int) -> str:
+    """``text[a:b]`` of the text laid out in ``parts`` (strings, or memo entries: a line's text and
+    a newline, the line made by ``makers[s]`` from its place in the section whose first part is
+    ``marks[s]``) that end at ``ends``: only the parts it spans are made."""
     if b <= a:
         return ""
     i = bisect_right(ends, a)
     j = bisect_right(ends, b - 1)
     at = ends[i - 1] if i else 0
-    text = "".join([p if type(p) is str else p.text + "\n" for p in parts[i:j + 1]])
-    return text[a - at:b - at]
+    out = []
+    for k in range(i, j + 1):
+        p = parts[k]
+        if type(p) is str:
+            out.append(p)
+        else:
+            s = bisect_right(marks, k) - 1
+            out.append(makers[s](k - marks[s]).text + "\n")
+    return "".join(out)[a - at:b - at]

@@ -5,7 +5,9 @@ The shrink ladder's rungs of a big state hold ~100k-300k command and file-read l
 are dropped by their sizes (``ladder_count``). A ``LazyLine`` keeps what its text is made from
 (its item, already held by the state, and a key) and the text's length, not the text: the text
 is made the first time something reads it (a line a rung keeps, or one a piece cut of the rung's
-text falls near), and kept from then on. At 300k events the texts were ~30 MB held through the
+text falls near), and kept from then on. Most of them are not even made (round seventeen): the
+memo keeps a line's numbers in columns (``ladder_memo``) and a rung's document holds the item
+itself for a line ranked with most of its section, made a ``LazyLine`` only when read. At 300k events the texts were ~30 MB held through the
 ladder, and a rung's whole text (~17 MB) was laid out only for ``piece_cut_extra``.
 
 What a line says stays ``structured``'s: a ``LazyLine``'s subclass names the function that makes
@@ -45,14 +47,14 @@ class LazyLine(Line):
     __slots__ = ("key", "length")
     make: ClassVar[Callable[[Any, Any], str]]
 
-    def __init__(self, section: str, item: Any, key: Any, text: str, tier: int | None, seq: int,
+    def __init__(self, section: str, item: Any, key: Any, length: int, tier: int | None, seq: int,
                  order: int, tokens: int) -> None:
         _SET_TEXT(self, item)
         self.section, self.tier, self.seq, self.order, self.tokens = section, tier, seq, order, tokens
         self.dropped = 0
         self.detail = False
         self.key = key
-        self.length = len(text)
+        self.length = length
 
     @property  # type: ignore[override]
     def text(self) -> str:

@@ -26,6 +26,7 @@ telling outrank a failure a rerun fixed, the rest go before the ok command listi
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import count as _counter
 from operator import attrgetter
@@ -53,7 +54,8 @@ from compactor.summarize.ladder_lines import Line as _Line
 from compactor.summarize.ladder_count import batch_counts, count_beyond, first_batch, line_sizes, split_lines, top_batch
 from compactor.summarize.ladder_memo import LADDER_MEMO as _LADDER_MEMO
 from compactor.summarize.ladder_memo import LadderMemo as _LadderMemo
-from compactor.summarize.ladder_memo import begin_ladder_memo, end_ladder_memo, read_lines
+from compactor.summarize.ladder_memo import (begin_ladder_memo, command_columns, end_ladder_memo, made_lines,
+                                             read_columns, read_lines)
 from compactor.summarize.piece_cuts import piece_cut_extra
 from compactor.tokens import ASCII_ALNUM, SHORT_TEXT, count_lines, count_text
 
@@ -191,6 +193,10 @@ class _Doc:
     raised: dict[str, tuple[int, list[_Line]]] = field(default_factory=dict)
     """The ladder memo's sections: name -> (the tier of most of their lines, the others in order),
     for ``_fit``'s first batch."""
+    columns: dict[str, tuple[Callable[[int], _Line], Callable[[], Iterable[int]]]] = field(default_factory=dict)
+    """The ladder memo's sections: name -> (the line at a place in the section, its lines' text
+    lengths): their entries in ``lines`` are the items of the lines ranked with the most of the
+    section, made lines only when read (``doc_lines``, ``ladder_memo.memo_line``)."""
     left_out: int = 0
     """``_fit``'s: the sum of the tiers of the essential lines it dropped (``_left_out_weight``)."""
 
@@ -370,6 +376,7 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         if read_only:
             doc.spans[FILES_READ] = (start, len(lines), sum(memo.read_corrs[:len(read_only)]))
             doc.raised[FILES_READ] = (_TIER_FILE_READ, [raised[k] for k in sorted(raised)])
+            doc.columns[FILES_READ] = read_columns(memo, _read_line, read_only, get_facts)
 
     failure_lines = build_failure_lines(state.failed_approaches, state.files_changed)  # [line, tier, seq, tool ids]
     explained = {i for fl in failure_lines for i in fl[3]}  # failed runs the errors section tells in full
@@ -409,8 +416,9 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         memo.grow_commands(len(commands))
     base = _RANKED[COMMANDS]
     if memo is not None:  # (the memo's columns, looked up once: the first rung makes ~50k-150k lines)
-        cmd_items, cmd_keys, cmd_lines, cmd_tiers, cmd_corrs = (
-            memo.cmd_items, memo.cmd_keys, memo.cmd_lines, memo.cmd_tiers, memo.cmd_corrs)
+        cmd_items, cmd_keys, cmd_lines, cmd_tiers, cmd_corrs, cmd_tokens, cmd_lengths = (
+            memo.cmd_items, memo.cmd_keys, memo.cmd_lines, memo.cmd_tiers, memo.cmd_corrs, memo.cmd_tokens,
+            memo.cmd_lengths)
 
     def line_of(i: int) -> _Line:
         c = commands[i]
@@ -419,7 +427,8 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         key = 2 * n + gist
         if memo is not None and cmd_items[i] is c and cmd_keys[i] == key:
             # the same item at the same place in the previous rung's state: the same line (its
-            # order is its place; its tier is set below, as this rung's lists rank it)
+            # order is its place; its tier is set below, as this rung's lists rank it), or the
+            # item itself (its line not made)
             line, tier = cmd_lines[i], cmd_tiers[i]
         else:
             status = c.status
@@ -431,15 +440,20 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
                     else _TIER_COMMAND_OK)  # (an answer past the share: the log has it)
             if memo is None:
                 line = _Line(COMMANDS, text, tier, c.seq, base | i)  # (sized by ``_measure``)
-            else:  # (sized when ``_fit`` looks at it: ``ladder_count``; its text made again if read)
-                tokens, cmd_corrs[i] = line_sizes(text)
-                line = _CommandLine(COMMANDS, c, key, text, tier, c.seq, base | i, tokens)
-                cmd_items[i], cmd_keys[i], cmd_lines[i], cmd_tiers[i] = c, key, line, tier
+            else:  # (sized when ``_fit`` looks at it: ``ladder_count``; made, then its text, if read)
+                cmd_tokens[i], cmd_corrs[i] = line_sizes(text)
+                cmd_lengths[i] = len(text)
+                cmd_items[i], cmd_keys[i], cmd_lines[i], cmd_tiers[i] = c, key, c, tier
+                line = c
         # what the rung's own lists say of it: told in full under Errors, or one of the newest
         if explained and c.tool_use_id in explained and (c.status == "failed" or c.detail.startswith("partial")):
             tier = _TIER_COMMAND_EXPLAINED
         elif tier != _TIER_COMMAND_FAILED and i in recent_ok:
             tier = _TIER_COMMAND_RECENT_OK
+        if line is c:  # (a memo line not made: the item stands for it while it ranks with the most)
+            if tier == _TIER_COMMAND_OK:
+                return c
+            line = cmd_lines[i] = _command_line(i, c, key, cmd_lengths[i], cmd_tokens[i])
         line.tier = tier
         return line
 
@@ -453,6 +467,7 @@ def _build(state: LiftedState, short_requests: bool = False, budget: int | None 
         memo.commands = carry
         if latest_runs:
             doc.raised[COMMANDS] = (_TIER_COMMAND_OK, [carry.raised[i] for i in sorted(carry.raised)])
+            doc.columns[COMMANDS] = command_columns(memo, _command_line, commands, latest_runs, counts, gists)
     if memo is not None and latest_runs:
         corrs = memo.cmd_corrs
         doc.spans[COMMANDS] = (start, len(lines), sum(corrs[:len(commands)]) if counts is None
@@ -599,8 +614,8 @@ def _fit(doc: _Doc, budget: int, tokens: int | None,
         # above the most of them: the boundary is there when it drops one of those
         candidates, fixed, items = split_lines(doc.lines, doc.spans, doc.raised)
         top = top_batch(candidates, budget - beyond, doc.raised, ESSENTIAL_TIER)
-        if top is None:  # (the boundary is lower: all of the lines, sorted)
-            candidates = split_lines(doc.lines, doc.spans)[0]
+        if top is None:  # (the boundary is lower: all of the lines, made and sorted)
+            candidates = split_lines(doc_lines(doc), doc.spans)[0]
     else:
         candidates = [ln for ln in doc.lines if ln.tier is not None]
         fixed = [ln for ln in doc.lines if ln.tier is None]
@@ -666,6 +681,7 @@ def _measure(doc: _Doc) -> tuple[str, dict[str, list[str]], dict[str, int], int]
     starting with a non-space character, which the tokenizer never joins to the newline
     before it), and across ``count_lines``' own cuts of a long text (``piece_cut_extra``); a text
     laid out otherwise than ``_render`` lays it out is counted with ``count_lines``."""
+    doc_lines(doc)
     text, sections, dropped = _render(doc)
     tokens = _sum_lines(doc.lines, text) if len(text) > SHORT_TEXT else None
     if tokens is None:  # (a short text, or one not laid out as expected)
@@ -742,6 +758,8 @@ as its place in the document (``_build`` adds the sections in ``SECTION_NAMES`` 
 fixed for a file read or a command (its index in the state's list), so the ladder memo's lines
 keep theirs from rung to rung."""
 _HEADINGS = {name: f"## {name}\n" for name in SECTION_NAMES}
+_BASE_COMMAND = _RANKED[COMMANDS]
+_BASE_READ = _RANKED[FILES_READ]
 
 
 _ORDER = attrgetter("order")
@@ -765,13 +783,15 @@ _TIER = attrgetter("tier")
 def _read_lines(files: list, get_facts, memo: _LadderMemo, ks=None) -> list[_Line]:
     """The "Files read" lines of ``files``, each built and sized once per ladder
     (``ladder_memo.read_lines``)."""
-    base = _RANKED[FILES_READ]
+    base = _BASE_READ
 
-    def make(k: int, f, facts) -> _Line:
+    def make(k: int, f, facts) -> tuple:
         text = _read_text(f, facts)
         tokens, corr = line_sizes(text)  # (sized when ``_fit`` looks at it; its text made again if read)
-        return _ReadLine(FILES_READ, f, facts, text, _TIER_READ_DETAIL if facts else _TIER_FILE_READ, f.seq,
-                         base | k, tokens), corr
+        if not facts:  # (ranked with the most of its section: its line made when read, ``memo_line``)
+            return f, corr, tokens, len(text)
+        return _ReadLine(FILES_READ, f, facts, len(text), _TIER_READ_DETAIL, f.seq, base | k, tokens), corr, \
+            tokens, len(text)
 
     return read_lines(files, get_facts, memo, make, ks)
 
@@ -808,6 +828,31 @@ class _ReadLine(_LazyLine):
     make = staticmethod(_read_text)
 
 
+def _command_line(i: int, c, key: int, length: int | None, tokens: int) -> _CommandLine:
+    """The ladder memo's line of the command at ``i`` (``key``: ``_command_text``'s), of the tier
+    of most of its section (a rung sets its own); ``length`` None: sized here."""
+    if length is None:
+        text = _command_text(c, key)
+        tokens = line_sizes(text)[0]
+        length = len(text)
+    return _CommandLine(COMMANDS, c, key, length, _TIER_COMMAND_OK, c.seq, _BASE_COMMAND | i, tokens)
+
+
+def _read_line(k: int, f, facts, length: int | None, tokens: int) -> _ReadLine:
+    """The ladder memo's line of the file only read at ``k`` (``facts``: its facts line)."""
+    if length is None:
+        text = _read_text(f, facts)
+        tokens = line_sizes(text)[0]
+        length = len(text)
+    return _ReadLine(FILES_READ, f, facts, length, _TIER_READ_DETAIL if facts else _TIER_FILE_READ, f.seq,
+                     _BASE_READ | k, tokens)
+
+
+def doc_lines(doc: _Doc) -> list[_Line]:
+    """``doc.lines``, every ladder memo entry made its line first (a document read whole)."""
+    return made_lines(doc.lines, doc.spans, doc.columns)
+
+
 _FIXED_SECTIONS = frozenset({FILES_CHANGED, FILES_READ, COMMANDS, TESTS, ARTIFACTS})
 """Sections whose item lines a budget can only thin (``_build``): without one every line is
 there, and no fewer of them (a file only read keeps its ``defines:`` line within a share,
@@ -826,7 +871,7 @@ def _min_tokens(doc: _Doc, sections: frozenset[str], limit: int | None = None) -
         if n > limit:
             return n
     n = 0
-    for ln in doc.lines:
+    for ln in doc_lines(doc):
         if ln.section in sections and not ln.detail:
             text = ln.text
             if "\n" in text:
@@ -844,7 +889,7 @@ def _count_beyond(doc: _Doc) -> int | None:
     laid out otherwise (then ``_measure``)."""
     if not doc.spans:
         return None
-    return count_beyond(doc.lines, doc.spans, _HEADINGS, SECTION_NAMES, _sum_rest)
+    return count_beyond(doc.lines, doc.spans, doc.columns, _HEADINGS, SECTION_NAMES, _sum_rest)
 
 
 def _sum_rest(lines: list[_Line], more: bool) -> int | None:

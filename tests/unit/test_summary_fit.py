@@ -24,7 +24,7 @@ def _reference_fit(doc, budget, tokens, rendered, beyond=None):
     """The drop loop as it was: every batch renders and counts the whole document, the lines
     dropped lowest tier, then oldest, then first in the document first (a document the ladder
     memo counted without its text, ``beyond``: rendered and counted whole here)."""
-    candidates = sorted((ln for ln in doc.lines if ln.tier is not None), key=attrgetter("tier", "seq", "order"))
+    candidates = sorted((ln for ln in structured.doc_lines(doc) if ln.tier is not None), key=attrgetter("tier", "seq", "order"))
     if rendered is None:
         rendered = structured._render(doc)
         tokens = count_lines(rendered[0])

@@ -77,7 +77,7 @@ def _spy(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 
 
 def _lines(doc: structured._Doc) -> list[tuple]:
-    return [(ln.section, ln.text, ln.tier, ln.seq, ln.order, ln.detail) for ln in doc.lines]
+    return [(ln.section, ln.text, ln.tier, ln.seq, ln.order, ln.detail) for ln in structured.doc_lines(doc)]
 
 
 @pytest.mark.parametrize("again", [None, 150])
@@ -110,11 +110,11 @@ def test_retiered_lines_are_carried_with_their_new_tier(monkeypatch: pytest.Monk
     token = begin_ladder_memo()
     try:
         # (read as each rung builds it: a line object is the next rung's too, its tier set again)
-        tiers = [[ln.tier for ln in structured._build(s, budget=500).lines if ln.section == structured.COMMANDS]
+        tiers = [[ln.tier for ln in structured.doc_lines(structured._build(s, budget=500)) if ln.section == structured.COMMANDS]
                  for s in states]
     finally:
         end_ladder_memo(token)
-    fresh = [[ln.tier for ln in structured._build(s, budget=500).lines if ln.section == structured.COMMANDS]
+    fresh = [[ln.tier for ln in structured.doc_lines(structured._build(s, budget=500)) if ln.section == structured.COMMANDS]
              for s in states]
     assert tiers == fresh
     assert structured._TIER_COMMAND_RECENT_OK in tiers[0] and structured._TIER_COMMAND_EXPLAINED in tiers[2]

@@ -85,7 +85,7 @@ def _assert_first_batch(state: LiftedState, budget: int) -> bool:
     beyond = structured._count_beyond(doc)
     if beyond is None or structured._min_tokens(doc, structured._FIXED_SECTIONS, budget) <= budget:
         return False
-    candidates = sorted((ln for ln in doc.lines if ln.tier is not None), key=attrgetter("tier", "seq", "order"))
+    candidates = sorted((ln for ln in structured.doc_lines(doc) if ln.tier is not None), key=attrgetter("tier", "seq", "order"))
     sizes = [count_text(ln.text) + 1 for ln in candidates]
     total = count_lines(structured._render(doc)[0])
     assert total == sum(sizes) + beyond

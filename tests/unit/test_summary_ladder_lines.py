@@ -12,6 +12,7 @@ import pytest
 
 from compactor import tokens
 from compactor.lifting.lift import LiftedState
+from compactor.lifting.state import Command, FileRef
 from compactor.summarize import structured
 from compactor.summarize.ladder_lines import LazyLine, Line
 from compactor.summarize.structured import begin_ladder_memo, end_ladder_memo, render_summary
@@ -104,9 +105,15 @@ def test_a_big_rung_makes_the_texts_of_the_lines_it_keeps_only(monkeypatch: pyte
                 lines = [ln for ln in (*memo.cmd_lines, *memo.read_lines) if ln is not None]
                 # the lines shown, and those in the ~256 characters read on either side of each
                 # of the rung's piece cuts (its text is ~60 KB: ~12 cuts)
-                most += sum(map(len, r.sections.values())) + 20 * (sum(ln.length for ln in lines) // 5_000 + 1)
+                chars = sum(memo.cmd_lengths) + sum(memo.read_lengths)
+                most += sum(map(len, r.sections.values())) + 20 * (chars // 5_000 + 1)
                 assert 0 < _made(lines) <= most
                 assert len(lines) > 4 * _made(lines)
+                # and the line objects made: those, and those ranked apart from their section's
+                # most (round seventeen: the others' entries are their items)
+                objects = sum(isinstance(ln, LazyLine) for ln in lines)
+                apart = len(memo.commands.raised) + len(memo.reads.raised)
+                assert objects <= most + apart and 4 * objects < len(lines), (objects, most, apart, len(lines))
         finally:
             end_ladder_memo(token)
         assert out == [render_summary(s, budget).model_dump_json() for s in states]  # (no memo)
@@ -123,10 +130,39 @@ def test_a_memo_line_reads_as_the_line_it_was_built_as(tmp_path: Path) -> None:
     for c in [*state.commands, long]:  # (a long one: cut at 90 with its answer shown, else 200)
         for key in (2, 3, 6, 7):
             text = structured._command_text(c, key, True)
-            line = structured._CommandLine(structured.COMMANDS, c, key, text, 10, c.seq, 0, 0)
+            line = structured._CommandLine(structured.COMMANDS, c, key, len(text), 10, c.seq, 0, 0)
             assert line.length == len(text) and line.text == text
+            made = structured._command_line(7, c, key, None, 0)  # (sized anew: another document's key)
+            assert (made.text, made.length, made.order & 0xFFFFFFFF) == (text, len(text), 7)
+            assert made.tokens == structured.line_sizes(text)[0]
     for f in state.files_read:
         for facts in ("", "  defines: f"):
             text = structured._read_text(f, facts)
-            line = structured._ReadLine(structured.FILES_READ, f, facts, text, 20, f.seq, 0, 0)
+            line = structured._ReadLine(structured.FILES_READ, f, facts, len(text), 20, f.seq, 0, 0)
             assert line.length == len(text) and line.text == text
+            made = structured._read_line(3, f, facts, None, 0)
+            assert (made.text, made.length, made.tokens) == (text, len(text), structured.line_sizes(text)[0])
+
+
+def test_a_document_reads_its_own_lines_after_another_document_of_its_rung_rebuilt_them() -> None:
+    """A rung builds its document with a budget, then without (every answer a gist, every file
+    its facts): the memo's lines of those commands and files are rebuilt with other keys. The
+    first document's entries that are items (its plain lines, round seventeen) are then read as
+    that document built them, not as the memo now holds them."""
+    cmds = [Command(seq=2 * i, command=f"curl -s https://api.example.com/items/{i}", status="ok", exit_code=0,
+                    detail=f"got: 200, items {' '.join(f'name{j}' for j in range(12))} ({i})") for i in range(1, 80)]
+    files = [FileRef(path=f"src/pkg/mod_{i}.py", seq=2 * i + 1, ops=["read"],
+                     facts=[f"def f{i}(x): return {i}", f"CONST_{i} = {i}"]) for i in range(1, 80)]
+    s = LiftedState(commands=cmds, files_read=files)
+    token = begin_ladder_memo()
+    try:
+        budgeted = structured._build(s, budget=300)
+        whole = structured._build(s)
+        got = [(ln.section, ln.text, ln.tier, ln.order) for ln in structured.doc_lines(budgeted)]
+        again = [(ln.section, ln.text, ln.tier, ln.order) for ln in structured.doc_lines(whole)]
+    finally:
+        end_ladder_memo(token)
+    fresh = [(ln.section, ln.text, ln.tier, ln.order) for ln in structured._build(s, budget=300).lines]
+    assert got == fresh
+    assert again == [(ln.section, ln.text, ln.tier, ln.order) for ln in structured._build(s).lines]
+    assert sum(a != b for a, b in zip(got, again)) > 50  # (the keys differ: gists and facts)

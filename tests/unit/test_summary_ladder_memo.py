@@ -96,10 +96,10 @@ def test_a_command_newest_in_one_rung_and_older_in_the_next_keeps_its_place_by_t
     early, late = LiftedState(commands=cmds[:2]), LiftedState(commands=cmds)
     token = begin_ladder_memo()
     try:
-        tiers = [[ln.tier for ln in structured._build(s, budget=5_000).lines] for s in (early, late)]
+        tiers = [[ln.tier for ln in structured.doc_lines(structured._build(s, budget=5_000))] for s in (early, late)]
     finally:
         end_ladder_memo(token)
-    assert tiers == [[ln.tier for ln in structured._build(s, budget=5_000).lines] for s in (early, late)]
+    assert tiers == [[ln.tier for ln in structured.doc_lines(structured._build(s, budget=5_000))] for s in (early, late)]
     assert tiers[0] == [structured._TIER_COMMAND_RECENT_OK] * 2
     assert tiers[1][:2] == [structured._TIER_COMMAND_OK] * 2
 
@@ -132,7 +132,7 @@ def test_the_memo_sizes_its_lines_as_the_text_counts_them(tmp_path: Path) -> Non
     token = begin_ladder_memo()
     try:
         for s, b in _ladder(import_file(path).events, (5_000,)):
-            for ln in structured._build(s, budget=b).lines:
+            for ln in structured.doc_lines(structured._build(s, budget=b)):
                 if ln.tokens:
                     assert ln.tokens == structured.count_text(ln.text) + 1
     finally:
@@ -171,7 +171,7 @@ def test_a_later_rung_puts_the_same_line_objects_in_its_document(tmp_path: Path)
     finally:
         end_ladder_memo(token)
     ids = {id(ln) for ln in first.lines if ln.section in (structured.COMMANDS, structured.FILES_READ)}
-    shared = [ln for ln in second.lines if id(ln) in ids]
+    shared = [ln for ln in structured.doc_lines(second) if id(ln) in ids]
     assert len(shared) > 100 and any(ln.dropped == first.mark for ln in shared)
     assert structured._render(second) == structured._render(structured._build(late, budget=300))
     assert sorted(second.lines, key=lambda ln: ln.order) == second.lines
