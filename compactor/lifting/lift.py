@@ -667,16 +667,18 @@ class Lifter:
         start = prev.covers_end if prev is not None else 0
         # (one read of each event's seq, calls and results when the events come in order and none is
         # left out, as a log's do: each read of a field of 100k events is a cache miss, issue 17)
-        evs = list(events)
-        seqs, results, repeated = index_events(evs)
-        if seqs and (min(seqs) <= start and not (start == 0 and min(seqs) == 0) or seqs != sorted(seqs)):
+        # (a list of events is read, not copied: the caller does not change it while the lifter is
+        # used; the engine's is held through the ladder anyway, issue 17, memory)
+        evs = events if type(events) is list else list(events)
+        least, ordered, results, repeated = index_events(evs)
+        if least is not None and (least <= start and not (start == 0 and least == 0) or not ordered):
             evs = sorted((e for e in evs if e.seq > start or e.seq == 0), key=_SEQ)
-            seqs, results, repeated = index_events(evs)
+            _, _, results, repeated = index_events(evs)
         # the call ids a pass remembers folding (``_uses``): those it may be asked about again, calls
         # made more than once and the previous state's unknown calls a result may resolve (and the
         # calls the pass leaves unknown: ``_fold``); not every call's (issue 17, memory: ~4 MB at 300k)
         self._watch = repeated | {u.tool_use_id for u in prev.unknown_actions} if prev is not None else repeated
-        self._evs, self._seqs, self._results = evs, seqs, results
+        self._evs, self._results = evs, results
         self.passes = 0
         self._reset()
 
@@ -699,7 +701,7 @@ class Lifter:
             or self._straddle is not None and (cut is None or cut >= self._straddle)
         ):
             self._reset()
-        n = len(self._evs) if cut is None else bisect_right(self._seqs, cut)
+        n = len(self._evs) if cut is None else bisect_right(self._evs, cut, key=_SEQ)
         evs, fold, i = self._evs, self._fold, self._next  # (locals: the loop runs once an event)
         try:
             while i < n:

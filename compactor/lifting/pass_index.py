@@ -16,16 +16,24 @@ from typing import Sequence
 from compactor.events import Event, ToolResultBlock
 
 
-def index_events(evs: Sequence[Event]) -> tuple[list[int], dict[str, Event], set[str]]:
-    """(the seqs of ``evs``, call id -> the event of its first result, the ids of calls made more
-    than once), in one walk of ``evs``."""
-    seqs: list[int] = []
-    add_seq = seqs.append
+def index_events(evs: Sequence[Event]) -> tuple[int | None, bool, dict[str, Event], set[str]]:
+    """(the least seq of ``evs``, None if none; whether the seqs ascend (equal ones allowed); call id
+    -> the event of its first result; the ids of calls made more than once), in one walk of ``evs``.
+    (No list of the seqs: the lifter finds a cut by bisecting the events by seq, issue 17, memory.)"""
+    least: int | None = None
+    last = None
+    ordered = True
     results: dict[str, Event] = {}
     calls: set[str] = set()  # (let go at the end: only the repeated ids are kept)
     repeated: set[str] = set()
     for e in evs:
-        add_seq(e.seq)
+        seq = e.seq
+        if last is None:
+            least = seq
+        elif seq < last:
+            ordered = False
+            least = min(least, seq)  # type: ignore[type-var]
+        last = seq
         for u in e.tool_uses:
             uid = u.id
             if uid in calls:
@@ -35,7 +43,7 @@ def index_events(evs: Sequence[Event]) -> tuple[list[int], dict[str, Event], set
         for r in e.tool_results:
             if r.tool_use_id not in results:
                 results[r.tool_use_id] = e
-    return seqs, results, repeated
+    return least, ordered, results, repeated
 
 
 def first_result(e: Event, uid: str) -> tuple[ToolResultBlock, int]:

@@ -111,8 +111,12 @@ def test_a_previous_unknown_call_made_again_is_folded_once() -> None:
 
 def test_the_index_names_each_calls_first_result_event() -> None:
     events = _session()
-    seqs, results, repeated = index_events(events)
-    assert seqs == [e.seq for e in events]
+    least, ordered, results, repeated = index_events(events)
+    assert (least, ordered) == (1, True)
+    assert index_events(events[::-1])[:2] == (1, False)
+    assert index_events([*events[3:], *events[:3]])[:2] == (1, False)
+    assert index_events([events[0], *events])[:2] == (1, True)  # (a repeated seq: still in order)
+    assert index_events([]) == (None, True, {}, set())
     assert repeated == {"a"}
     assert {k: e.seq for k, e in results.items()} == {"a": 3, "b": 3, "c": 5, "m": 10, "m2": 12, "late": 16,
                                                       "d": 15}
