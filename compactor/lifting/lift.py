@@ -202,7 +202,7 @@ class _Acc(ShellPairs):
         # per call was ~150 bytes a tool pair, kept for the pass, read only when the state has failures)
         self._move_seqs: list[int] = []
         self._move_texts: list[str] = []
-        self._move_calls: list[bool] = []
+        self._move_calls = bytearray()  # (1: a call; a byte a move, not a list slot)
         self._call_seqs: list[int] = []
         self._call_texts: list[str] = []
         self._listings: dict[str, dict[int, str]] = {}  # path -> the lines of its latest numbered listing
@@ -376,7 +376,7 @@ class _Acc(ShellPairs):
             if not f.next and f.error != _failures.SOFT_ERROR:  # (its symptom is the agent's next words)
                 i = bisect_right(move_seqs, after)
                 if i < len(move_seqs):
-                    mseq, text, is_call = move_seqs[i], self._move_texts[i], self._move_calls[i]
+                    mseq, text, is_call = move_seqs[i], self._move_texts[i], self._move_calls[i] == 1
                     upd["next"] = f"{_failures.move_text(_one_line(text, 200), is_call)} (#{mseq})"
             elif not f.next:  # a call that did nothing: the call the agent made next (where it went instead)
                 calls = list(zip(self._call_seqs, self._call_texts)) if calls is None else calls
