@@ -74,3 +74,27 @@ def test_answered_and_the_seqs_are_the_events_whatever_the_body() -> None:
                 plain = CoveredText(evs)
                 _check(plain, evs, 0)
     assert compared > 50 and shared > 5, (compared, shared)
+
+
+def test_a_call_id_is_found_once_its_results_copy_is_left_out() -> None:
+    """The pieces hold a call's id once (the call's; its result's, the same text, left out after the
+    call): every id, a part of one, and a result's id whose call is not in the events still occur."""
+    from compactor.engine.invariants import check_identifiers
+    from compactor.records import Checkpoint, SeqRange
+
+    evs = [Event(seq=1, id="u", role="user", blocks=[TextBlock(text="Fix src/a.py.")])]
+    for k in range(2, 40, 2):
+        uid = f"toolu_{k:08d}abc"
+        evs.append(Event(seq=k, id=f"c{k}", role="assistant",
+                         blocks=[ToolUseBlock(id=uid, name="Bash", input={"command": f"cat m{k}.py"})]))
+        evs.append(Event(seq=k + 1, id=f"r{k}", role="user",
+                         blocks=[ToolResultBlock(tool_use_id=uid, content=[TextBlock(text=f"v{k} = 1\n")])]))
+    evs.append(Event(seq=50, id="orphan", role="user",
+                     blocks=[ToolResultBlock(tool_use_id="toolu_orphan_77", content=[TextBlock(text="x")])]))
+    index = CoveredText(evs, body=(0, body(evs, 0)))
+    for probe in ("toolu_00000002abc", "toolu_00000038abc", "00000020ab", "toolu_orphan_77", "orphan_7"):
+        assert index.occurs(probe) is True, probe
+    assert index.occurs("toolu_00000039abc") is False
+    ck = Checkpoint(id="c", tenant="t", session="s", covers=SeqRange(start=1, end=20),
+                    summary="- toolu_00000004abc\n- toolu_orphan_77\n- toolu_00000099abc")
+    assert check_identifiers(evs, ck, None, index) == check_identifiers(evs, ck, None)
