@@ -17,7 +17,7 @@ from array import array
 from bisect import bisect_right
 from itertools import accumulate
 from operator import itemgetter
-from typing import Any, Sequence
+from typing import Any, Container, Sequence
 
 from compactor.engine.boundary import body
 from compactor.engine.identifiers import _block_texts, _collect_strings, _result_texts
@@ -45,8 +45,9 @@ class CoveredText:
         if body is not None:
             self._memo[("body", body[0])] = body[1]
 
-    def answered(self) -> set[str]:
-        """Ids of the calls a result in the events answers (read-only: shared)."""
+    def answered(self) -> Container[str]:
+        """Ids of the calls a result in the events answers (read-only: shared; ``in`` only: the
+        keys of ``_call_facts``' dict when the body is all of the events)."""
         if self._answered is None:
             self._walk_events()
         return self._answered  # type: ignore[return-value]
@@ -61,6 +62,10 @@ class CoveredText:
         """``answered``, ``source_refs`` and ``range_facts`` in one walk of the events: every
         validation with the index asks for all three, and each was a walk of the session of
         its own (issue 17)."""
+        # every call id a result answers: when a body of the events is all of them (nothing pinned,
+        # nothing before its end), the keys of its calls' last results, the same ids (issue 17,
+        # memory: a set of every call id, ~4 MB at 300k events, held through the ladder)
+        whole = self._whole_body()
         answered: set[str] = set()
         refs: set[tuple[str, str]] = set()
         seqs: list[int] = []
@@ -80,7 +85,7 @@ class CoveredText:
             if e.kind == "pinned":
                 pinned.append(i)
             results = e.tool_results
-            if results:
+            if results and whole is None:
                 if len(results) == 1:
                     answered.add(results[0].tool_use_id)
                 else:
@@ -95,10 +100,22 @@ class CoveredText:
                             all(type(c) is TextBlock for c in content):
                         continue  # (most results: one text)
                 refs.update((r.sha256, r.uri) for r in _refs((b,)))
-        self._answered, self._source_refs = answered, refs
+        self._answered = answered if whole is None else self._call_facts(whole)[0]
+        self._source_refs = refs
+        if ordered and whole is not None and ("seqs", whole) in self._memo:
+            seqs = self._memo[("seqs", whole)]  # (the same seqs: one list of them held, not two)
         if "range" not in self._memo:
             self._memo["range"] = ((_BySeq(self.events, seqs, len(seqs) - repeats), seqs, max(seqs, default=0), pinned)
                                    if ordered else None)
+
+    def _whole_body(self) -> int | None:
+        """A ``prev_end`` whose body (``body``, made) holds every event (a filter of them that
+        drops none: the same events, in seq order); None if no such body was made."""
+        n = len(self.events)
+        for key, got in self._memo.items():
+            if type(key) is tuple and key[0] == "body" and len(got) == n:
+                return key[1]
+        return None
 
     def _build(self) -> None:
         # _block_texts of every block, inlined for the common blocks (a generator per block
@@ -108,14 +125,23 @@ class CoveredText:
         add = calls.append
         inputs: list[Any] = []
         add_input = inputs.append
+        # a result's call id is a text already when its call's is (a search finds the same in
+        # either): left out for the calls of the last event that made any (issue 17, memory: each
+        # call's id twice in the pieces, ~2 MB at 300k events, held through the ladder)
+        last_ids: list[str] = []
         for e in self.events:
+            ids: list[str] | None = None
             for b in e.blocks:
                 t = type(b)
                 if t is TextBlock:
                     add(b.text)
                 elif t is ToolResultBlock:
-                    add(b.tool_use_id)
+                    if b.tool_use_id not in last_ids:
+                        add(b.tool_use_id)
                 elif t is ToolUseBlock:
+                    if ids is None:
+                        ids = last_ids = []
+                    ids.append(b.id)
                     add(b.name)
                     inp = b.input
                     if type(inp) is dict:  # (_collect_strings without a call per str value)
@@ -216,7 +242,10 @@ class CoveredText:
         """The seqs of ``body(prev_end)``, in order (read-only: shared with the engine's ladder)."""
         got = self._memo.get(("seqs", prev_end))
         if got is None:
-            got = self._memo[("seqs", prev_end)] = [e.seq for e in self.body(prev_end)]
+            evs = self.body(prev_end)
+            facts = self._memo.get("range")  # (all the events' seqs, in order: the same list when evs is all of them)
+            got = self._memo[("seqs", prev_end)] = (
+                facts[1] if facts is not None and len(facts[1]) == len(evs) else [e.seq for e in evs])
         return got
 
     def prefix_sums(self, prev_end: int) -> array[int]:

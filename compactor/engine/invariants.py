@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 from bisect import bisect_left, bisect_right
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Container, Iterable, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -191,7 +191,7 @@ def _end(ckpt: Checkpoint | None) -> int:
 # --- 1, 2: tool pairing, batches, first message ----------------------------------------------
 
 
-def _answered(events: Sequence[Event], index: Any = None) -> set[str]:
+def _answered(events: Sequence[Event], index: Any = None) -> Container[str]:
     """Ids of every call a result in ``events`` answers (the index's, when given: the same
     for every candidate of a compaction)."""
     if index is not None:

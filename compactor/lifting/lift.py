@@ -54,6 +54,7 @@ from compactor.lifting.constraints import (  # noqa: F401 - re-exported: the cla
 )
 from compactor.lifting.narrative import _REASON_NEEDLES, _RULE_NEEDLES, NarrativeAcc
 from compactor.lifting.needles import any_needle
+from compactor.lifting.pass_index import first_result, index_events
 from compactor.lifting.shellpair import ShellPairs, run_detail
 from compactor.lifting.actions import (  # noqa: F401 - re-exported: the lifter's public names stay here
     _AIDER_RUNNING_RE,
@@ -66,6 +67,7 @@ from compactor.lifting.actions import (  # noqa: F401 - re-exported: the lifter'
     _command_of,
     _one_line,
     _outcome,
+    _route,
     _test_status,
     _test_summary,
     classify,
@@ -73,6 +75,7 @@ from compactor.lifting.actions import (  # noqa: F401 - re-exported: the lifter'
     is_test_command,
     no_match,
     parse_exit_code,
+    plain_command,
 )
 from compactor.lifting.state import (  # noqa: F401 - re-exported
     Artifact,
@@ -178,6 +181,11 @@ class _Acc(ShellPairs):
         self._constraint_keys = {_norm(c.text) for c in self.constraints}
         self._decision_keys = {_norm(d.text) for d in self.decisions}
         self._error_keys = {(e.name, e.message) for e in self.errors}
+        # The ids of the calls whose run is listed: the previous state's and those ``add_pair`` lists.
+        # ``shell_pair`` lists a run without adding its id (issue 17, memory: a set slot a pair, ~4 MB at
+        # 300k events): it is asked only by ``Lifter._fold``, of a call id the pass has not folded (its
+        # ``uses``), and a call id the pass folded is not asked of this set again (the fold skips it, and
+        # ``resolve`` takes only a previous state's unknown calls the pass has not folded).
         self._command_ids = {c.tool_use_id for c in self.commands if c.tool_use_id}
         self._test_ids = {t.tool_use_id for t in self.tests if t.tool_use_id}
         self._failed_keys = {(f.tool_use_id, f.what) for f in self.failed}
@@ -194,13 +202,15 @@ class _Acc(ShellPairs):
         # per call was ~150 bytes a tool pair, kept for the pass, read only when the state has failures)
         self._move_seqs: list[int] = []
         self._move_texts: list[str] = []
-        self._move_calls: list[bool] = []
+        self._move_calls = bytearray()  # (1: a call; a byte a move, not a list slot)
         self._call_seqs: list[int] = []
         self._call_texts: list[str] = []
         self._listings: dict[str, dict[int, str]] = {}  # path -> the lines of its latest numbered listing
         self._soft = _failures.SoftCalls()  # the last ok command: the agent's next words may say it did nothing
         self._ok_params: dict[tuple[str, int], Any] = {}  # (key, seq) of a run that worked -> its input
-        self._unkeyed_ok: list[Any] = []  # runs _ok_keys keys: (name, command, paths, kind, seq, input) each, flat
+        # runs _ok_keys keys, flat: (name, command, paths, kind, seq, input) each, or (call, seq) for a
+        # ``shell_pair`` run (issue 17, memory: six slots a pair, ~7 MB at 300k events, held by the pass)
+        self._unkeyed_ok: list[Any] = []
 
     # requests ---------------------------------------------------------------------------
     def add_request(self, e: Event) -> None:
@@ -337,10 +347,18 @@ class _Acc(ShellPairs):
         """Key the runs that worked and are not keyed yet (``_ok_runs``, ``_ok_params``): what a
         failure's ``resolved_at`` looks up. A lift without failures never asks (issue 17: the key,
         a normalized command, was ~5% of a tool pair's CPU); the keys are the same either way."""
-        runs = iter(self._unkeyed_ok)  # (six items a run, flat)
-        for name, command, paths, kind, seq, params in zip(runs, runs, runs, runs, runs, runs):
+        runs, i = self._unkeyed_ok, 0
+        while i < len(runs):
+            if type(runs[i]) is str:  # (the general path's run: its name first, six items)
+                name, command, paths, kind, seq, params = runs[i:i + 6]
+                i += 6
+            else:  # (``shell_pair``'s: the call and its seq, the command read from it again)
+                use, seq = runs[i:i + 2]
+                i += 2
+                name, params, paths, kind = use.name, use.input, (), "command"
+                command = _clip(plain_command(_route(name), params))
             self._note_ok(_failures.action_key(name, command, paths, kind), seq, params)
-        self._unkeyed_ok.clear()
+        runs.clear()
 
     def _annotated_failures(self) -> list[FailedApproach]:
         out: list[FailedApproach] = []
@@ -358,7 +376,7 @@ class _Acc(ShellPairs):
             if not f.next and f.error != _failures.SOFT_ERROR:  # (its symptom is the agent's next words)
                 i = bisect_right(move_seqs, after)
                 if i < len(move_seqs):
-                    mseq, text, is_call = move_seqs[i], self._move_texts[i], self._move_calls[i]
+                    mseq, text, is_call = move_seqs[i], self._move_texts[i], self._move_calls[i] == 1
                     upd["next"] = f"{_failures.move_text(_one_line(text, 200), is_call)} (#{mseq})"
             elif not f.next:  # a call that did nothing: the call the agent made next (where it went instead)
                 calls = list(zip(self._call_seqs, self._call_texts)) if calls is None else calls
@@ -647,32 +665,28 @@ class Lifter:
     def __init__(self, events: Sequence[Event], prev: LiftedState | None = None) -> None:
         self._prev = prev
         start = prev.covers_end if prev is not None else 0
-        # (one read of each event's seq and results when the events come in order and none is
+        # (one read of each event's seq, calls and results when the events come in order and none is
         # left out, as a log's do: each read of a field of 100k events is a cache miss, issue 17)
-        evs = list(events)
-        seqs: list[int] = []
-        results: dict[str, tuple[ToolResultBlock, int]] = {}
-        for e in evs:
-            seq = e.seq
-            seqs.append(seq)
-            for r in e.tool_results:
-                if r.tool_use_id not in results:
-                    results[r.tool_use_id] = (r, seq)
-        if seqs and (min(seqs) <= start and not (start == 0 and min(seqs) == 0) or seqs != sorted(seqs)):
+        # (a list of events is read, not copied: the caller does not change it while the lifter is
+        # used; the engine's is held through the ladder anyway, issue 17, memory)
+        evs = events if type(events) is list else list(events)
+        least, ordered, results, repeated = index_events(evs)
+        if least is not None and (least <= start and not (start == 0 and least == 0) or not ordered):
             evs = sorted((e for e in evs if e.seq > start or e.seq == 0), key=_SEQ)
-            seqs = [e.seq for e in evs]
-            results = {}
-            for e in evs:
-                for r in e.tool_results:
-                    results.setdefault(r.tool_use_id, (r, e.seq))
-        self._evs, self._seqs, self._results = evs, seqs, results
+            _, _, results, repeated = index_events(evs)
+        # the call ids a pass remembers folding (``_uses``): those it may be asked about again, calls
+        # made more than once and the previous state's unknown calls a result may resolve (and the
+        # calls the pass leaves unknown: ``_fold``); not every call's (issue 17, memory: ~4 MB at 300k)
+        self._watch = repeated | {u.tool_use_id for u in prev.unknown_actions} if prev is not None else repeated
+        self._evs, self._results = evs, results
         self.passes = 0
         self._reset()
 
     def _reset(self) -> None:
         self._acc = _Acc(self._prev)
-        # the ids of the calls folded in (what the fold asks of them: only whether it saw one; issue
-        # 17, memory: their blocks and classifications were kept per call, ~50k at 100k events)
+        # the ids of the calls folded in that the pass may be asked about again (``_watch``, and the
+        # calls left unknown): what the fold asks of them is only whether it saw one (issue 17, memory:
+        # their blocks and classifications were kept per call, ~50k at 100k events)
         self._uses: set[str] = set()
         self._next = 0  # index of the next event to fold in
         self._cut: int | None = None
@@ -687,7 +701,7 @@ class Lifter:
             or self._straddle is not None and (cut is None or cut >= self._straddle)
         ):
             self._reset()
-        n = len(self._evs) if cut is None else bisect_right(self._seqs, cut)
+        n = len(self._evs) if cut is None else bisect_right(self._evs, cut, key=_SEQ)
         evs, fold, i = self._evs, self._fold, self._next  # (locals: the loop runs once an event)
         try:
             while i < n:
@@ -699,7 +713,7 @@ class Lifter:
         return self._acc.build() if final else self._acc.snapshot()
 
     def _fold(self, e: Event, cut: int | None) -> None:
-        acc, uses, results = self._acc, self._uses, self._results
+        acc, uses, results, watch = self._acc, self._uses, self._results, self._watch
         seq = e.seq
         if seq > acc.covers_end:
             acc.covers_end = seq
@@ -739,19 +753,21 @@ class Lifter:
             uid = use.id
             if uid in uses:
                 continue
-            got = results.get(uid)
+            if uid in watch:
+                uses.add(uid)
+            at = results.get(uid)  # (the event of its first result)
+            got = None if at is None else first_result(at, uid)
             if (role == "assistant" and got is not None and (cut is None or got[1] <= cut)
                     and acc.shell_pair(e, use, seq, got, uid)):  # (a plain shell command that worked: most pairs)
-                uses.add(uid)
                 continue
             act = classify(use, acc.open_file)
-            uses.add(uid)
             if role == "assistant":
                 acc.note_move(seq, act.command or act.summary or use.name, True)
                 acc.on_call(e, use, act)
             if got is not None and (cut is None or got[1] <= cut):
                 acc.add_pair(use, seq, act, got[0], got[1])
             else:
+                uses.add(uid)  # (kept as before: a later result of it in this pass would not resolve it)
                 if got is not None:  # answered after the cut: unknown here, not at a later cut
                     self._straddle = got[1] if self._straddle is None else min(self._straddle, got[1])
                 acc.add_unknown(use, seq, act)

@@ -92,8 +92,7 @@ class ShellPairs:
         else:
             self._last_result(use_id, out, result_seq)
         self._soft.on_command(use_id, command, seq, result_seq, True)
-        if use_id not in self._command_ids:
-            self._command_ids.add(use_id)
+        if use_id not in self._command_ids:  # (not added: see ``_command_ids``)
             self.commands.append(run_command(seq=seq, command=command, tool=name, tool_use_id=use_id,
                                              exit_code=out.exit_code, status="ok", result_seq=result_seq,
                                              detail=run_detail(command, text, not reads, False if neither else None)))
@@ -116,7 +115,7 @@ class ShellPairs:
                 return self._pair_errors(text, use_id, result_seq)
             self._note_ok(key, seq, inp)
         else:
-            self._unkeyed_ok += (name, command, (), "command", seq, inp)
+            self._unkeyed_ok += (use, seq)  # (``_ok_keys`` reads its name, input and command from the call)
         return self._pair_errors(text, use_id, result_seq)
 
     def _pair_errors(self: Any, text: str, use_id: str, result_seq: int) -> bool:
