@@ -16,6 +16,7 @@ of ours is registered; the inline path starts no thread).
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -41,6 +42,11 @@ def ask(*held: object) -> bool:
         return False
     _state["asked"] = True
     _held.extend(held)
+    # Nothing the process holds now will be collected before it ends: out of the cyclic
+    # collector's sight (its permanent generation). Asked inside the CLI's pause of the
+    # collector (``engine.gc_pause``), whose end would otherwise start a collection walking
+    # every object made in the pause and still held (0.25 s of CPU at 100k events).
+    gc.freeze()
     return True
 
 

@@ -6,6 +6,7 @@ commands, and ``main`` called in a process of its own, end as before."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import json
 import os
@@ -90,3 +91,4 @@ def test_main_in_a_process_of_its_own_holds_nothing(tmp_path: Path) -> None:
         rc = main(["compact", "--inline", str(_session(tmp_path)), "--json"])
     assert rc == 0 and json.loads(out.getvalue())["status"] == "committed"
     assert not fast_exit.enabled() and fast_exit._held == [] and not fast_exit._state["asked"]
+    assert gc.get_freeze_count() == 0  # (the caller's objects stay in the collector's sight)
