@@ -7,8 +7,9 @@ for memory the operating system takes back at once anyway. A command whose outpu
 asks for the short exit (``ask``); the process's own entry (``python -m compactor``, the
 ``compactor`` script: ``entry``) then flushes stdout and stderr and leaves with
 ``os._exit(code)``. Everything written is written: the files a command opens are closed
-before it returns, and the streams are flushed here; only teardown is skipped (no atexit hook
-of ours is registered; the inline path starts no thread).
+before it returns, and the streams and logging's handlers (``logging.shutdown``, the one atexit
+hook the inline path registers) are flushed here; only teardown is skipped (the inline path
+starts no thread).
 
 ``main()`` called by a test or any other caller in its own process is not the process's entry
 (``enable`` is not called): ``ask`` then holds nothing and the process ends as usual.
@@ -57,6 +58,9 @@ def leave(code: int) -> int:
     if not _state["asked"]:
         return code
     try:
+        logging = sys.modules.get("logging")
+        if logging is not None:
+            logging.shutdown()  # (the one atexit hook the inline path registers: its handlers flushed)
         sys.stdout.flush()
         sys.stderr.flush()
     except (OSError, ValueError):
