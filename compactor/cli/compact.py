@@ -181,7 +181,9 @@ def _inline_run(args: argparse.Namespace) -> int:
     # Written: the process may end without freeing the session's objects one by one (held
     # until then; with no ``--out``, nothing big is made after the compaction, so they are
     # held at no cost to the peak) nor the rest of its teardown (issue 17, ``fast_exit``).
-    fast_exit.ask(events, result)
+    # Not after a model's summary: its client's connections close as usual.
+    if llm is None:
+        fast_exit.ask(events, result)
     return 0 if result.record.status in ("committed", "noop") else 1
 
 
