@@ -1,5 +1,5 @@
 import sys
 
-from compactor.cli import main
+from compactor.cli import entry
 
-sys.exit(main())
+sys.exit(entry())

@@ -127,6 +127,15 @@ def version() -> str:
         return __version__
 
 
+def entry() -> int:
+    """The process's entry (``python -m compactor``, the ``compactor`` script): ``main`` on
+    ``sys.argv``, then the short exit a command may have asked for (``fast_exit``)."""
+    from compactor.cli import fast_exit
+
+    fast_exit.enable()
+    return fast_exit.leave(main())
+
+
 def main(argv: list[str] | None = None) -> int:
     from compactor.cli.terminal import sanitized_output
 

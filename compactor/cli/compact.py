@@ -126,6 +126,7 @@ def _inline(args: argparse.Namespace) -> int:
 
 
 def _inline_run(args: argparse.Namespace) -> int:
+    from compactor.cli import fast_exit
     from compactor.cli.common import import_into, truncation_note
     from compactor.engine.compact import compact
     from compactor.engine.measure import quick_view_tokens, render_request, view_tokens
@@ -159,7 +160,8 @@ def _inline_run(args: argparse.Namespace) -> int:
         result = summarize_inline(events, result, policy, llm, model=args.model, summarizer=summarizer)
     if why:
         print(f"note: summarizer {summarizer} ({why})", file=sys.stderr)
-    events = []  # let go: the result holds what is written (memory: the whole session, issue 17)
+    if args.out or not fast_exit.enabled():
+        events = []  # let go: the result holds what is written (memory: the whole session, issue 17)
     if args.out:
         system, messages = render_request(result.view)
         doc: dict[str, Any] = {
@@ -176,6 +178,12 @@ def _inline_run(args: argparse.Namespace) -> int:
                       source=str(path), fmt=imported.format)
     else:
         print(render_report(path, imported.format, result.record, args.out))
+    # Written: the process may end without freeing the session's objects one by one (held
+    # until then; with no ``--out``, nothing big is made after the compaction, so they are
+    # held at no cost to the peak) nor the rest of its teardown (issue 17, ``fast_exit``).
+    # Not after a model's summary: its client's connections close as usual.
+    if llm is None:
+        fast_exit.ask(events, result)
     return 0 if result.record.status in ("committed", "noop") else 1
 
 

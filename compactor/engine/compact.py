@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import weakref
 from bisect import bisect_right
 from itertools import accumulate, islice
 from operator import is_
@@ -264,14 +265,19 @@ def apply_layers(
             assert ckpt is not None or remake is not None
 
             def check() -> list[Violation]:
-                made, view = lazy_cand.checkpoint, lazy_cand.view  # (first: they restore what the ladder let go)
+                cand = me()  # (alive: it is the candidate calling)
+                made, view = cand.checkpoint, cand.view  # (first: they restore what the ladder let go)
                 arts = dict(islice(artifacts.items(), n_arts))
                 return validate(events=evs, checkpoint=made, view=view,
                                 target_tokens=target, artifacts=arts, prev_checkpoint=prev, tokens=n,
                                 index=covered_text)
             durations["validate"] = durations.get("validate", 0.0) + (time.perf_counter() - t) * 1000
             lazy_cand = Candidate(ckpt, None, n, check=check, target=target,
-                                   rebuild=lambda: build_view(evs, lazy_cand.checkpoint), remake=remake)
+                                  rebuild=lambda: build_view(evs, me().checkpoint), remake=remake)
+            # Its callbacks reach it by a weak reference: a strong one is a reference cycle
+            # (candidate -> callback -> candidate) that holds ``evs``, every event of the
+            # session, until the cyclic collector runs (paused: at the end; issue 17).
+            me = weakref.ref(lazy_cand)
             return lazy_cand
         view = _indexed_view(evs, ckpt, covered_text)
         n = view_tokens(view)

@@ -9,6 +9,7 @@ import pytest
 
 from compactor.bench.synthetic import synthetic_sessions
 from compactor.engine import compact as engine
+from compactor.engine.layers import LAYER_CLEAR
 from compactor.engine.policy import make_policy
 
 
@@ -92,3 +93,32 @@ def test_the_collector_comes_back_after_a_failed_import(tmp_path) -> None:
     with pytest.raises(ParseError):
         import_file(deep, format="claude-code")
     assert gc.isenabled()
+
+
+def _alive_events() -> int:
+    from compactor.events import Event
+
+    return sum(1 for o in gc.get_objects() if type(o) is Event)
+
+
+@pytest.mark.parametrize("target", [2_000, 4_000])
+def test_a_compaction_leaves_no_cycle_that_holds_the_session(tmp_path, target) -> None:
+    """With the collector paused, what a reference cycle holds stays until the collector runs
+    again: the lazily checked candidate's callbacks once referred to it strongly, a cycle that
+    held every event of the session (and the first collection after the pause walked them
+    all: 0.27 s of CPU at 100k events, issue 17). Reference counting alone frees them now."""
+    from compactor.importers import import_file
+
+    events: list = []
+    import_file(_transcript(tmp_path, 400), sink=events.extend, count=True)
+    gc.collect()
+    gc.disable()
+    try:
+        before = _alive_events()
+        res = engine.compact(events, make_policy("default"), target, session="s")
+        assert LAYER_CLEAR in res.record.layers  # the replacement layers' lazy candidate was made
+        del res
+        events.clear()
+        assert _alive_events() <= before - 400
+    finally:
+        gc.enable()
