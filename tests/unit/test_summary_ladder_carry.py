@@ -12,7 +12,7 @@ import pytest
 
 from compactor.lifting.lift import LiftedState
 from compactor.lifting.state import Command, FailedApproach, FileRef, Request
-from compactor.summarize import ladder_carry, structured
+from compactor.summarize import document, ladder_carry, sections, structured
 from compactor.summarize.structured import begin_ladder_memo, end_ladder_memo
 from tests.unit.test_summary_fit import _ladder, _renders, _sessions
 
@@ -71,8 +71,8 @@ def _spy(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         seen["reads"] += out is not None
         return out
 
-    monkeypatch.setattr(structured, "extend_commands", commands)
-    monkeypatch.setattr(structured, "extend_reads", reads)
+    monkeypatch.setattr(document, "extend_commands", commands)
+    monkeypatch.setattr(document, "extend_reads", reads)
     return seen
 
 
@@ -117,7 +117,7 @@ def test_retiered_lines_are_carried_with_their_new_tier(monkeypatch: pytest.Monk
     fresh = [[ln.tier for ln in structured.doc_lines(structured._build(s, budget=500)) if ln.section == structured.COMMANDS]
              for s in states]
     assert tiers == fresh
-    assert structured._TIER_COMMAND_RECENT_OK in tiers[0] and structured._TIER_COMMAND_EXPLAINED in tiers[2]
+    assert sections._TIER_COMMAND_RECENT_OK in tiers[0] and sections._TIER_COMMAND_EXPLAINED in tiers[2]
 
 
 def test_sessions_ladders_with_the_carry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

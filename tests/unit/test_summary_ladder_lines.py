@@ -13,7 +13,7 @@ import pytest
 from compactor import tokens
 from compactor.lifting.lift import LiftedState
 from compactor.lifting.state import Command, FileRef
-from compactor.summarize import structured
+from compactor.summarize import document, structured
 from compactor.summarize.ladder_lines import LazyLine, Line
 from compactor.summarize.structured import begin_ladder_memo, end_ladder_memo, render_summary
 from compactor.tokens import count_text
@@ -100,7 +100,7 @@ def test_a_big_rung_makes_the_texts_of_the_lines_it_keeps_only(monkeypatch: pyte
             for s in states:
                 r = render_summary(s, budget)
                 out.append(r.model_dump_json())
-                memo = structured._LADDER_MEMO.get()
+                memo = document._LADDER_MEMO.get()
                 assert memo is not None
                 lines = [ln for ln in (*memo.cmd_lines, *memo.read_lines) if ln is not None]
                 # the lines shown, and those in the ~256 characters read on either side of each
@@ -129,19 +129,19 @@ def test_a_memo_line_reads_as_the_line_it_was_built_as(tmp_path: Path) -> None:
     long = state.commands[5].model_copy(update={"command": "python -c 'print(1)' " + "x" * 150})
     for c in [*state.commands, long]:  # (a long one: cut at 90 with its answer shown, else 200)
         for key in (2, 3, 6, 7):
-            text = structured._command_text(c, key, True)
-            line = structured._CommandLine(structured.COMMANDS, c, key, len(text), 10, c.seq, 0, 0)
+            text = document._command_text(c, key, True)
+            line = document._CommandLine(structured.COMMANDS, c, key, len(text), 10, c.seq, 0, 0)
             assert line.length == len(text) and line.text == text
-            made = structured._command_line(7, c, key, None, 0)  # (sized anew: another document's key)
+            made = document._command_line(7, c, key, None, 0)  # (sized anew: another document's key)
             assert (made.text, made.length, made.order & 0xFFFFFFFF) == (text, len(text), 7)
-            assert made.tokens == structured.line_sizes(text)[0]
+            assert made.tokens == document.line_sizes(text)[0]
     for f in state.files_read:
         for facts in ("", "  defines: f"):
-            text = structured._read_text(f, facts)
-            line = structured._ReadLine(structured.FILES_READ, f, facts, len(text), 20, f.seq, 0, 0)
+            text = document._read_text(f, facts)
+            line = document._ReadLine(structured.FILES_READ, f, facts, len(text), 20, f.seq, 0, 0)
             assert line.length == len(text) and line.text == text
-            made = structured._read_line(3, f, facts, None, 0)
-            assert (made.text, made.length, made.tokens) == (text, len(text), structured.line_sizes(text)[0])
+            made = document._read_line(3, f, facts, None, 0)
+            assert (made.text, made.length, made.tokens) == (text, len(text), document.line_sizes(text)[0])
 
 
 def test_a_document_reads_its_own_lines_after_another_document_of_its_rung_rebuilt_them() -> None:

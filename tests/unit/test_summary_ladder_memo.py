@@ -11,7 +11,7 @@ from compactor.bench.scale import write_session
 from compactor.importers import import_file
 from compactor.lifting.lift import Lifter
 from compactor.lifting.state import Command
-from compactor.summarize import structured
+from compactor.summarize import document, sections, structured
 from compactor.summarize.structured import begin_ladder_memo, end_ladder_memo, render_summary
 from tests.conftest import corpus_files
 
@@ -69,7 +69,7 @@ def test_a_command_run_again_in_a_later_rung_gets_its_new_count() -> None:
 def test_the_memo_is_gone_after_the_ladder() -> None:
     token = begin_ladder_memo()
     end_ladder_memo(token)
-    assert structured._LADDER_MEMO.get() is None
+    assert document._LADDER_MEMO.get() is None
 
 
 @pytest.mark.parametrize("budget", [200, 5_000])
@@ -100,8 +100,8 @@ def test_a_command_newest_in_one_rung_and_older_in_the_next_keeps_its_place_by_t
     finally:
         end_ladder_memo(token)
     assert tiers == [[ln.tier for ln in structured.doc_lines(structured._build(s, budget=5_000))] for s in (early, late)]
-    assert tiers[0] == [structured._TIER_COMMAND_RECENT_OK] * 2
-    assert tiers[1][:2] == [structured._TIER_COMMAND_OK] * 2
+    assert tiers[0] == [sections._TIER_COMMAND_RECENT_OK] * 2
+    assert tiers[1][:2] == [sections._TIER_COMMAND_OK] * 2
 
 
 def test_a_file_read_whose_facts_leave_the_share_in_a_later_rung_loses_them_there() -> None:
@@ -202,7 +202,7 @@ def test_a_fetch_run_again_in_a_later_rung_takes_the_answers_share_once() -> Non
         end_ladder_memo(token)
     assert got == [render_summary(s, b) for b in budgets for s in (early, late)]
     # (an answer within the share: its command cut short, the answer is the point)
-    both = [r for r in got[1::2] if all(any(x.startswith(f"- #{c.seq} {structured._code(c.command, 90)} →")
+    both = [r for r in got[1::2] if all(any(x.startswith(f"- #{c.seq} {document._code(c.command, 90)} →")
                                             for x in r.sections[structured.COMMANDS]) for c in (other, again))]
     assert both  # (budgets whose share holds the later rung's two answers)
 
