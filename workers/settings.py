@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import AliasChoices, Field, PrivateAttr, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from activities.contracts import DEFAULT_MODEL
+from activities.defaults import DEFAULT_MODEL  # (not contracts: the CLI would build every payload model at start)
 
 if TYPE_CHECKING:
     from compactor.importers import ImportLimits
