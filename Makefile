@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install clean image lock tools checkov
+.PHONY: demo test install bytecode clean image lock tools checkov
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -12,7 +12,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP) tools
+# An editable install leaves the sources uncompiled; where PYTHONDONTWRITEBYTECODE is set, every
+# command would compile them again (~0.13 s a process, docs/bench-perf.md session 19), which an
+# installed wheel (pip compiles it) never does. Stale files are recompiled in memory, not trusted.
+bytecode: $(STAMP)
+	@$(BIN)/python -m compileall -q compactor activities workers workflows >/dev/null
+
+install: $(STAMP) tools bytecode
 
 # Debian tools the tests use where apt exists (as root): kubectl (kubernetes-client) renders
 # infra/k8s; promtool (prometheus) checks infra/prometheus/alerts.yml. Elsewhere those checks skip.
@@ -46,7 +52,7 @@ lock:
 	.venv-lock/bin/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras \
 	  --no-emit-index-url --no-emit-find-links --output-file=infra/requirements.lock pyproject.toml
 
-demo: $(STAMP)
+demo: $(STAMP) bytecode
 	$(BIN)/compactor demo
 
 test: $(STAMP) tools
