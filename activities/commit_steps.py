@@ -5,9 +5,11 @@ mixin: the store plumbing (``_run``, ``log``, work objects) is ``StoreActivities
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -24,14 +26,50 @@ from activities.contracts import (
     RecordInput,
     RecordOutput,
     SkippedSession,
+    SnapshotRef,
     SweepInput,
     committed_record,
 )
 from activities.merge import Merge, committed_by
 from activities.step_support import CountingStore, policy_of, workflow_run_id
 from compactor import errors
+from compactor.events import Event
 from compactor.records import Checkpoint, CompactionRecord, Head
 from compactor.store import SessionLog, list_sessions, list_sessions_page
+
+
+@dataclass(frozen=True)
+class FrozenReads:
+    """What freeze_snapshot read for the snapshot it commits (``FreezeInput.commit_as``): the head
+    at the snapshot and the events the compaction saw (``StoreActivities.engine_events``)."""
+
+    tenant: str
+    session: str
+    head: Head
+    events: Sequence[Event]
+
+    def of(self, snap: SnapshotRef) -> bool:
+        return (self.tenant, self.session, self.head.etag, self.head.version) == (
+            snap.tenant, snap.session, snap.etag, snap.version)
+
+
+_FROZEN: contextvars.ContextVar[FrozenReads | None] = contextvars.ContextVar("frozen_reads", default=None)
+
+
+@contextlib.contextmanager
+def frozen_reads(reads: FrozenReads | None) -> Iterator[None]:
+    """``_commit`` of ``reads``' snapshot, inside this block (freeze_snapshot's commit, same
+    thread), uses them instead of reading them again: the head it read is the first CAS's
+    (``SessionLog.set_checkpoint(head=)``: one head GET fewer; the CAS still guards it, a moved
+    head fails it and is read as before) and its events are the merge's (``Merge(events=)``)."""
+    if reads is None:
+        yield
+        return
+    token = _FROZEN.set(reads)
+    try:
+        yield
+    finally:
+        _FROZEN.reset(token)
 
 
 class CommitSteps:
@@ -68,11 +106,14 @@ class CommitSteps:
         snap = inp.snapshot
         log = self.log(snap.tenant, snap.session)
         base = Checkpoint.model_validate(self._get_json(inp.candidate_key))
+        frozen = _FROZEN.get()
+        if frozen is not None and not frozen.of(snap):
+            frozen = None
 
-        merge = Merge(self, log, snap, base, self._prev(log, snap))
+        merge = Merge(self, log, snap, base, self._prev(log, snap), events=frozen.events if frozen else None)
         ckpt = base
         etag = snap.etag
-        head: Head | None = None
+        head: Head | None = frozen.head if frozen else None  # (None: set_checkpoint reads it)
         written: set[str] = set()
         cas = 0
         while True:

@@ -9,7 +9,7 @@ recognizes the commit an earlier execution of it made (``committed_by``).
 from __future__ import annotations
 
 import json
-from typing import Any, Protocol
+from typing import Any, Protocol, Sequence
 
 from temporalio.exceptions import ApplicationError
 
@@ -55,8 +55,10 @@ class Merge:
     """
 
     def __init__(self, acts: ViewSource, log: SessionLog, snap: SnapshotRef,
-                 base: Checkpoint, prev: Checkpoint | None) -> None:
+                 base: Checkpoint, prev: Checkpoint | None, events: Sequence[Event] | None = None) -> None:
+        """``events``: ``acts.engine_events(log, snap)``, when the caller read them already."""
         self.acts, self.log, self.snap, self.base, self.prev = acts, log, snap, base, prev
+        self._events = events
         self.new: list[Event] = []
         self.count = 0
         self.reconciled: list[str] = []
@@ -76,7 +78,8 @@ class Merge:
         if self._old is None:
             from compactor.engine.planning import prepare
 
-            self._old = prepare(self.acts.engine_events(self.log, self.snap), self.prev)
+            evs = list(self._events) if self._events is not None else self.acts.engine_events(self.log, self.snap)
+            self._old = prepare(evs, self.prev)
         return self._old
 
     def context(self, head: Head) -> list[Event]:

@@ -38,7 +38,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.commit_steps import CommitSteps
+from activities.commit_steps import CommitSteps, FrozenReads, frozen_reads
 from activities.contracts import (
     ActivityName,
     CommitInput,
@@ -340,6 +340,7 @@ class StoreActivities(SummarySteps, CommitSteps):
             from compactor.engine.view import build_view
 
             evs = self.engine_events(log, snap, head)
+            read = FrozenReads(inp.tenant, inp.session, head, tuple(evs)) if inp.commit_as is not None else None
             run = workflow_run_id()
             own_run = bool(run and head.checkpoint_run == run and prev is not None)
             planned = None
@@ -370,7 +371,7 @@ class StoreActivities(SummarySteps, CommitSteps):
                                           "ms": (time.perf_counter() - t) * 1000})
             if inp.commit_as is not None and self.commits_in_freeze and commit_ready(finished):
                 # (the snapshot as the workflow passes it on: without its plan and finish)
-                return done.model_copy(update={"committed": self._commit_in_freeze(inp, out, done, meta)})
+                return done.model_copy(update={"committed": self._commit_in_freeze(inp, out, done, meta, read)})
             return done
 
         return await self._run(lambda: paused(work))
@@ -415,10 +416,11 @@ class StoreActivities(SummarySteps, CommitSteps):
                                         type(exc).__name__)
             return None
 
-    def _commit_in_freeze(self, inp: FreezeInput, snap: SnapshotRef, done: SnapshotRef,
-                          meta: dict[str, Any]) -> CommitRecordOutput | None:
+    def _commit_in_freeze(self, inp: FreezeInput, snap: SnapshotRef, done: SnapshotRef, meta: dict[str, Any],
+                          read: FrozenReads | None = None) -> CommitRecordOutput | None:
         """commit_record's work for ``FreezeInput.commit_as`` once the candidate validated
-        (``done``: freeze's output so far), with the input the workflow builds for that step. Any
+        (``done``: freeze's output so far; ``read``: what freeze read, for the commit to use), with
+        the input the workflow builds for that step. Any
         failure gives None: the workflow then runs commit_record, which fails as it always did -
         or, when the head was swapped before the failure (the record's write), takes commit_swap's
         own-commit path and writes the record."""
@@ -426,10 +428,11 @@ class StoreActivities(SummarySteps, CommitSteps):
         fin = done.finished.finish
         assert fin is not None
         try:
-            return self._commit_and_record(CommitRecordInput(
-                commit=CommitInput(snapshot=snap, policy=inp.plan_policy, candidate_key=fin.check.candidate_key,
-                                   max_merges=inp.max_merges),
-                record=record_before_commit(inp.commit_as, done), count_breaker=True), meta)
+            with frozen_reads(read):
+                return self._commit_and_record(CommitRecordInput(
+                    commit=CommitInput(snapshot=snap, policy=inp.plan_policy, candidate_key=fin.check.candidate_key,
+                                       max_merges=inp.max_merges),
+                    record=record_before_commit(inp.commit_as, done), count_breaker=True), meta)
         except Exception as exc:  # noqa: BLE001 - reported by commit_record, run next
             if activity.in_activity():
                 activity.logger.warning("commit_record in freeze_snapshot failed, left to its own step: %s",
