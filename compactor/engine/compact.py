@@ -168,7 +168,9 @@ def apply_layers(
     the safe cuts' walk learnt of its calls)."""
     if (prev.id if prev is not None else None) != plan.prev_checkpoint:
         raise ValueError("plan was made for a different previous checkpoint")
-    evs = list(events) if _prepared else prepare(events, prev)
+    # (the caller's prepared list itself, read only: not a copy of it held through the layers,
+    # a pointer per event, issue 17, memory)
+    evs = (events if type(events) is list else list(events)) if _prepared else prepare(events, prev)
     end0 = plan.prev_end
     target = plan.target_tokens
     covered_all = body(evs, end0) if _body is None else _body  # what a summary may cover, in order
@@ -420,7 +422,8 @@ def apply_layers(
         # (and the last rung's state, outcome and checkpoint: their items are the picked state's,
         # let go of while it is dumped, ``candidates.dump_releasing``)
         del lifter, covered_sums, covered_seqs
-        lifted = out = ckpt = cand = None  # type: ignore[assignment]
+        # (covered, frame: the last rung's slice of the body, a pointer per covered event, and view)
+        lifted = out = ckpt = cand = covered = frame = None  # type: ignore[assignment]
     if candidates.n:
         chosen = candidates.pick()
         if best is None and not chosen.valid:
@@ -441,8 +444,13 @@ def apply_layers(
     # Likewise the whole-session facts of the checks, once the candidate returned has been
     # checked (a lazy one now), and the replacements its checkpoint does not hold.
     best.violations  # a lazy candidate's checks run now (they read covered_text)
+    best.checkpoint, best.view  # (one let go of made again now: checkpoint() reads covered_all)
     covered_text = None  # type: ignore[assignment]  # a check run later still works: index=None is the full search
     repl.clear()
+    # The body's lists and the safe cuts' walk's tables (a pointer or two per event, ~15 MB at
+    # 300k events, issue 17, memory) go before the picked state is dumped (``_result``: the
+    # compaction's peak is its own or the ladder's): nothing after reads them.
+    covered_all = _body = _calls = _safe = safe_points = covered_hash = hash_lines = None  # type: ignore[assignment]
     return _result(best, artifacts, layers, freed, durations, evs, candidates.n)
 
 
@@ -652,9 +660,14 @@ def _compact(
         vio = validate(events=evs, checkpoint=None, view=view, target_tokens=p.target_tokens,
                        prev_checkpoint=prev)
         return noop(vio, None, {"plan": plan_ms}, view)
+    # plan's lists and tables handed on: this frame holds none of them while the layers run
+    # (apply_layers lets go of its own before the result's dump, the peak: issue 17, memory)
+    handed: dict[str, Any] = {"_safe": safe, "_view": shown, "_body": walked[0] if walked else None,
+                              "_calls": calls}
+    safe = shown = walked = calls = None  # type: ignore[assignment]
     res = apply_layers(evs, p, policy, prev=prev, checkpoint_id=checkpoint_id, now=now,
-                       tenant=tenant, session=session, _safe=safe, _view=shown, _prepared=True,
-                       _body=walked[0] if walked else None, _calls=calls)
+                       tenant=tenant, session=session, _prepared=True, _safe=handed.pop("_safe"),
+                       _view=handed.pop("_view"), _body=handed.pop("_body"), _calls=handed.pop("_calls"))
     ckpt = res.checkpoint
     assert ckpt is not None
     if not res.layers or res.tokens_after >= p.tokens_before:
