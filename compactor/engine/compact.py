@@ -371,14 +371,14 @@ def apply_layers(
                 )
                 if cut <= end0 or cut in tried:
                     continue
-                covered = covered_all[:bisect_right(covered_seqs, cut)]
+                n_covered = bisect_right(covered_seqs, cut)  # (covered_all[:n_covered]: no slice made)
                 # (the tail found by bisection, as the candidate's own view: not two walks of the session a rung)
                 frame = _indexed_view(evs, checkpoint(cut, summary="", sections={}, state={}, summary_tokens=0),
                                       covered_text)
                 room = target - view_tokens(frame) - 4
                 if not plan.available_tokens:  # the pinned instructions alone exceed the target
                     room = max(room, int(target * INFEASIBLE_SUMMARY_SHARE))
-                replaced = covered_sums[len(covered)] + prev_summary_tokens
+                replaced = covered_sums[n_covered] + prev_summary_tokens
                 limit = min(room, policy.summary_max_tokens)
                 if policy.summary_must_shrink:
                     limit = min(limit, replaced - frame_tokens(cut) - 8)
@@ -392,10 +392,10 @@ def apply_layers(
                         best.release()  # made again if validated or chosen (checkpoint, build_view: pure)
                     release_covered(cut)
                 lifted = lifter.state_at(cut)
-                out = summarize_range(covered, state0, limit, latest_full=not keep_request,
+                out = summarize_range(None, state0, limit, latest_full=not keep_request,
                                       state=lifted, state_fields=_CHECKED_STATE,
-                                      covered_tokens=covered_sums[len(covered)])
-                src_hash = covered_hash.at(len(covered))
+                                      covered_tokens=covered_sums[n_covered])
+                src_hash = covered_hash.at(n_covered)
                 if prev is not None and prev.source_hash:
                     src_hash = hashlib.sha256((prev.source_hash + src_hash).encode()).hexdigest()
                 ckpt = checkpoint(
@@ -422,8 +422,7 @@ def apply_layers(
         # (and the last rung's state, outcome and checkpoint: their items are the picked state's,
         # let go of while it is dumped, ``candidates.dump_releasing``)
         del lifter, covered_sums, covered_seqs
-        # (covered, frame: the last rung's slice of the body, a pointer per covered event, and view)
-        lifted = out = ckpt = cand = covered = frame = None  # type: ignore[assignment]
+        lifted = out = ckpt = cand = frame = None  # type: ignore[assignment]  # (frame: the last rung's view)
     if candidates.n:
         chosen = candidates.pick()
         if best is None and not chosen.valid:

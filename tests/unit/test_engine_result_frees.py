@@ -117,3 +117,34 @@ def test_a_cleared_candidate_checked_early_and_let_go_of_is_returned_whole(monke
         outcomes.append(_outcome(res))
     assert outcomes[0] == outcomes[1]
     assert outcomes[0][2]["layers"][-1] != "summary" and outcomes[0][1]["replacements"]
+
+
+def test_a_rung_summarized_without_a_slice_of_the_body(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ladder hands ``summarize_range`` its state and covered tokens, not a copy of the
+    covered events (a pointer an event per rung, issue 17); given the same state and tokens,
+    ``summarize_range`` gives the same outcome with the events as without them."""
+    from compactor.engine import layers
+    from compactor.lifting.lift import lift_state
+
+    got: list[Any] = []
+    real = engine.summarize_range
+
+    def spy(covered: Any, *a: Any, **kw: Any) -> Any:
+        got.append(covered)
+        return real(covered, *a, **kw)
+
+    monkeypatch.setattr(engine, "summarize_range", spy)
+    events = _generated(2000)
+    res = engine.compact(events, make_policy("default"), 2_000, session="s")
+    monkeypatch.undo()
+    assert "summary" in res.record.layers and got and all(c is None for c in got)
+    covered = [e for e in engine.prepare(events, None) if e.seq <= res.checkpoint.covers.end]
+    state = lift_state(covered, None)
+    tokens = sum(e.tokens or 0 for e in covered)
+    for budget in (300, 1_500):
+        alone = layers.summarize_range(covered, None, budget)
+        given = layers.summarize_range(None, None, budget, state=state, covered_tokens=alone.covered_tokens)
+        assert given.model_dump() == alone.model_dump()
+        assert tokens == alone.covered_tokens
+    with pytest.raises(AssertionError):
+        layers.summarize_range(None, None, 300, state=state)
