@@ -17,8 +17,7 @@ The same lines, in the same order, with the same tiers as ``structured._build`` 
 
 from __future__ import annotations
 
-from array import array
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -32,63 +31,12 @@ _PATH = attrgetter("path")
 _SEQ = attrgetter("seq")
 
 
-class CommandNames:
-    """The distinct command texts of a carry's items as their sorted ``hash``es, one 8-byte
-    machine int each (issue 17, memory: a set of ~148k texts at 300k events is a 4 MB table
-    held through the ladder; this, 1.2 MB). ``meets`` answers exactly as the set did: a hash
-    hit is checked against the items' own texts."""
-
-    __slots__ = ("_hashes",)
-
-    def __init__(self, hashes: array | None = None) -> None:
-        """``hashes``: of the distinct texts (taken: emptied)."""
-        # sorted a sixteenth of the hashes' range at a time (a sort's list of ints is ~40 bytes
-        # a text: a sixteenth of it at once)
-        parts: list[array] = [array("q") for _ in range(16)]
-        for h in hashes or ():
-            parts[(h >> 60) + 8].append(h)
-        if hashes:
-            del hashes[:]
-        out = array("q")
-        for b in range(16):
-            out.extend(sorted(parts[b]))
-            parts[b] = array("q")
-        self._hashes = out
-
-    def __len__(self) -> int:
-        return len(self._hashes)
-
-    def meets(self, new: list[str], items: list, key: Any) -> bool:
-        """Whether a text of ``new`` is the text of one of ``items`` (these names' items)."""
-        hashes, n = self._hashes, len(self._hashes)
-        hits = set()
-        for name in new:
-            h = hash(name)
-            i = bisect_left(hashes, h)
-            if i < n and hashes[i] == h:
-                hits.add(name)
-        return bool(hits) and any(key(c) in hits for c in items)
-
-    def add(self, new: list[str]) -> None:
-        """``new`` texts (none of them held already) added, in order of their hashes."""
-        old, out, at = self._hashes, array("q"), 0
-        for h in sorted(map(hash, new)):
-            i = bisect_right(old, h, at)
-            out.extend(old[at:i])
-            out.append(h)
-            at = i
-        out.extend(old[at:])
-        self._hashes = out
-
-
 @dataclass(slots=True)
 class CommandCarry:
     """What one rung's ``_build`` made of ``state.commands``."""
 
     items: list = field(default_factory=list)
     """A copy of the list (the next rung's must start with these very items)."""
-    names: CommandNames = field(default_factory=CommandNames)
-    """The distinct command texts."""
     latest_runs: Sequence[int] = range(0)
     """The latest run of each distinct command, in order (a range when each ran once: no
     ~150k index objects kept at 300k events)."""
@@ -112,20 +60,21 @@ def extend_commands(carry: CommandCarry | None, commands: list, key: Any) -> tup
     """``carry`` grown by ``commands`` past its items, and the indexes of the new latest runs;
     None when ``commands`` does not extend the carried list with new commands only (a command
     run again moves its line: then every command is handled again). ``key``: a run's command
-    text. The carry's names and counts are updated in place (it is the next one's)."""
+    text. The carry's counts are updated in place (it is the next one's)."""
     if carry is None:
         return None
     m = len(carry.items)
     if len(commands) < m or commands[:m] != carry.items:
         return None
     new = list(map(key, commands[m:]))
-    names = carry.names
-    if len(set(new)) != len(new) or names.meets(new, carry.items, key):
+    distinct, counts = set(new), carry.counts
+    # (the carried texts: the counts' keys, or a scan of the items, ~8 ms a rung at 300k events,
+    # not a set of them held through the ladder: a 4 MB table at 300k, issue 17, memory)
+    if len(distinct) != len(new) or not distinct.isdisjoint(map(key, carry.items) if counts is None else counts):
         return None
     fresh = range(m, len(commands))
-    names.add(new)
-    if carry.counts is not None:
-        carry.counts.update(new)
+    if counts is not None:
+        counts.update(new)
     carry.items = commands[:]
     runs = carry.latest_runs
     carry.latest_runs = range(len(commands)) if isinstance(runs, range) else [*runs, *fresh]
@@ -134,19 +83,14 @@ def extend_commands(carry: CommandCarry | None, commands: list, key: Any) -> tup
 
 def fresh_commands(commands: list, key: Any) -> CommandCarry:
     """The carry of ``commands`` handled whole (``_build``'s own walk)."""
-    distinct = set(map(key, commands))
-    n = len(distinct)
-    hashes = array("q", map(hash, distinct))
-    del distinct  # (not held through the ladder: its hashes are, 8 bytes a text, issue 17)
-    names = CommandNames(hashes)
-    if n == len(commands):  # (each ran once: no index per command, issue 17 memory)
+    if len(set(map(key, commands))) == len(commands):  # (each ran once: no index per command, issue 17 memory)
         latest_runs: Sequence[int] = range(len(commands))
         counts = None
     else:
         latest_by_cmd = {key(c): i for i, c in enumerate(commands)}
         latest_runs = sorted(latest_by_cmd.values())  # the latest run of each distinct command, in order
         counts = Counter(map(key, commands))
-    return CommandCarry(items=commands[:], names=names, latest_runs=latest_runs, counts=counts)
+    return CommandCarry(items=commands[:], latest_runs=latest_runs, counts=counts)
 
 
 @dataclass(slots=True)

@@ -1,70 +1,72 @@
-"""The ladder carry's distinct command texts as sorted hashes (``ladder_carry.CommandNames``,
-issue 17, memory: a set of every text was a 4 MB table at 300k events, held through the
-ladder). Whether a rung's new commands repeat one of the carried ones is answered exactly as
-the set answered, hashes shared by other texts included, and a ladder's summaries are the ones
-built without the carry (``tests/unit/test_summary_ladder_carry.py``)."""
+"""The ladder carry holds no set of its distinct command texts (issue 17, memory: a 4 MB table
+at 300k events, held through the ladder): whether a rung's new commands repeat a carried one is
+read from the carried items (or the run counts, when a command ran more than once), and
+answers as the set did. A ladder's summaries are the ones built without the carry
+(``tests/unit/test_summary_ladder_carry.py``)."""
 
 from __future__ import annotations
 
 import random
+from collections import Counter
+from typing import Any
 
-import pytest
-
-from compactor.summarize import ladder_carry
-from compactor.summarize.ladder_carry import CommandNames, extend_commands, fresh_commands
-
-
-def _names(texts: list[str]) -> CommandNames:
-    return fresh_commands(texts, _key).names  # (the carry's own: its hashes as it takes them)
+from compactor.summarize.ladder_carry import CommandCarry, extend_commands, fresh_commands
 
 
 def _key(c: str) -> str:
     return c
 
 
-@pytest.mark.parametrize("collide", [False, True])
-def test_meets_answers_as_a_set_of_the_texts(monkeypatch: pytest.MonkeyPatch, collide: bool) -> None:
-    if collide:  # (every text of one length shares its hash: each hit is checked against the texts)
-        monkeypatch.setattr(ladder_carry, "hash", len, raising=False)
+def _reference(held: list[str], commands: list[str]) -> Any:
+    """What the carry with a set of its texts answered: None, or the new places."""
+    m = len(held)
+    if commands[:m] != held:
+        return None
+    new = commands[m:]
+    if any(t in set(held) for t in new) or len(set(new)) != len(new):
+        return None
+    return list(range(m, len(commands)))
+
+
+def test_a_carry_extends_as_with_a_set_of_its_texts() -> None:
     rng = random.Random(7)
-    held = [f"pytest tests/test_{i}.py" for i in rng.sample(range(5_000), 1_500)]
-    names = _names(held)
-    known = set(held)
-    for _ in range(200):
-        new = [f"pytest tests/test_{i}.py" for i in rng.sample(range(5_000), rng.randint(1, 6))]
-        new = list(dict.fromkeys(new))
-        assert names.meets(new, held, _key) == any(t in known for t in new)
-        if not any(t in known for t in new) and rng.random() < 0.5:
-            names.add(new)
-            held += new
-            known.update(new)
-    assert len(names) == len(known)
-    assert not names.meets(["never held"], held, _key)
-    assert names.meets([held[0]], held, _key) and names.meets([held[-1]], held, _key)
+    for repeats in (False, True):
+        held = [f"pytest tests/test_{i}.py" for i in rng.sample(range(4_000), 800)]
+        if repeats:
+            held += held[:5]  # (a command run twice: the carry keeps run counts)
+        carry: CommandCarry | None = fresh_commands(held, _key)
+        assert (carry.counts is not None) == repeats
+        extended = refused = 0
+        for _ in range(150):
+            new = [f"pytest tests/test_{i}.py" for i in rng.sample(range(4_000), rng.randint(1, 5))]
+            if rng.random() < 0.2:
+                new.append(new[0])  # (twice among the new)
+            commands = held + new
+            want = _reference(held, commands)
+            got = extend_commands(carry, commands, _key)
+            assert (None if got is None else list(got[1])) == want
+            if got is None:
+                refused += 1
+                continue
+            extended += 1
+            carry, held = got[0], commands
+            assert carry.items == held
+            if carry.counts is not None:
+                assert carry.counts == Counter(held)
+        assert extended > 20 and refused > 20
 
 
-def test_the_hashes_stay_sorted_as_texts_are_added() -> None:
-    names = CommandNames()
-    held: list[str] = []
-    for k in range(50):
-        new = [f"cmd {k} {j}" for j in range(k % 7 + 1)]
-        assert not names.meets(new, held, _key)
-        names.add(new)
-        held += new
-        hashes = names._hashes
-        assert list(hashes) == sorted(hash(t) for t in held)
-    assert all(names.meets([t], held, _key) for t in held)
-
-
-def test_a_carry_extends_only_with_new_commands() -> None:
+def test_a_command_run_again_is_handled_whole() -> None:
     cmds = [f"make target{i}" for i in range(300)]
     carry = fresh_commands(cmds, _key)
-    assert len(carry.names) == 300 and carry.counts is None
+    assert carry.counts is None and not hasattr(carry, "names")
     grown = extend_commands(carry, cmds + ["make new1", "make new2"], _key)
     assert grown is not None and list(grown[1]) == [300, 301]
-    # a command run again (one carried) or twice among the new: the whole handled again
-    assert extend_commands(grown[0], grown[0].items + ["make target5"], _key) is None
-    assert extend_commands(grown[0], grown[0].items + ["make x", "make x"], _key) is None
-    assert extend_commands(grown[0], grown[0].items + ["make new2"], _key) is None
+    items = grown[0].items
+    assert extend_commands(grown[0], items + ["make target5"], _key) is None
+    assert extend_commands(grown[0], items + ["make x", "make x"], _key) is None
+    assert extend_commands(grown[0], items + ["make new2"], _key) is None
     again = fresh_commands(cmds + ["make target3"], _key)
-    assert again.counts is not None and len(again.names) == 300
+    assert again.counts is not None and again.counts["make target3"] == 2
+    assert extend_commands(again, again.items + ["make target7"], _key) is None
+    assert extend_commands(again, again.items + ["make fresh"], _key) is not None
