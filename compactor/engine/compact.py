@@ -168,7 +168,9 @@ def apply_layers(
     the safe cuts' walk learnt of its calls)."""
     if (prev.id if prev is not None else None) != plan.prev_checkpoint:
         raise ValueError("plan was made for a different previous checkpoint")
-    evs = list(events) if _prepared else prepare(events, prev)
+    # (the caller's prepared list itself, read only: not a copy of it held through the layers,
+    # a pointer per event, issue 17, memory)
+    evs = (events if type(events) is list else list(events)) if _prepared else prepare(events, prev)
     end0 = plan.prev_end
     target = plan.target_tokens
     covered_all = body(evs, end0) if _body is None else _body  # what a summary may cover, in order
@@ -369,14 +371,14 @@ def apply_layers(
                 )
                 if cut <= end0 or cut in tried:
                     continue
-                covered = covered_all[:bisect_right(covered_seqs, cut)]
+                n_covered = bisect_right(covered_seqs, cut)  # (covered_all[:n_covered]: no slice made)
                 # (the tail found by bisection, as the candidate's own view: not two walks of the session a rung)
                 frame = _indexed_view(evs, checkpoint(cut, summary="", sections={}, state={}, summary_tokens=0),
                                       covered_text)
                 room = target - view_tokens(frame) - 4
                 if not plan.available_tokens:  # the pinned instructions alone exceed the target
                     room = max(room, int(target * INFEASIBLE_SUMMARY_SHARE))
-                replaced = covered_sums[len(covered)] + prev_summary_tokens
+                replaced = covered_sums[n_covered] + prev_summary_tokens
                 limit = min(room, policy.summary_max_tokens)
                 if policy.summary_must_shrink:
                     limit = min(limit, replaced - frame_tokens(cut) - 8)
@@ -390,10 +392,10 @@ def apply_layers(
                         best.release()  # made again if validated or chosen (checkpoint, build_view: pure)
                     release_covered(cut)
                 lifted = lifter.state_at(cut)
-                out = summarize_range(covered, state0, limit, latest_full=not keep_request,
+                out = summarize_range(None, state0, limit, latest_full=not keep_request,
                                       state=lifted, state_fields=_CHECKED_STATE,
-                                      covered_tokens=covered_sums[len(covered)])
-                src_hash = covered_hash.at(len(covered))
+                                      covered_tokens=covered_sums[n_covered])
+                src_hash = covered_hash.at(n_covered)
                 if prev is not None and prev.source_hash:
                     src_hash = hashlib.sha256((prev.source_hash + src_hash).encode()).hexdigest()
                 ckpt = checkpoint(
@@ -420,7 +422,7 @@ def apply_layers(
         # (and the last rung's state, outcome and checkpoint: their items are the picked state's,
         # let go of while it is dumped, ``candidates.dump_releasing``)
         del lifter, covered_sums, covered_seqs
-        lifted = out = ckpt = cand = None  # type: ignore[assignment]
+        lifted = out = ckpt = cand = frame = None  # type: ignore[assignment]  # (frame: the last rung's view)
     if candidates.n:
         chosen = candidates.pick()
         if best is None and not chosen.valid:
@@ -441,8 +443,13 @@ def apply_layers(
     # Likewise the whole-session facts of the checks, once the candidate returned has been
     # checked (a lazy one now), and the replacements its checkpoint does not hold.
     best.violations  # a lazy candidate's checks run now (they read covered_text)
+    best.checkpoint, best.view  # (one let go of made again now: checkpoint() reads covered_all)
     covered_text = None  # type: ignore[assignment]  # a check run later still works: index=None is the full search
     repl.clear()
+    # The body's lists and the safe cuts' walk's tables (a pointer or two per event, ~15 MB at
+    # 300k events, issue 17, memory) go before the picked state is dumped (``_result``: the
+    # compaction's peak is its own or the ladder's): nothing after reads them.
+    covered_all = _body = _calls = _safe = safe_points = covered_hash = hash_lines = None  # type: ignore[assignment]
     return _result(best, artifacts, layers, freed, durations, evs, candidates.n)
 
 
@@ -652,9 +659,14 @@ def _compact(
         vio = validate(events=evs, checkpoint=None, view=view, target_tokens=p.target_tokens,
                        prev_checkpoint=prev)
         return noop(vio, None, {"plan": plan_ms}, view)
+    # plan's lists and tables handed on: this frame holds none of them while the layers run
+    # (apply_layers lets go of its own before the result's dump, the peak: issue 17, memory)
+    handed: dict[str, Any] = {"_safe": safe, "_view": shown, "_body": walked[0] if walked else None,
+                              "_calls": calls}
+    safe = shown = walked = calls = None  # type: ignore[assignment]
     res = apply_layers(evs, p, policy, prev=prev, checkpoint_id=checkpoint_id, now=now,
-                       tenant=tenant, session=session, _safe=safe, _view=shown, _prepared=True,
-                       _body=walked[0] if walked else None, _calls=calls)
+                       tenant=tenant, session=session, _prepared=True, _safe=handed.pop("_safe"),
+                       _view=handed.pop("_view"), _body=handed.pop("_body"), _calls=handed.pop("_calls"))
     ckpt = res.checkpoint
     assert ckpt is not None
     if not res.layers or res.tokens_after >= p.tokens_before:

@@ -556,7 +556,7 @@ class SummaryOutcome(BaseModel):
 
 
 def summarize_range(
-    covered: Sequence[Event], prev_state: dict | None, budget_tokens: int, *, latest_full: bool = False,
+    covered: Sequence[Event] | None, prev_state: dict | None, budget_tokens: int, *, latest_full: bool = False,
     state: LiftedState | None = None, state_fields: frozenset[str] | None = None,
     covered_tokens: int | None = None,
 ) -> SummaryOutcome:
@@ -566,12 +566,15 @@ def summarize_range(
     engine's ``Lifter`` extends one pass over the shrink ladder's cuts). ``state_fields``:
     dump only these fields of it (the engine's ladder: a candidate's checks read a few, and
     only the picked candidate's whole state is stored, issue 17). ``covered_tokens``: the
-    tokens of ``covered``, when the caller has summed them already.
+    tokens of ``covered``, when the caller has summed them already. ``covered`` None: both
+    are given (the engine's ladder: no slice of the body per rung, a pointer an event, issue 17).
     """
     from compactor.lifting.lift import LiftedState, lift_state
     from compactor.summarize.structured import render_summary
 
+    assert covered is not None or (state is not None and covered_tokens is not None)
     if state is None:
+        assert covered is not None
         prev = LiftedState.model_validate(prev_state) if prev_state else None
         state = lift_state(list(covered), prev)
     rendered = render_summary(state, budget_tokens, latest_full=latest_full)
@@ -580,7 +583,7 @@ def summarize_range(
         text=rendered.text,
         sections=dict(rendered.sections),
         tokens=rendered.tokens,
-        covered_tokens=sum(count_event(e) for e in covered) if covered_tokens is None else covered_tokens,
+        covered_tokens=sum(count_event(e) for e in covered or ()) if covered_tokens is None else covered_tokens,
         dropped=dict(rendered.dropped),
         left_out_weight=rendered.left_out_weight,
     )

@@ -37,8 +37,6 @@ class CommandCarry:
 
     items: list = field(default_factory=list)
     """A copy of the list (the next rung's must start with these very items)."""
-    names: set = field(default_factory=set)
-    """The distinct command texts."""
     latest_runs: Sequence[int] = range(0)
     """The latest run of each distinct command, in order (a range when each ran once: no
     ~150k index objects kept at 300k events)."""
@@ -62,20 +60,21 @@ def extend_commands(carry: CommandCarry | None, commands: list, key: Any) -> tup
     """``carry`` grown by ``commands`` past its items, and the indexes of the new latest runs;
     None when ``commands`` does not extend the carried list with new commands only (a command
     run again moves its line: then every command is handled again). ``key``: a run's command
-    text. The carry's names and counts are updated in place (it is the next one's)."""
+    text. The carry's counts are updated in place (it is the next one's)."""
     if carry is None:
         return None
     m = len(carry.items)
     if len(commands) < m or commands[:m] != carry.items:
         return None
     new = list(map(key, commands[m:]))
-    names = carry.names
-    if any(name in names for name in new) or len(set(new)) != len(new):
+    distinct, counts = set(new), carry.counts
+    # (the carried texts: the counts' keys, or a scan of the items, ~8 ms a rung at 300k events,
+    # not a set of them held through the ladder: a 4 MB table at 300k, issue 17, memory)
+    if len(distinct) != len(new) or not distinct.isdisjoint(map(key, carry.items) if counts is None else counts):
         return None
     fresh = range(m, len(commands))
-    names.update(new)
-    if carry.counts is not None:
-        carry.counts.update(new)
+    if counts is not None:
+        counts.update(new)
     carry.items = commands[:]
     runs = carry.latest_runs
     carry.latest_runs = range(len(commands)) if isinstance(runs, range) else [*runs, *fresh]
@@ -84,15 +83,14 @@ def extend_commands(carry: CommandCarry | None, commands: list, key: Any) -> tup
 
 def fresh_commands(commands: list, key: Any) -> CommandCarry:
     """The carry of ``commands`` handled whole (``_build``'s own walk)."""
-    names = set(map(key, commands))
-    if len(names) == len(commands):  # (each ran once: no index per command, issue 17 memory)
+    if len(set(map(key, commands))) == len(commands):  # (each ran once: no index per command, issue 17 memory)
         latest_runs: Sequence[int] = range(len(commands))
         counts = None
     else:
         latest_by_cmd = {key(c): i for i, c in enumerate(commands)}
         latest_runs = sorted(latest_by_cmd.values())  # the latest run of each distinct command, in order
         counts = Counter(map(key, commands))
-    return CommandCarry(items=commands[:], names=names, latest_runs=latest_runs, counts=counts)
+    return CommandCarry(items=commands[:], latest_runs=latest_runs, counts=counts)
 
 
 @dataclass(slots=True)

@@ -146,7 +146,7 @@ def count_beyond(lines: Sequence[Any], spans: dict[str, tuple[int, int, int]],
     # its text and the newline after it, made only if a piece cut reads it: a big rung's text
     # is ~17 MB at 300k events, its lines' texts ~30 MB more, issue 17 memory) and their lengths
     parts: list[Any] = []
-    lens: list[int] = []
+    lens = array("i")  # (4 bytes a part, not a list's pointer: ~600k parts at 300k events, issue 17)
     marks: list[int] = []  # the first part of each memo section's lines
     makers: list[Callable[[int], Any]] = []
     sep = "\n\n"  # (before the next section's heading: "\n" after a memo line's own newline)
@@ -164,7 +164,7 @@ def count_beyond(lines: Sequence[Any], spans: dict[str, tuple[int, int, int]],
             else:
                 new = ("\n", ln.text)
             parts += new
-            lens += map(len, new)
+            lens.extend(map(len, new))
         if not name:
             break
         pos = end
@@ -178,18 +178,18 @@ def count_beyond(lines: Sequence[Any], spans: dict[str, tuple[int, int, int]],
         section = name
         new = (sep, headings[name]) if parts else (headings[name],)
         parts += new
-        lens += map(len, new)
+        lens.extend(map(len, new))
         marks.append(len(parts))
         makers.append(line_at)
         parts += lines[start:end]
-        lens += map(add, lengths(), repeat(1))
+        lens.extend(map(add, lengths(), repeat(1)))
         sep = "\n"
     counted = sum_rest(rest, pos == n)
     if counted is None:
         return None
     total += counted
     total -= sum(ln.tokens for ln in rest if ln.tier is not None)
-    ends = array("q", accumulate(lens))
+    ends = array("i" if sum(lens) < 1 << 31 else "q", accumulate(lens))  # (4 bytes an end, as a rule)
     del lens
     # (the text ends with a memo line: without the newline its part stands for)
     extra = piece_cut_extra_of(ends[-1] - (sep == "\n"), partial(_text_part, parts, ends, marks, makers))
