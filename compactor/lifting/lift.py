@@ -54,7 +54,7 @@ from compactor.lifting.constraints import (  # noqa: F401 - re-exported: the cla
 )
 from compactor.lifting.narrative import _REASON_NEEDLES, _RULE_NEEDLES, NarrativeAcc
 from compactor.lifting.needles import any_needle
-from compactor.lifting.pass_index import first_result, index_events
+from compactor.lifting.pass_index import first_result, index_events, result_event
 from compactor.lifting.shellpair import ShellPairs, run_detail
 from compactor.lifting.actions import (  # noqa: F401 - re-exported: the lifter's public names stay here
     _AIDER_RUNNING_RE,
@@ -705,14 +705,15 @@ class Lifter:
         evs, fold, i = self._evs, self._fold, self._next  # (locals: the loop runs once an event)
         try:
             while i < n:
-                fold(evs[i], cut)
+                fold(evs[i], cut, i)
                 i += 1
         finally:
             self._next = i
         self._cut = cut
         return self._acc.build() if final else self._acc.snapshot()
 
-    def _fold(self, e: Event, cut: int | None) -> None:
+    def _fold(self, e: Event, cut: int | None, i: int) -> None:
+        """Fold ``e``, ``self._evs[i]``, into the accumulator."""
         acc, uses, results, watch = self._acc, self._uses, self._results, self._watch
         seq = e.seq
         if seq > acc.covers_end:
@@ -755,7 +756,7 @@ class Lifter:
                 continue
             if uid in watch:
                 uses.add(uid)
-            at = results.get(uid)  # (the event of its first result)
+            at = result_event(self._evs, i, results, uid)  # (the event of its first result)
             got = None if at is None else first_result(at, uid)
             if (role == "assistant" and got is not None and (cut is None or got[1] <= cut)
                     and acc.shell_pair(e, use, seq, got, uid)):  # (a plain shell command that worked: most pairs)

@@ -22,7 +22,7 @@ from compactor.bench.scale import small_session_lines
 from compactor.events import Event, TextBlock, ToolResultBlock, ToolUseBlock
 from compactor.lifting import shellpair
 from compactor.lifting.lift import Lifter, lift_state
-from compactor.lifting.pass_index import first_result, index_events
+from compactor.lifting.pass_index import first_result, index_events, result_event
 
 
 def _call(seq: int, *calls: tuple[str, str]) -> Event:
@@ -118,11 +118,14 @@ def test_the_index_names_each_calls_first_result_event() -> None:
     assert index_events([events[0], *events])[:2] == (1, True)  # (a repeated seq: still in order)
     assert index_events([]) == (None, True, {}, set())
     assert repeated == {"a"}
-    assert {k: e.seq for k, e in results.items()} == {"a": 3, "b": 3, "c": 5, "m": 10, "m2": 12, "late": 16,
-                                                      "d": 15}
-    r, seq = first_result(results["a"], "a")
+    # (indexed: the repeated call and the one answered two events later; the rest is found next door)
+    assert {k: e.seq for k, e in results.items()} == {"a": 3, "late": 16}
+    found = {u.id: result_event(events, i, results, u.id) for i, e in enumerate(events) for u in e.tool_uses}
+    assert {k: e.seq for k, e in found.items() if e is not None} == {
+        "a": 3, "b": 3, "c": 5, "m": 10, "m2": 12, "late": 16, "d": 15}
+    r, seq = first_result(found["a"], "a")
     assert (r.tool_use_id, r.text, seq) == ("a", "def f(x):\n    return x\n", 3)
-    r, seq = first_result(results["c"], "c")
+    r, seq = first_result(found["c"], "c")
     assert (r.text, seq) == ("c = 1\n", 5)
 
 
