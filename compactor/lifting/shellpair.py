@@ -114,6 +114,8 @@ class ShellPairs:
             if any(f.key == key for f in soft):
                 return self._pair_errors(text, use_id, result_seq)
             self._note_ok(key, seq, inp)
+        elif len(e.tool_uses) == 1:  # (the event of its one call: ``_ok_keys`` reads the call and seq from it)
+            self._unkeyed_ok.append(e)
         else:
             self._unkeyed_ok += (use, seq)  # (``_ok_keys`` reads its name, input and command from the call)
         return self._pair_errors(text, use_id, result_seq)
