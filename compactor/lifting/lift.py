@@ -54,7 +54,7 @@ from compactor.lifting.constraints import (  # noqa: F401 - re-exported: the cla
 )
 from compactor.lifting.narrative import _REASON_NEEDLES, _RULE_NEEDLES, NarrativeAcc
 from compactor.lifting.needles import any_needle
-from compactor.lifting.pass_index import first_result, index_events, result_event
+from compactor.lifting.pass_index import first_result, index_events
 from compactor.lifting.shellpair import ShellPairs, run_detail
 from compactor.lifting.actions import (  # noqa: F401 - re-exported: the lifter's public names stay here
     _AIDER_RUNNING_RE,
@@ -762,10 +762,10 @@ class Lifter:
                 continue
             if uid in watch:
                 uses.add(uid)
-            at = result_event(self._evs, i, results, uid)  # (the event of its first result)
-            got = None if at is None else first_result(at, uid)
+            at = results.get(uid, False)  # (the event of its first result; False: the next one, ``pass_index``)
+            got = None if at is None else first_result(self._evs[i + 1] if at is False else at, uid)
             if (role == "assistant" and got is not None and (cut is None or got[1] <= cut)
-                    and acc.shell_pair(e, use, seq, got, uid)):  # (a plain shell command that worked: most pairs)
+                    and acc.shell_pair(e, use, seq, got, uid, len(calls) == 1)):  # (a plain shell command that worked: most pairs)
                 continue
             act = classify(use, acc.open_file)
             if role == "assistant":

@@ -8,10 +8,11 @@ its own), and the pass remembers only the ids it may be asked about again: those
 occur more than once in the events (their repeats are skipped) and those a result may resolve
 (``Lifter._fold``).
 
-Most calls are answered in the very next event. Their results are not indexed at all: the fold
-looks at the event after the call first (``result_event``), and the index holds only the calls
-answered anywhere else - later, earlier, in the call's own event - or called more than once
-(issue 17, memory: a dict slot per call, ~3.7 MB at 300k small events, held through the ladder).
+Most calls are answered in the very next event. Their results are not indexed at all: a call the
+map does not name is answered first in the event after it (``result_event``); the map holds only
+the calls answered anywhere else - later, earlier, in the call's own event - or never, and those
+made more than once (issue 17, memory: a dict slot per call, ~3.7 MB at 300k small events, held
+through the ladder).
 """
 
 from __future__ import annotations
@@ -21,22 +22,22 @@ from typing import Sequence
 from compactor.events import Event, ToolResultBlock
 
 
-def index_events(evs: Sequence[Event]) -> tuple[int | None, bool, dict[str, Event], set[str]]:
+def index_events(evs: Sequence[Event]) -> tuple[int | None, bool, dict[str, Event | None], set[str]]:
     """(the least seq of ``evs``, None if none; whether the seqs ascend (equal ones allowed); call id
-    -> the event of its first result, for the calls ``result_event`` does not find next to them; the
-    ids of calls made more than once), in one walk of ``evs``.
+    -> the event of its first result, or None for a call no event answers; the ids of calls made more
+    than once), in one walk of ``evs``.
 
     A call id made once whose first result is in the event right after the call's is left out of
-    the map (``result_event`` finds it there); every other answered id is in it. (No list of the
-    seqs: the lifter finds a cut by bisecting the events by seq, issue 17, memory.)"""
+    the map: a call the map does not name is answered first next door (``result_event``). (No list
+    of the seqs: the lifter finds a cut by bisecting the events by seq, issue 17, memory.)"""
     least: int | None = None
     last = None
     ordered = True
-    results: dict[str, Event] = {}
+    results: dict[str, Event | None] = {}
     calls: set[str] = set()  # (let go at the end: only the repeated ids are kept)
-    seen: set[str] = set()  # (the ids answered so far, let go at the end)
+    seen: dict[str, None] = {}  # (the ids answered so far, let go at the end)
     repeated: set[str] = set()
-    before: Sequence = ()  # the calls of the event before ``e``
+    one = many = None  # the one call id of the event before ``e``, or its calls when it made several
     for e in evs:
         seq = e.seq
         if last is None:
@@ -56,13 +57,16 @@ def index_events(evs: Sequence[Event]) -> tuple[int | None, bool, dict[str, Even
             rid = r.tool_use_id
             if rid in seen:
                 continue
-            seen.add(rid)
-            if before and _calls(before, rid):
-                continue  # (answered next to its call: found there)
-            results[rid] = e
-        before = uses
+            seen[rid] = None
+            if rid != one and (many is None or all(u.id != rid for u in many)):
+                results[rid] = e  # (not answered next to its call)
+        n = len(uses)
+        one = uid if n == 1 else None
+        many = uses if n > 1 else None
+    for uid in calls.difference(seen):
+        results[uid] = None  # (never answered)
     # an id left out next to its call but made again elsewhere: its first result indexed after all
-    lost = {uid for uid in repeated if uid in seen and uid not in results}
+    lost = {uid for uid in repeated if uid not in results}
     for e in evs if lost else ():
         for r in e.tool_results:
             rid = r.tool_use_id
@@ -71,23 +75,11 @@ def index_events(evs: Sequence[Event]) -> tuple[int | None, bool, dict[str, Even
     return least, ordered, results, repeated
 
 
-def _calls(uses: Sequence, uid: str) -> bool:
-    for u in uses:
-        if u.id == uid:
-            return True
-    return False
-
-
-def result_event(evs: Sequence[Event], i: int, results: dict[str, Event], uid: str) -> Event | None:
+def result_event(evs: Sequence[Event], i: int, results: dict[str, Event | None], uid: str) -> Event | None:
     """The event of the first result of call ``uid`` made in ``evs[i]`` (``results``: the map of
-    ``index_events(evs)``), None if no event answers it."""
-    at = results.get(uid)
-    if at is None and i + 1 < len(evs):
-        nxt = evs[i + 1]
-        for r in nxt.tool_results:
-            if r.tool_use_id == uid:
-                return nxt
-    return at
+    ``index_events(evs)``), None if no event answers it. (``Lifter._fold`` makes this look-up inline.)"""
+    at = results.get(uid, False)
+    return evs[i + 1] if at is False else at
 
 
 def first_result(e: Event, uid: str) -> tuple[ToolResultBlock, int]:

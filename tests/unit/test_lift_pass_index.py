@@ -119,7 +119,7 @@ def test_the_index_names_each_calls_first_result_event() -> None:
     assert index_events([]) == (None, True, {}, set())
     assert repeated == {"a"}
     # (indexed: the repeated call and the one answered two events later; the rest is found next door)
-    assert {k: e.seq for k, e in results.items()} == {"a": 3, "late": 16}
+    assert {k: e.seq for k, e in results.items()} == {"a": 3, "late": 16}  # (every call is answered)
     found = {u.id: result_event(events, i, results, u.id) for i, e in enumerate(events) for u in e.tool_uses}
     assert {k: e.seq for k, e in found.items() if e is not None} == {
         "a": 3, "b": 3, "c": 5, "m": 10, "m2": 12, "late": 16, "d": 15}
