@@ -208,8 +208,9 @@ class _Acc(ShellPairs):
         self._listings: dict[str, dict[int, str]] = {}  # path -> the lines of its latest numbered listing
         self._soft = _failures.SoftCalls()  # the last ok command: the agent's next words may say it did nothing
         self._ok_params: dict[tuple[str, int], Any] = {}  # (key, seq) of a run that worked -> its input
-        # runs _ok_keys keys, flat: (name, command, paths, kind, seq, input) each, or (call, seq) for a
-        # ``shell_pair`` run (issue 17, memory: six slots a pair, ~7 MB at 300k events, held by the pass)
+        # runs _ok_keys keys, flat: (name, command, paths, kind, seq, input) each, or for a ``shell_pair`` run
+        # the event of its one call, or (call, seq) (issue 17, memory: six slots a pair were ~7 MB at 300k
+        # events, held by the pass; two slots ~2.4 MB)
         self._unkeyed_ok: list[Any] = []
 
     # requests ---------------------------------------------------------------------------
@@ -349,12 +350,17 @@ class _Acc(ShellPairs):
         a normalized command, was ~5% of a tool pair's CPU); the keys are the same either way."""
         runs, i = self._unkeyed_ok, 0
         while i < len(runs):
-            if type(runs[i]) is str:  # (the general path's run: its name first, six items)
+            run = runs[i]
+            if type(run) is str:  # (the general path's run: its name first, six items)
                 name, command, paths, kind, seq, params = runs[i:i + 6]
                 i += 6
-            else:  # (``shell_pair``'s: the call and its seq, the command read from it again)
-                use, seq = runs[i:i + 2]
-                i += 2
+            else:  # (``shell_pair``'s: the event of its one call, or the call and its seq; the command read again)
+                if type(run) is Event:
+                    use, seq = run.tool_uses[0], run.seq
+                    i += 1
+                else:
+                    use, seq = runs[i:i + 2]
+                    i += 2
                 name, params, paths, kind = use.name, use.input, (), "command"
                 command = _clip(plain_command(_route(name), params))
             self._note_ok(_failures.action_key(name, command, paths, kind), seq, params)
@@ -705,14 +711,15 @@ class Lifter:
         evs, fold, i = self._evs, self._fold, self._next  # (locals: the loop runs once an event)
         try:
             while i < n:
-                fold(evs[i], cut)
+                fold(evs[i], cut, i)
                 i += 1
         finally:
             self._next = i
         self._cut = cut
         return self._acc.build() if final else self._acc.snapshot()
 
-    def _fold(self, e: Event, cut: int | None) -> None:
+    def _fold(self, e: Event, cut: int | None, i: int) -> None:
+        """Fold ``e``, ``self._evs[i]``, into the accumulator."""
         acc, uses, results, watch = self._acc, self._uses, self._results, self._watch
         seq = e.seq
         if seq > acc.covers_end:
@@ -755,10 +762,10 @@ class Lifter:
                 continue
             if uid in watch:
                 uses.add(uid)
-            at = results.get(uid)  # (the event of its first result)
-            got = None if at is None else first_result(at, uid)
+            at = results.get(uid, False)  # (the event of its first result; False: the next one, ``pass_index``)
+            got = None if at is None else first_result(self._evs[i + 1] if at is False else at, uid)
             if (role == "assistant" and got is not None and (cut is None or got[1] <= cut)
-                    and acc.shell_pair(e, use, seq, got, uid)):  # (a plain shell command that worked: most pairs)
+                    and acc.shell_pair(e, use, seq, got, uid, len(calls) == 1)):  # (a plain shell command that worked: most pairs)
                 continue
             act = classify(use, acc.open_file)
             if role == "assistant":

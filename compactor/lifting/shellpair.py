@@ -66,11 +66,11 @@ class ShellPairs:
     ``_Acc``'s, set in its ``__init__``)."""
 
     def shell_pair(self: Any, e: Event, use: ToolUseBlock, seq: int, got: tuple[ToolResultBlock, int],
-                   use_id: str) -> bool:
-        """Fold the agent's call ``use`` in ``e`` (at ``seq``; ``use_id``: its ``id``, as the fold read it)
-        and its result ``got`` (block, seq) as ``classify``, ``note_move``, ``on_call`` and ``add_pair``
-        do, when the pair is a plain shell command that worked and changed no file; False, having changed
-        nothing, for any other pair."""
+                   use_id: str, alone: bool = False) -> bool:
+        """Fold the agent's call ``use`` in ``e`` (at ``seq``; ``use_id``: its ``id``, as the fold read it;
+        ``alone``: it is the event's one call) and its result ``got`` (block, seq) as ``classify``,
+        ``note_move``, ``on_call`` and ``add_pair`` do, when the pair is a plain shell command that worked
+        and changed no file; False, having changed nothing, for any other pair."""
         inp, name = use.input, use.name
         if not ON or type(inp) is not dict or (command := plain_command(_route(name), inp)) is None:
             return False
@@ -114,6 +114,8 @@ class ShellPairs:
             if any(f.key == key for f in soft):
                 return self._pair_errors(text, use_id, result_seq)
             self._note_ok(key, seq, inp)
+        elif alone:  # (the event of its one call: ``_ok_keys`` reads the call and seq from it)
+            self._unkeyed_ok.append(e)
         else:
             self._unkeyed_ok += (use, seq)  # (``_ok_keys`` reads its name, input and command from the call)
         return self._pair_errors(text, use_id, result_seq)

@@ -22,7 +22,7 @@ from compactor.bench.scale import small_session_lines
 from compactor.events import Event, TextBlock, ToolResultBlock, ToolUseBlock
 from compactor.lifting import shellpair
 from compactor.lifting.lift import Lifter, lift_state
-from compactor.lifting.pass_index import first_result, index_events
+from compactor.lifting.pass_index import first_result, index_events, result_event
 
 
 def _call(seq: int, *calls: tuple[str, str]) -> Event:
@@ -118,11 +118,14 @@ def test_the_index_names_each_calls_first_result_event() -> None:
     assert index_events([events[0], *events])[:2] == (1, True)  # (a repeated seq: still in order)
     assert index_events([]) == (None, True, {}, set())
     assert repeated == {"a"}
-    assert {k: e.seq for k, e in results.items()} == {"a": 3, "b": 3, "c": 5, "m": 10, "m2": 12, "late": 16,
-                                                      "d": 15}
-    r, seq = first_result(results["a"], "a")
+    # (indexed: the repeated call and the one answered two events later; the rest is found next door)
+    assert {k: e.seq for k, e in results.items()} == {"a": 3, "late": 16}  # (every call is answered)
+    found = {u.id: result_event(events, i, results, u.id) for i, e in enumerate(events) for u in e.tool_uses}
+    assert {k: e.seq for k, e in found.items() if e is not None} == {
+        "a": 3, "b": 3, "c": 5, "m": 10, "m2": 12, "late": 16, "d": 15}
+    r, seq = first_result(found["a"], "a")
     assert (r.tool_use_id, r.text, seq) == ("a", "def f(x):\n    return x\n", 3)
-    r, seq = first_result(results["c"], "c")
+    r, seq = first_result(found["c"], "c")
     assert (r.text, seq) == ("c = 1\n", 5)
 
 
@@ -152,3 +155,32 @@ def test_a_pass_over_a_generated_session_holds_less_per_event(tmp_path: Path) ->
     finally:
         tracemalloc.stop()
     assert held < 440, held  # (this tree: ~365; before: ~515)
+
+
+@pytest.mark.parametrize("short_path", [True, False])
+def test_a_failure_is_resolved_by_a_plain_run_alone_in_its_event_or_beside_another(
+        short_path: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plain run that worked is kept as its event when it is the event's one call (issue 17, memory:
+    a slot instead of two), else as its call and seq: either resolves a failure of the same command,
+    at the run's own seq, with the fix its parameters show."""
+    monkeypatch.setattr(shellpair, "ON", short_path)
+    events = [
+        Event(seq=1, id="e1", role="user", blocks=[TextBlock(text="Build it.")]),
+        _call(2, ("f1", "make build")),
+        _result(3, ("f1", "Exit code 2\nerror: timed out")),
+        _call(4, ("f2", "make test")),
+        _result(5, ("f2", "Exit code 2\nerror: no rule")),
+        _call(6, ("x", "cat src/x.py"), ("ok2", "make test")),  # beside another call
+        _result(7, ("x", "x = 1\n"), ("ok2", "done")),
+        _call(8, ("ok1", "make build")),  # alone in its event
+        _result(9, ("ok1", "built")),
+    ]
+    failed = {f.tool_use_id: f for f in lift_state(events).failed_approaches}
+    assert (failed["f1"].resolved_at, failed["f2"].resolved_at) == (8, 6)
+    lifter = Lifter(events)
+    assert {f.tool_use_id: f.resolved_at for f in lifter.state_at(7).failed_approaches} == {"f1": None, "f2": 6}
+    if short_path:  # (no failure: the runs stay unkeyed, as kept)
+        quiet = Lifter([events[0], *events[5:]])
+        quiet.state_at(None)
+        kinds = [type(r).__name__ for r in quiet._acc._unkeyed_ok]  # (``make test``: the general path's six)
+        assert kinds[:2] == ["ToolUseBlock", "int"] and kinds[-1] == "Event" and len(kinds) == 2 + 6 + 1

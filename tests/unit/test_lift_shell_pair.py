@@ -137,9 +137,9 @@ def test_the_edge_shapes_lift_as_the_general_path_does(monkeypatch: pytest.Monke
     taken = []
     real = shellpair.ShellPairs.shell_pair
 
-    def spy(self, e, use, seq, got, use_id):  # type: ignore[no-untyped-def]
-        assert use_id == use.id
-        ok = real(self, e, use, seq, got, use_id)
+    def spy(self, e, use, seq, got, use_id, alone=False):  # type: ignore[no-untyped-def]
+        assert use_id == use.id and alone == (len(e.tool_uses) == 1)
+        ok = real(self, e, use, seq, got, use_id, alone)
         taken.append((use.id, ok))
         return ok
 
