@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, TextIO
 
 from compactor.cli.common import (
     add_store_args, import_into, open_log, print_json, session_arg, table, truncation_note,
@@ -127,9 +127,9 @@ def _store_hint(args: argparse.Namespace) -> str:
 
 
 def cmd_view(args: argparse.Namespace) -> int:
-    # render_request, not bare to_anthropic: a call still waiting for its result gets an
-    # "outcome unknown" placeholder, so the JSON is always a request the API accepts.
-    from compactor.engine.measure import render_request
+    # render_request (streamed), not bare to_anthropic: a call still waiting for its result
+    # gets an "outcome unknown" placeholder, so the JSON is always a request the API accepts.
+    from compactor.engine.request_stream import stream_request
     from compactor.engine.view import view_text_parts
 
     log = open_log(args)
@@ -140,8 +140,10 @@ def cmd_view(args: argparse.Namespace) -> int:
             f"list them with `compactor sessions` or import one with `compactor import FILE`"
         )
     if args.json:
-        system, messages = render_request(log.read_view(head=head))
-        json.dump({"system": system, "messages": messages}, sys.stdout, ensure_ascii=False, indent=1)
+        # segment by segment, each message written as it is made (issue 17: the whole decoded
+        # session and request were held before the dump, 873 MB at 300k small events)
+        system, messages = stream_request(lambda first: log.stream_view(head=head, first=first))
+        write_request_json(system, messages, sys.stdout)
         sys.stdout.write("\n")
         return 0
     ck = f", checkpoint {head.checkpoint}" if head.checkpoint else ""
@@ -154,6 +156,20 @@ def cmd_view(args: argparse.Namespace) -> int:
         sys.stdout.write(part)
         sys.stdout.write("\n")
     return 0
+
+
+def write_request_json(system: str, messages: Iterable[dict[str, Any]], out: TextIO) -> None:
+    """``json.dump({"system": system, "messages": list(messages)}, out, ensure_ascii=False,
+    indent=1)``, the same bytes, writing each message as it comes. A message is dumped on its
+    own and indented two levels more (every newline in ``json.dumps``' indented output is
+    its layout's: newlines inside strings are escaped)."""
+    out.write('{\n "system": ' + json.dumps(system, ensure_ascii=False) + ',\n "messages": ')
+    sep = "[\n  "
+    for m in messages:
+        out.write(sep)
+        out.write(json.dumps(m, ensure_ascii=False, indent=1).replace("\n", "\n  "))
+        sep = ",\n  "
+    out.write("[]\n}" if sep == "[\n  " else "\n ]\n}")
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
