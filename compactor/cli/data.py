@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Iterable, TextIO
+from typing import Any, Iterable, Iterator, TextIO
 
 from compactor.cli.common import (
     add_store_args, import_into, open_log, print_json, session_arg, table, truncation_note,
@@ -160,16 +160,26 @@ def cmd_view(args: argparse.Namespace) -> int:
 
 def write_request_json(system: str, messages: Iterable[dict[str, Any]], out: TextIO) -> None:
     """``json.dump({"system": system, "messages": list(messages)}, out, ensure_ascii=False,
-    indent=1)``, the same bytes, writing each message as it comes. A message is dumped on its
-    own and indented two levels more (every newline in ``json.dumps``' indented output is
-    its layout's: newlines inside strings are escaped)."""
-    out.write('{\n "system": ' + json.dumps(system, ensure_ascii=False) + ',\n "messages": ')
-    sep = "[\n  "
-    for m in messages:
-        out.write(sep)
-        out.write(json.dumps(m, ensure_ascii=False, indent=1).replace("\n", "\n  "))
-        sep = ",\n  "
-    out.write("[]\n}" if sep == "[\n  " else "\n ]\n}")
+    indent=1)`` without the list: the same call, so the same bytes, each message made as the
+    encoder reaches it (``_Streamed``)."""
+    it = iter(messages)
+    first = next(it, None)
+    listed: list[dict[str, Any]] = [] if first is None else _Streamed(first, it)
+    json.dump({"system": system, "messages": listed}, out, ensure_ascii=False, indent=1)
+
+
+class _Streamed(list):  # type: ignore[type-arg]
+    """A one-item list iterating over its item and then the rest of an iterator: json's
+    encoder writes a list item by item (``for value in lst``) once it has seen it is not
+    empty, so the messages after the first are made one at a time, never listed."""
+
+    def __init__(self, first: dict[str, Any], rest: Iterator[dict[str, Any]]) -> None:
+        super().__init__([first])
+        self._rest = rest
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        yield from super().__iter__()
+        yield from self._rest
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
