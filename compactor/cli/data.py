@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator, TextIO
 
 from compactor.cli.common import (
     add_store_args, import_into, open_log, print_json, session_arg, table, truncation_note,
@@ -127,9 +127,9 @@ def _store_hint(args: argparse.Namespace) -> str:
 
 
 def cmd_view(args: argparse.Namespace) -> int:
-    # render_request, not bare to_anthropic: a call still waiting for its result gets an
-    # "outcome unknown" placeholder, so the JSON is always a request the API accepts.
-    from compactor.engine.measure import render_request
+    # render_request (streamed), not bare to_anthropic: a call still waiting for its result
+    # gets an "outcome unknown" placeholder, so the JSON is always a request the API accepts.
+    from compactor.engine.request_stream import stream_request
     from compactor.engine.view import view_text_parts
 
     log = open_log(args)
@@ -140,8 +140,10 @@ def cmd_view(args: argparse.Namespace) -> int:
             f"list them with `compactor sessions` or import one with `compactor import FILE`"
         )
     if args.json:
-        system, messages = render_request(log.read_view(head=head))
-        json.dump({"system": system, "messages": messages}, sys.stdout, ensure_ascii=False, indent=1)
+        # segment by segment, each message written as it is made (issue 17: the whole decoded
+        # session and request were held before the dump, 873 MB at 300k small events)
+        system, messages = stream_request(lambda first: log.stream_view(head=head, first=first))
+        write_request_json(system, messages, sys.stdout)
         sys.stdout.write("\n")
         return 0
     ck = f", checkpoint {head.checkpoint}" if head.checkpoint else ""
@@ -154,6 +156,38 @@ def cmd_view(args: argparse.Namespace) -> int:
         sys.stdout.write(part)
         sys.stdout.write("\n")
     return 0
+
+
+def write_request_json(system: str, messages: Iterable[dict[str, Any]], out: TextIO) -> None:
+    """``json.dump({"system": system, "messages": list(messages)}, out, ensure_ascii=False,
+    indent=1)`` without the list: the same encoder, so the same bytes, each message made as
+    the encoder reaches it (``_Streamed``)."""
+    it = iter(messages)
+    first = next(it, None)
+    listed: list[dict[str, Any]] = [] if first is None else _Streamed(first, it)
+    # json.dump's own encoder, its chunks joined a few thousand at a time: dump writes each
+    # chunk on its own (~40 a message), which cost a third of the command's CPU at 100k
+    chunks: list[str] = []
+    for chunk in json.JSONEncoder(ensure_ascii=False, indent=1).iterencode({"system": system, "messages": listed}):
+        chunks.append(chunk)
+        if len(chunks) == 4096:
+            out.write("".join(chunks))
+            chunks.clear()
+    out.write("".join(chunks))
+
+
+class _Streamed(list):  # type: ignore[type-arg]
+    """A one-item list iterating over its item and then the rest of an iterator: json's
+    encoder writes a list item by item (``for value in lst``) once it has seen it is not
+    empty, so the messages after the first are made one at a time, never listed."""
+
+    def __init__(self, first: dict[str, Any], rest: Iterator[dict[str, Any]]) -> None:
+        super().__init__([first])
+        self._rest = rest
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        yield from super().__iter__()
+        yield from self._rest
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:

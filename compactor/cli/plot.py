@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -42,8 +42,9 @@ class Series(BaseModel):
     marks: list[Mark] = Field(default_factory=list)
 
 
-def token_series(event_tokens: Sequence[tuple[int, int]], records: Sequence[Any]) -> Series:
-    """Pure: ``(seq, tokens)`` per event + compaction records -> the plot's series.
+def token_series(event_tokens: Iterable[tuple[int, int]], records: Sequence[Any]) -> Series:
+    """Pure: ``(seq, tokens)`` per event (read once, in order) + compaction records -> the
+    plot's series.
 
     A record takes effect at its ``committed_version`` (else ``snapshot_version``); ``view``
     after seq n is the last effective view size plus the tokens of the events since.
@@ -99,8 +100,10 @@ def run(args: argparse.Namespace) -> int:
     matplotlib.use("Agg")  # files only: no display needed
     log = open_log(args)
     head = operator.require(log)
-    events = log.read_events(1, head.version, head=head)
-    series = token_series([(e.seq, e.tokens or 0) for e in events], log.list_records())
+    # segment by segment: only each event's seq and tokens are kept (issue 17: the whole
+    # decoded session was held, 734 MB at 300k small events)
+    events = log.iter_events(1, head.version, head=head)
+    series = token_series(((e.seq, e.tokens or 0) for e in events), log.list_records())
     out = args.out or f"{log.session}-tokens.png"
     draw(series, f"{log.tenant}/{log.session}", out)
     if args.json:

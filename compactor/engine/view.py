@@ -85,26 +85,45 @@ def build_view(events: Sequence[Event], ckpt: Checkpoint | None, *,
     return pinned + [summary_event(ckpt)] + place_results(tail, ckpt)
 
 
-def stream_view(read: Callable[[], Iterable[Event]], ckpt: Checkpoint | None) -> tuple[int, Iterator[Event]]:
+def stream_view(read: Callable[[], Iterable[Event]], ckpt: Checkpoint | None, *,
+                first: Callable[[Event], None] | None = None) -> tuple[int, Iterator[Event]]:
     """``build_view`` over a log read twice instead of held in memory: the number of view
     events and an iterator over them (the same events, in the same order).
 
     ``read()`` yields the events ``build_view`` would be given, in seq order; the first pass
     keeps only the calls' names and the pinned events the summary precedes, so the view of a
     huge session streams with memory bounded by a segment of the log.
+
+    ``first``: called during the first pass with each event of the view, in order, as the
+    second pass gives it - except that a late result's text (``_as_text``) names only the
+    calls read so far; its role, ``meta`` (the late results' ids) and every other event are
+    the second pass's. A request needs its system prompt and late results before its first
+    message (``engine.request_stream``): this gets them without a third read.
     """
     end = 0 if ckpt is None or ckpt.covers.empty else ckpt.covers.end
     names: dict[str, str] = {}
     pinned: list[Event] = []
     n = 0
-    for e in read():
-        if end and e.seq <= end:
-            if e.kind == "pinned":
-                pinned.append(e)
-            continue
-        n += 1
-        for u in _tool_uses(e, ckpt):
-            names[u.id] = u.name
+
+    def tail() -> Iterator[Event]:
+        nonlocal n
+        for e in read():
+            if end and e.seq <= end:
+                if e.kind == "pinned":
+                    pinned.append(e)
+                    if first is not None:
+                        first(e)
+                continue
+            n += 1
+            for u in _tool_uses(e, ckpt):
+                names[u.id] = u.name
+            yield e
+
+    if first is None:
+        for _ in tail():
+            pass
+    else:
+        _first_pass(tail(), ckpt, names, first, summary=end > 0)
 
     def events() -> Iterator[Event]:
         if end:
@@ -116,6 +135,21 @@ def stream_view(read: Callable[[], Iterable[Event]], ckpt: Checkpoint | None) ->
         yield from _place(tail, ckpt, names)
 
     return n + len(pinned) + (1 if end else 0), events()
+
+
+def _first_pass(tail: Iterator[Event], ckpt: Checkpoint | None, names: Mapping[str, str],
+                first: Callable[[Event], None], *, summary: bool) -> None:
+    """``stream_view``'s first pass handing each view event after the pinned ones to ``first``
+    (the summary before the first event of the tail: every pinned event is read before it)."""
+    if ckpt is not None and ckpt.replacements:
+        tail = (_replace(e, ckpt) for e in tail)
+    for e in _place(tail, ckpt, names):
+        if summary:
+            first(summary_event(ckpt))  # type: ignore[arg-type]
+            summary = False
+        first(e)
+    if summary:
+        first(summary_event(ckpt))  # type: ignore[arg-type]
 
 
 def iter_view(events: Sequence[Event], ckpt: Checkpoint | None) -> Iterator[Event]:

@@ -80,7 +80,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
@@ -590,15 +590,16 @@ class SessionLog(SessionDocuments):
                 if start <= e.seq <= end or (e.kind == "pinned" and e.seq <= pinned_upto):
                     yield e
 
-    def stream_view(self, *, head: Head | None = None) -> tuple[int, Iterator[Event]]:
-        """``read_view`` streamed (``engine.view.stream_view``): the number of view events and
-        an iterator over them, reading the log segment by segment (twice)."""
+    def stream_view(self, *, head: Head | None = None, first: Callable[[Event], None] | None = None
+                    ) -> tuple[int, Iterator[Event]]:
+        """``read_view`` streamed (``engine.view.stream_view``, ``first`` passed on): the number
+        of view events and an iterator over them, reading the log segment by segment (twice)."""
         head = head or self.head()
         ckpt = self.current_checkpoint(head)
         if ckpt is None or ckpt.covers.empty:
-            return stream_view(lambda: self.iter_events(head=head), ckpt)
+            return stream_view(lambda: self.iter_events(head=head), ckpt, first=first)
         end = ckpt.covers.end
-        return stream_view(lambda: self.iter_events(end + 1, head=head, pinned_upto=end), ckpt)
+        return stream_view(lambda: self.iter_events(end + 1, head=head, pinned_upto=end), ckpt, first=first)
 
     def view_size(self, head: Head | None = None) -> int:
         """Tokens of the current view (``measure.view_tokens``): the count the head carries
