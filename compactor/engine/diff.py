@@ -101,9 +101,11 @@ def diff_checkpoint(events: Sequence[Event], ckpt: Checkpoint, prev: Checkpoint 
             key = _norm(text)[:REQUEST_KEY_CHARS]
             items.append(DiffItem(kind="request", seq=e.seq, text=_clip(text), kept=bool(key) and key in summary))
     state = lift_state(replaced)
+    listed: set[str] = set()  # (the file items' paths: a scan of the items per file was quadratic)
     for f in [*state.files_changed, *state.files_read]:
-        if any(i.kind == "file" and i.text == f.path for i in items):
+        if f.path in listed:
             continue
+        listed.add(f.path)
         items.append(DiffItem(kind="file", seq=f.seq, text=f.path, kept=_norm(f.path) in summary))
     for err in state.errors:
         items.append(DiffItem(kind="error", seq=err.seq, text=_clip(f"{err.name}: {err.message}"),

@@ -197,6 +197,25 @@ def test_diff_marks_what_the_summary_dropped():
     assert len(d.dropped) == len(d.items) > 0
 
 
+def test_diff_lists_each_file_once_changed_before_read():
+    """A file written and read again (and read twice) is one file item; ``inspect --diff`` lists
+    the changed files first, then the ones only read, in the lift's order."""
+    events = [Event(seq=1, id="1", role="user", blocks=[TextBlock(text="Please tidy the modules.")])]
+    calls = [("Write", {"file_path": "src/a.py", "content": "x = 1\n"}), ("Read", {"file_path": "src/a.py"}),
+             ("Read", {"file_path": "src/b.py"}), ("Read", {"file_path": "src/b.py"}),
+             ("Edit", {"file_path": "src/c.py", "old_string": "a", "new_string": "b"}),
+             ("Read", {"file_path": "src/a.py"})]
+    for n, (name, inp) in enumerate(calls):
+        seq = len(events) + 1
+        events += [Event(seq=seq, id=str(seq), role="assistant", blocks=[ToolUseBlock(id=f"t{n}", name=name, input=inp)]),
+                   Event(seq=seq + 1, id=str(seq + 1), role="user",
+                         blocks=[ToolResultBlock(tool_use_id=f"t{n}", content=[TextBlock(text="ok")])])]
+    ckpt = Checkpoint(id="ck1", tenant="t", session="s", covers=SeqRange(start=1, end=len(events)),
+                      summary="Changed src/a.py.", summary_tokens=5, snapshot_version=len(events))
+    files = [(f.text, f.kept) for f in diff_checkpoint(events, ckpt, None).of("file")]
+    assert files == [("src/a.py", True), ("src/c.py", False), ("src/b.py", False)]
+
+
 def test_version(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["--version"])
