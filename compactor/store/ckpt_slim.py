@@ -34,6 +34,10 @@ from compactor.records import Checkpoint
 
 _WS = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
+# json decodes an escaped lone surrogate, pydantic refuses it: any escaped surrogate in the
+# state (a pair too, or text that only looks like one: json.dumps' ensure_ascii writes
+# characters past U+FFFF so; compactor's writer does not) leaves the decision to the full parse
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
 # state kept for the readers: engine.view names the calls the summary covers from it
 KEPT = "unknown_actions"
 
@@ -141,6 +145,8 @@ def slim_json(data: bytes) -> bytes:
     if "state" not in top:
         return data
     st, en = top["state"]
+    if _SURROGATE.search(data, st, en):
+        raise _Refused(st)
     kept = b'{"' + KEPT.encode() + b'":' + data[state[KEPT][0]:state[KEPT][1]] + b"}" if KEPT in state else b"{}"
     return data[:st] + kept + data[en:]
 
