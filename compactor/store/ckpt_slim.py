@@ -73,14 +73,10 @@ def _end(s: str, i: int, levels: int) -> int:
     i = _ws(s, i + 1)
     if s[i:i + 1] == "]":
         return i + 1
-    while True:
-        i = _ws(s, _end(s, i, levels - 1))
-        ch = s[i:i + 1]
-        if ch == "]":
-            return i + 1
-        if ch != ",":
-            raise _Refused(i)
-        i = _ws(s, i + 1)
+    done = False
+    while not done:
+        done, i = _after(s, _end(s, i, levels - 1), "]")
+    return i
 
 
 def _members(s: str, i: int, spans: dict[str, tuple[int, int]], walk: Callable[[str], int],
@@ -94,20 +90,27 @@ def _members(s: str, i: int, spans: dict[str, tuple[int, int]], walk: Callable[[
     i = _ws(s, i + 1)
     if s[i:i + 1] == "}":
         return i + 1
-    while True:
+    done = False
+    while not done:
         key, start = _key(s, i)
         if key in spans:
             raise _Refused(start)
         levels = walk(key)
         end = _members(s, start, inner if inner is not None else {}, lambda k: 1) if levels < 0 else _end(s, start, levels)
         spans[key] = (start, end)
-        i = _ws(s, end)
-        ch = s[i:i + 1]
-        if ch == "}":
-            return i + 1
-        if ch != ",":
-            raise _Refused(i)
-        i = _ws(s, i + 1)
+        done, i = _after(s, end, "}")
+    return i
+
+
+def _after(s: str, i: int, close: str) -> tuple[bool, int]:
+    """After a container's item: (True, its end) at ``close``, (False, the next item) at a comma."""
+    i = _ws(s, i)
+    ch = s[i:i + 1]
+    if ch == close:
+        return True, i + 1
+    if ch != ",":
+        raise _Refused(i)
+    return False, _ws(s, i + 1)
 
 
 def _utf8(data: bytes) -> bool:
