@@ -77,8 +77,8 @@ def inspect_session(log: SessionLog) -> SessionReport:
     digests = {r.checkpoint: r.checkpoint_sha256 for r in recs if r.checkpoint and r.checkpoint_sha256}
     if head.checkpoint and head.checkpoint_sha256:
         digests[head.checkpoint] = head.checkpoint_sha256
-    ckpts = log.list_checkpoints(digests)
-    log.current_checkpoint(head)  # its range must lie inside the version
+    ckpts = log.list_checkpoints(digests, slim=True)  # a report: no lifted state built
+    log.current_checkpoint(head, slim=True)  # its range must lie inside the version
     return SessionReport(
         tenant=log.tenant, session=log.session, store=log.store.url, version=head.version,
         checkpoint=head.checkpoint, segments=len(head.segments), updated_at=head.updated_at,

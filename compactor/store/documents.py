@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 from pydantic import BaseModel, ValidationError
@@ -27,6 +28,7 @@ from compactor.events import ArtifactRefBlock
 from compactor.records import Checkpoint, CompactionRecord, Head, record_digest
 from compactor.store.base import ObjectStore, read_bytes, write_bytes
 from compactor.store.caches import _verified_ckpt
+from compactor.store.ckpt_slim import parse_slim
 from compactor.store.ids import HEX64, parse_problem, sha256_hex, utc_now, validate_id
 
 
@@ -41,6 +43,7 @@ class SessionDocuments:
     head_key: str
     max_attempts: int
     _ckpts: dict[str, tuple[Checkpoint, str]]
+    _slim_ckpts: dict[str, tuple[Checkpoint, str]]
     _last_head: Head | None
     _lock: threading.RLock
 
@@ -68,6 +71,33 @@ class SessionDocuments:
             if shared is not None:
                 self._ckpts[ckpt_id] = (shared, sha256)
                 return shared
+        data, digest = self._checkpoint_bytes(ckpt_id, key, sha256)
+        ckpt = self._owned_checkpoint(ckpt_id, key, data, Checkpoint.model_validate_json)
+        self._ckpts[ckpt_id] = (ckpt, digest)
+        if sha256 is not None:
+            _verified_ckpt((self.store.url, key, sha256), ckpt)
+        return ckpt
+
+    def read_checkpoint_slim(self, ckpt_id: str, sha256: str | None = None) -> Checkpoint:
+        """``read_checkpoint`` for readers that show a view or a report: the same checks and
+        fields, but ``state`` holds only ``unknown_actions`` (``store.ckpt_slim``: a huge
+        session's lifted state is never built). Kept apart from full checkpoints' caches."""
+        key = self._ckpt_key(ckpt_id)
+        for cache in (self._ckpts, self._slim_ckpts):
+            hit = cache.get(ckpt_id)
+            if hit is not None and (sha256 is None or hit[1] == sha256):
+                return hit[0]
+        if sha256 is not None:
+            shared = _verified_ckpt((self.store.url, key, sha256))
+            if shared is not None:
+                return shared
+        data, digest = self._checkpoint_bytes(ckpt_id, key, sha256)
+        ckpt = self._owned_checkpoint(ckpt_id, key, data, parse_slim)
+        self._slim_ckpts[ckpt_id] = (ckpt, digest)
+        return ckpt
+
+    def _checkpoint_bytes(self, ckpt_id: str, key: str, sha256: str | None) -> tuple[bytes, str]:
+        """A checkpoint's stored bytes and their digest, which must be ``sha256`` if given."""
         try:
             data = read_bytes(self.store, key)
         except BucketNotFound:
@@ -85,17 +115,19 @@ class SessionDocuments:
                 f"session back to another checkpoint (compactor rollback)",
                 key=key,
             )
+        return data, digest
+
+    def _owned_checkpoint(self, ckpt_id: str, key: str, data: bytes,
+                          parse: Callable[[bytes], Checkpoint]) -> Checkpoint:
+        """``parse(data)``, which must parse and name this session's ``ckpt_id``."""
         try:
-            ckpt = Checkpoint.model_validate_json(data)
+            ckpt = parse(data)
         except ValidationError as exc:
             raise IntegrityError(f"checkpoint {key!r} does not parse: {parse_problem(exc)}", key=key) from None
         if (ckpt.id, ckpt.tenant, ckpt.session) != (ckpt_id, self.tenant, self.session):
             raise IntegrityError(
                 f"checkpoint {key!r} names {ckpt.tenant}/{ckpt.session}/{ckpt.id}", key=key
             )
-        self._ckpts[ckpt_id] = (ckpt, digest)
-        if sha256 is not None:
-            _verified_ckpt((self.store.url, key, sha256), ckpt)
         return ckpt
 
     def checkpoint_sha256(self, ckpt_id: str) -> str:
@@ -106,13 +138,15 @@ class SessionDocuments:
             hit = self._ckpts[ckpt_id]
         return hit[1]
 
-    def current_checkpoint(self, head: Head | None = None) -> Checkpoint | None:
+    def current_checkpoint(self, head: Head | None = None, *, slim: bool = False) -> Checkpoint | None:
         """The head's checkpoint, verified: its digest (unless a legacy head has none) and its
-        range, which must end at or before the head's version (IntegrityError otherwise)."""
+        range, which must end at or before the head's version (IntegrityError otherwise).
+        ``slim``: as ``read_checkpoint_slim`` reads it (for views and reports)."""
         head = head or self.head()
         if not head.checkpoint:
             return None
-        ckpt = self.read_checkpoint(head.checkpoint, head.checkpoint_sha256)
+        read = self.read_checkpoint_slim if slim else self.read_checkpoint
+        ckpt = read(head.checkpoint, head.checkpoint_sha256)
         if not ckpt.covers.empty and ckpt.covers.end > head.version:
             raise IntegrityError(
                 f"head {self.head_key!r} in {self.store.url} is at version {head.version} but "
@@ -247,15 +281,17 @@ class SessionDocuments:
             return self._last_head
         return None
 
-    def list_checkpoints(self, digests: dict[str, str] | None = None) -> list[Checkpoint]:
-        """Every stored checkpoint; those in ``digests`` (id -> sha256) are verified."""
+    def list_checkpoints(self, digests: dict[str, str] | None = None, *, slim: bool = False) -> list[Checkpoint]:
+        """Every stored checkpoint; those in ``digests`` (id -> sha256) are verified.
+        ``slim``: as ``read_checkpoint_slim`` reads them (for reports)."""
         digests = digests or {}
+        read = self.read_checkpoint_slim if slim else self.read_checkpoint
         out = []
         for key in self.store.list(f"{self.prefix}ckpt/"):
             name = key.rsplit("/", 1)[-1]
             if name.endswith(".json"):
                 ckpt_id = name[: -len(".json")]
-                out.append(self.read_checkpoint(ckpt_id, digests.get(ckpt_id)))
+                out.append(read(ckpt_id, digests.get(ckpt_id)))
         return sorted(out, key=lambda c: (c.created_at or datetime.min.replace(tzinfo=timezone.utc), c.id))
 
     # --- records ----------------------------------------------------------------------------

@@ -182,6 +182,7 @@ class SessionLog(SessionDocuments):
         self._index = _IdIndex()  # replaced by the shared one once the log's id is known
         self._index_key: tuple[str, str, str, str] | None = None
         self._ckpts: dict[str, tuple[Checkpoint, str]] = {}  # id -> (checkpoint, sha256 of its bytes)
+        self._slim_ckpts: dict[str, tuple[Checkpoint, str]] = {}  # the same, read_checkpoint_slim's
         self._last_head: Head | None = None
         self._lock = threading.RLock()
 
@@ -595,7 +596,7 @@ class SessionLog(SessionDocuments):
         """``read_view`` streamed (``engine.view.stream_view``, ``first`` passed on): the number
         of view events and an iterator over them, reading the log segment by segment (twice)."""
         head = head or self.head()
-        ckpt = self.current_checkpoint(head)
+        ckpt = self.current_checkpoint(head, slim=True)  # a view needs no lifted state
         if ckpt is None or ckpt.covers.empty:
             return stream_view(lambda: self.iter_events(head=head), ckpt, first=first)
         end = ckpt.covers.end
@@ -607,12 +608,13 @@ class SessionLog(SessionDocuments):
         from compactor.engine.measure import view_tokens
 
         head = head or self.head()
-        return head.view_tokens if head.view_tokens is not None else view_tokens(self.read_view(head=head))
+        return head.view_tokens if head.view_tokens is not None else view_tokens(self.read_view(head=head, slim=True))
 
-    def read_view(self, *, head: Head | None = None) -> list[Event]:
-        """The view the next model request is built from (reads only the segments it needs)."""
+    def read_view(self, *, head: Head | None = None, slim: bool = False) -> list[Event]:
+        """The view the next model request is built from (reads only the segments it needs);
+        ``slim``: the checkpoint read without its lifted state (``read_checkpoint_slim``)."""
         head = head or self.head()
-        ckpt = self.current_checkpoint(head)
+        ckpt = self.current_checkpoint(head, slim=slim)
         if ckpt is None or ckpt.covers.empty:
             return build_view(self.read_events(head=head), ckpt)
         return build_view(self.read_pinned_and_after(ckpt.covers.end, head=head), ckpt)

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field, ValidationError
 from compactor.errors import BucketNotFound, IntegrityError, NotFound
 from compactor.events import ArtifactRefBlock
 from compactor.records import Checkpoint, Head, foreign_segment
+from compactor.store.ckpt_slim import parse_slim
 from compactor.store.ids import sha256_hex
 from compactor.store.log import SessionLog
 
@@ -171,7 +172,7 @@ def _checkpoints(
             _note(rep, key, "the head records no digest for its checkpoint (written before "
                             "checkpoints were verified): not verified")
         try:
-            ckpt = Checkpoint.model_validate_json(data)
+            ckpt = parse_slim(data)  # every field checked; the lifted state not built
         except ValidationError as exc:
             _problem(rep, key, f"does not parse: {exc.errors()[0]['msg']}")
             continue
