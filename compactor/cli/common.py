@@ -164,7 +164,7 @@ def session_id_from_path(path: str | Path) -> str:
 def session_arg(session: str | None, path: str | Path) -> str:
     """The ``--session`` value, validated when given (an empty one is an error, not the file
     name), else an id derived from the file name."""
-    from compactor.store import validate_id
+    from compactor.store.ids import validate_id
 
     if session is None:
         return session_id_from_path(path)

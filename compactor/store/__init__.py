@@ -8,13 +8,38 @@ from __future__ import annotations
 
 import os
 
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from compactor.errors import InvalidInput
-from compactor.store.base import ObjectStore, check_key
-from compactor.store.local import LocalStore
-from compactor.store.s3 import S3Store  # boto3 is imported when a store is created
-from compactor.store.caches import SegmentCache
-from compactor.store.listing import list_sessions, list_sessions_page
-from compactor.store.log import AppendResult, SessionLog, validate_id
+
+if TYPE_CHECKING:
+    from compactor.store.base import ObjectStore, check_key
+    from compactor.store.caches import SegmentCache
+    from compactor.store.listing import list_sessions, list_sessions_page
+    from compactor.store.local import LocalStore
+    from compactor.store.log import AppendResult, SessionLog
+    from compactor.store.s3 import S3Store
+    from compactor.store.ids import validate_id
+
+#: Where each name of this package lives. They are imported on first use (PEP 562), not when
+#: the package is: importing one light module (``compactor.store.ids``, which every CLI command's
+#: id check uses) ran this file, which imported every backend, the log and its caches (~25-60 ms
+#: at each command's start, issue 17).
+_LAZY = {
+    "AppendResult": "log", "SessionLog": "log", "validate_id": "ids",
+    "LocalStore": "local", "S3Store": "s3", "ObjectStore": "base", "check_key": "base",
+    "SegmentCache": "caches", "list_sessions": "listing", "list_sessions_page": "listing",
+}
+
+
+def __getattr__(name: str) -> Any:
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{where}"), name)
+    globals()[name] = value
+    return value
 
 
 def open_store(url: str, **kwargs: object) -> ObjectStore:
@@ -24,6 +49,8 @@ def open_store(url: str, **kwargs: object) -> ObjectStore:
     usual AWS environment / config chain.
     """
     if url.startswith("s3://"):
+        from compactor.store.s3 import S3Store  # boto3 is imported when a store is created
+
         rest = url[len("s3://") :]
         bucket, _, prefix = rest.partition("/")
         if not bucket:
@@ -39,6 +66,8 @@ def open_store(url: str, **kwargs: object) -> ObjectStore:
         path = url
     if not path:
         raise InvalidInput(f"invalid store URL {url!r}: no directory given")
+    from compactor.store.local import LocalStore
+
     return LocalStore(os.path.expanduser(path), **kwargs)  # type: ignore[arg-type]
 
 

@@ -115,6 +115,7 @@ def _report():
         "engine": sorted(m for m in sys.modules if m.startswith("compactor.engine.") and m != "compactor.engine.presets"),
         "pydantic": "pydantic" in sys.modules,
         "anthropic": "anthropic" in sys.modules,
+        "store": sorted(m for m in sys.modules if m.startswith("compactor.store")),
     }), file=sys.__stderr__)
 atexit.register(_report)
 from compactor.cli import main
@@ -164,6 +165,22 @@ def test_commands_that_never_count_never_load_the_tokenizer(tmp_path):
         assert seen["bench"] == [], argv
     seen = _probe("policy", "show", "default")
     assert seen["rc"] == 0 and not seen["tiktoken"]
+
+
+def test_inline_compaction_loads_no_store(tmp_path):
+    """``compact --inline`` writes nothing to a store: its id checks (``store.ids``) must not
+    load the log, its caches and every backend (the package's names are imported on use)."""
+    seen = _probe("compact", "--inline", str(FIXTURE), "--json")
+    assert seen["rc"] == 0 and json.loads(seen["out"])["session"] == "cli-session"
+    assert seen["store"] == ["compactor.store", "compactor.store.ids"], seen["store"]
+    # and the package's names still resolve, each from its own module
+    import compactor.store as store
+    from compactor.store.local import LocalStore
+    from compactor.store.log import SessionLog
+
+    assert store.SessionLog is SessionLog and isinstance(store.open_store(str(tmp_path)), LocalStore)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        store.nope  # noqa: B018
 
 
 def test_config_shows_the_summarizer_settings_without_the_anthropic_sdk():
