@@ -211,7 +211,7 @@ def _kept_checkpoints(log: SessionLog, head: Any, records: list[tuple[Any, float
             if cid not in present:
                 break
             try:
-                cid = log.read_checkpoint(cid).based_on
+                cid = log.read_checkpoint_slim(cid).based_on  # (its lifted state is never built)
             except (NotFound, IntegrityError):
                 break
             depth += 1

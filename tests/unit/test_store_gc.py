@@ -140,6 +140,25 @@ def test_retention_keeps_the_newest_recorded_checkpoints(store):
         operator.rollback(log, c)
 
 
+def test_gc_walks_checkpoints_without_their_lifted_state(store, monkeypatch):
+    """gc reads only which checkpoint each is based on: the slim read (``ckpt_slim``), never a
+    full parse of a checkpoint's lifted state (~600 MB for a 300k-event session). The same
+    checkpoints are kept and retired as with full reads."""
+    asyncio.run(busy_session(store, T, S, appends=40, compactions=8))
+    for retain in (0, 2):
+        cfg = GcSettings(grace_s=0, retain_checkpoints=retain)
+        _fresh()
+        full = gc_session(store, T, S, cfg, dry_run=True)
+        _fresh()
+        with monkeypatch.context() as m:
+            def no_full_read(self, *a, **k):  # noqa: ANN001, ANN002, ANN003
+                raise AssertionError("gc parsed a whole checkpoint")
+            m.setattr(SessionLog, "read_checkpoint", no_full_read)
+            slim = gc_session(store, T, S, cfg, dry_run=True)
+        assert len(full.kept_checkpoints) >= 2
+        assert (slim.kept_checkpoints, slim.retired_checkpoints) == (full.kept_checkpoints, full.retired_checkpoints)
+
+
 def test_a_damaged_record_stops_gc_of_that_session(store):
     asyncio.run(busy_session(store, T, S, appends=12, compactions=2))
     key = next(k for k in store.list(f"t/{T}/s/{S}/records/"))
