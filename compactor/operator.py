@@ -112,13 +112,13 @@ def rollback(log: SessionLog, to: str | None, *, force: bool = False) -> Rollbac
         _refuse_damaged(log, head)
     digest = None
     if to is not None:
-        log.read_checkpoint(to)  # NotFound names the checkpoint
+        log.read_checkpoint_slim(to)  # NotFound names the checkpoint (its lifted state unused)
         # The digest its record (or the head) holds; legacy checkpoints have none.
         digest = log.recorded_checkpoint_sha256(to, head)
     if head.checkpoint == to:
         return RollbackResult(tenant=log.tenant, session=log.session, from_checkpoint=to, to_checkpoint=to,
                               version=head.version, changed=False)
-    new = log.set_checkpoint(to, expected_etag=head.etag, sha256=digest)
+    new = log.set_checkpoint(to, expected_etag=head.etag, sha256=digest, slim=True)
     now = datetime.now(timezone.utc)
     log.write_record(CompactionRecord(
         id=f"rollback-{now.strftime('%Y%m%dT%H%M%S%f')}", tenant=log.tenant, session=log.session,

@@ -132,7 +132,7 @@ class SessionDocuments:
 
     def checkpoint_sha256(self, ckpt_id: str) -> str:
         """The sha256 of a checkpoint's stored bytes (as this object wrote or read them)."""
-        hit = self._ckpts.get(ckpt_id)
+        hit = self._ckpts.get(ckpt_id) or self._slim_ckpts.get(ckpt_id)
         if hit is None:
             self.read_checkpoint(ckpt_id)
             hit = self._ckpts[ckpt_id]
@@ -186,6 +186,7 @@ class SessionDocuments:
         run: str | None = None,
         head: Head | None = None,
         view_tokens: int | None = None,
+        slim: bool = False,
     ) -> Head:
         """Point the head at ``ckpt_id`` (or none) by CAS; the head records its digest.
 
@@ -198,6 +199,8 @@ class SessionDocuments:
         ``expected_etag`` (saves a GET; the CAS still guards it).
         ``view_tokens``: the new view's size (measure.view_tokens, at the head version the
         caller decided on); None leaves the head's count unknown until the next swap.
+        ``slim``: the checkpoint is checked as ``read_checkpoint_slim`` reads it (a rollback,
+        which never uses its lifted state; the same integrity and ownership checks).
         """
         if ckpt_id is not None:
             self._ckpt_key(ckpt_id)  # validate before I/O
@@ -215,7 +218,7 @@ class SessionDocuments:
             # damaged checkpoint (rollback) is how an operator recovers from one.
             digest = None
             if ckpt_id is not None:
-                ck = self.read_checkpoint(ckpt_id, sha256)
+                ck = (self.read_checkpoint_slim if slim else self.read_checkpoint)(ckpt_id, sha256)
                 digest = self.checkpoint_sha256(ckpt_id) if sha256 is None else sha256
                 if ck.covers.end > head.version:
                     raise InvalidInput(

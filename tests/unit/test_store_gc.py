@@ -159,6 +159,28 @@ def test_gc_walks_checkpoints_without_their_lifted_state(store, monkeypatch):
         assert (slim.kept_checkpoints, slim.retired_checkpoints) == (full.kept_checkpoints, full.retired_checkpoints)
 
 
+def test_rollback_checks_a_checkpoint_without_its_lifted_state(store, monkeypatch):
+    """A rollback never uses the target's lifted state: it reads it slim (the same digest and
+    ownership checks), so a huge session's rollback does not build it. The head each rollback
+    leaves is the one full reads gave."""
+    asyncio.run(busy_session(store, T, S, appends=30, compactions=6))
+    log = SessionLog(store, T, S)
+    targets = [r.checkpoint for r in log.list_records() if r.checkpoint][-3:] + [None]
+    heads = {}
+    for slim in (False, True):
+        with monkeypatch.context() as m:
+            if slim:
+                def no_full_read(self, *a, **k):  # noqa: ANN001, ANN002, ANN003
+                    raise AssertionError("rollback parsed a whole checkpoint")
+                m.setattr(SessionLog, "read_checkpoint", no_full_read)
+            for c in targets:
+                _fresh()
+                operator.rollback(SessionLog(store, T, S), c)
+                h = SessionLog(store, T, S).head()
+                heads.setdefault(str(c), []).append((h.checkpoint, h.checkpoint_sha256))
+    assert len(heads) == 4 and all(a == b for a, b in heads.values()), heads
+
+
 def test_a_damaged_record_stops_gc_of_that_session(store):
     asyncio.run(busy_session(store, T, S, appends=12, compactions=2))
     key = next(k for k in store.list(f"t/{T}/s/{S}/records/"))
