@@ -50,6 +50,14 @@ def policy_of(ref: PolicyRef) -> Any:
     return make_policy(ref.preset, window=ref.window, max_output=ref.max_output, configured=ref.configured)
 
 
+def attempt_meta() -> dict[str, Any]:
+    """``{"attempt": n}`` of the running activity (1 outside one): what every step reports."""
+    try:
+        return {"attempt": activity.info().attempt}
+    except RuntimeError:
+        return {"attempt": 1}
+
+
 def workflow_run_id() -> str:
     """The run this activity works for ("" outside an activity, e.g. direct calls in tests)."""
     try:

@@ -402,7 +402,7 @@ def _finish_structured_of(acts: list[Any], replaced: set[str]) -> list[Any]:
     summarize_structured, validate_candidate) is replaced, the one-step activity is made of
     the registered steps instead, so the replacement is called on that path too."""
     from activities.contracts import ActivityName as A
-    from activities.store_activities import compose_finish_structured
+    from activities.composed import compose_finish_structured
 
     return _composed_of(acts, replaced, str(A.FINISH_STRUCTURED),
                         [str(A.LIFT_STATE), str(A.SUMMARIZE_STRUCTURED), str(A.VALIDATE_CANDIDATE)],
@@ -413,7 +413,7 @@ def _externalize_finish_of(acts: list[Any], replaced: set[str]) -> list[Any]:
     """``externalize_finish`` made of the registered externalize and finish_structured when
     either (or a step finish_structured runs) is replaced, as ``_finish_structured_of``."""
     from activities.contracts import ActivityName as A
-    from activities.store_activities import compose_externalize_finish
+    from activities.composed import compose_externalize_finish
 
     return _composed_of(acts, replaced, str(A.EXTERNALIZE_FINISH), [str(A.EXTERNALIZE), str(A.FINISH_STRUCTURED)],
                         compose_externalize_finish,
@@ -458,7 +458,7 @@ def _commit_record_of(acts: list[Any], replaced: set[str]) -> list[Any]:
     """``commit_record`` made of the registered commit_swap and write_record when either is
     replaced, as ``_finish_structured_of``."""
     from activities.contracts import ActivityName as A
-    from activities.store_activities import compose_commit_record
+    from activities.composed import compose_commit_record
 
     return _composed_of(acts, replaced, str(A.COMMIT_RECORD), [str(A.COMMIT_SWAP), str(A.WRITE_RECORD)],
                         compose_commit_record)

@@ -33,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
         WORKFLOW_PATHS,
     )
     from compactor.tenancy import check_sweep_request
-    from workflows.compact_session import STORE_RETRY, check_input, workflow_id_for
+    from workflows.steps import STORE_RETRY, check_input, workflow_id_for
     from workflows.paths import INPUT_CHECK_PATCH
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-import activities.store_activities as store_activities
+import activities.freeze_steps as freeze_steps
 from activities.store_activities import StoreActivities
 from compactor.events import Event, TextBlock
 from compactor.store import SessionLog, open_store
@@ -53,7 +53,7 @@ async def test_freeze_commits_what_a_commit_reading_for_itself_commits(tmp_path,
         store, acts = await _session(f"file://{root}", second)
         log = SessionLog(store, "t1", "s1")
         if mode == "own reads":
-            monkeypatch.setattr(store_activities, "frozen_reads", _without_frozen_reads)
+            monkeypatch.setattr(freeze_steps, "frozen_reads", _without_frozen_reads)
         else:
             monkeypatch.undo()
         if append_meanwhile:
