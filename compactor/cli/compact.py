@@ -153,7 +153,10 @@ def _inline_run(args: argparse.Namespace) -> int:
         counted = quick_view_tokens(events, placed=True)
         target = default_target(view_tokens(events) if counted is None else counted)
     now = args.now_at or datetime.now(timezone.utc)
-    result = compact(events, policy, target, now=now, session=args.session_id, tokens_before=counted)
+    # (the checkpoint's whole lifted state only where something reads it: written by --out, or
+    # the model's summary's input; the record printed holds none of it, issue 17)
+    result = compact(events, policy, target, now=now, session=args.session_id, tokens_before=counted,
+                     full_state=bool(args.out) or llm is not None)
     if llm is not None:
         from compactor.cli.inline_model import summarize_inline
 

@@ -159,13 +159,14 @@ def apply_layers(
     _prepared: bool = False,
     _body: list[Event] | None = None,
     _calls: dict[str, Any] | None = None,
+    full_state: bool = True,
 ) -> LayerResult:
     """Run the layers cheapest first, stopping as soon as the view fits ``plan.target_tokens``.
 
     ``_safe``: the safe cut points ``plan`` computed on the same events (``compact``);
     ``_view``: what ``plan`` filled in on them (its count of the view); ``_prepared``,
     ``_body``, ``_calls``: as ``plan``'s (the events prepared already, their body, and what
-    the safe cuts' walk learnt of its calls)."""
+    the safe cuts' walk learnt of its calls). ``full_state``: as ``compact``'s."""
     if (prev.id if prev is not None else None) != plan.prev_checkpoint:
         raise ValueError("plan was made for a different previous checkpoint")
     # (the caller's prepared list itself, read only: not a copy of it held through the layers,
@@ -318,7 +319,7 @@ def apply_layers(
         current = cand.tokens
         best = cand
         if cand.fits:
-            return _result(cand, artifacts, layers, freed, durations, evs, 0)
+            return _result(cand, artifacts, layers, freed, durations, evs, 0, full_state)
         # The layer's outcome holds its own reference to every replacement it made (a cleared
         # copy of nearly every result of a big session): let go, or release_covered frees
         # nothing until the first rung's summary rebinds the name (issue 17, memory).
@@ -450,7 +451,7 @@ def apply_layers(
     # 300k events, issue 17, memory) go before the picked state is dumped (``_result``: the
     # compaction's peak is its own or the ladder's): nothing after reads them.
     covered_all = _body = _calls = _safe = safe_points = covered_hash = hash_lines = None  # type: ignore[assignment]
-    return _result(best, artifacts, layers, freed, durations, evs, candidates.n)
+    return _result(best, artifacts, layers, freed, durations, evs, candidates.n, full_state)
 
 
 def _keep_after(d: dict[int, Any], cut: int) -> None:
@@ -543,8 +544,10 @@ def _result(
     durations: dict[str, float],
     evs: list[Event],
     n_candidates: int,
+    full_state: bool = True,
 ) -> LayerResult:
-    cand.complete_state()
+    if full_state:
+        cand.complete_state()
     ckpt = cand.checkpoint
     end = 0 if ckpt.covers.empty else ckpt.covers.end
     used = set(ckpt.artifacts)
@@ -587,6 +590,7 @@ def compact(
     record_id: str | None = None,
     provider_usage: int | None = None,
     tokens_before: int | None = None,
+    full_state: bool = True,
 ) -> CompactResult:
     """Compact ``events`` so their view fits ``target_tokens`` (default: the policy's
     post-compaction size).
@@ -597,13 +601,18 @@ def compact(
     placed=True)`` when the caller counted it already (the CLI, for its default target): with
     no ``prev``, and ``events`` in seq order with every one counted, it is the plan's count of
     the view, which is then not made again (issue 17: a walk of the session); else ignored.
+    ``full_state`` False: a summary checkpoint's ``state`` holds only the lifted state's fields
+    the checks read (``_CHECKED_STATE``), not its whole dump - for a caller that stores and
+    prints no checkpoint, only the record (``compact --inline`` without ``--out``: the dump of a
+    big session's state, ~600k items at 300k events, was ~0.5 s of CPU and the run's peak, read
+    by nobody, issue 17); the view, record and artifacts are the same.
     """
     if target_tokens is not None and target_tokens < 1:
         raise InvalidInput(f"target_tokens must be a positive number of tokens, not {target_tokens}")
     with collector_paused():
         return _compact(events, policy, target_tokens, prev, checkpoint_id=checkpoint_id, now=now,
                         tenant=tenant, session=session, trigger=trigger, record_id=record_id,
-                        provider_usage=provider_usage, counted=tokens_before)
+                        provider_usage=provider_usage, counted=tokens_before, full_state=full_state)
 
 
 def _compact(
@@ -620,6 +629,7 @@ def _compact(
     record_id: str | None,
     provider_usage: int | None,
     counted: int | None = None,
+    full_state: bool = True,
 ) -> CompactResult:
     t0 = time.perf_counter()
     evs = prepare(events, prev)
@@ -666,7 +676,8 @@ def _compact(
     safe = shown = walked = calls = None  # type: ignore[assignment]
     res = apply_layers(evs, p, policy, prev=prev, checkpoint_id=checkpoint_id, now=now,
                        tenant=tenant, session=session, _prepared=True, _safe=handed.pop("_safe"),
-                       _view=handed.pop("_view"), _body=handed.pop("_body"), _calls=handed.pop("_calls"))
+                       _view=handed.pop("_view"), _body=handed.pop("_body"), _calls=handed.pop("_calls"),
+                       full_state=full_state)
     ckpt = res.checkpoint
     assert ckpt is not None
     if not res.layers or res.tokens_after >= p.tokens_before:

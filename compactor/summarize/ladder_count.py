@@ -22,8 +22,8 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from itertools import accumulate, repeat
-from operator import add, attrgetter
+from itertools import accumulate
+from operator import attrgetter
 from typing import Any
 
 from compactor.summarize.piece_cuts import piece_cut_extra_of
@@ -142,13 +142,13 @@ def count_beyond(lines: Sequence[Any], spans: dict[str, tuple[int, int, int]],
     text the sums cannot count (then count it all)."""
     n = len(lines)
     total = 0
-    # the text, for ``piece_cut_extra_of`` only, as its parts in order (a memo line stands for
-    # its text and the newline after it, made only if a piece cut reads it: a big rung's text
-    # is ~17 MB at 300k events, its lines' texts ~30 MB more, issue 17 memory) and their lengths
+    # the text, for ``piece_cut_extra_of`` only, as its parts in order (a memo section is one
+    # part, ``_MemoSpan``: its lines stand for their texts and a newline each, made only if a
+    # piece cut reads them - a big rung's text is ~17 MB at 300k events, its lines' texts ~30 MB
+    # more, issue 17 memory - and its length summed from the memo's column, not a part and a
+    # length per line laid out every rung: ~300k of each at 300k events, issue 17, CPU)
     parts: list[Any] = []
-    lens = array("i")  # (4 bytes a part, not a list's pointer: ~600k parts at 300k events, issue 17)
-    marks: list[int] = []  # the first part of each memo section's lines
-    makers: list[Callable[[int], Any]] = []
+    lens: list[int] = []
     sep = "\n\n"  # (before the next section's heading: "\n" after a memo line's own newline)
     section = None
     pos = 0
@@ -164,7 +164,7 @@ def count_beyond(lines: Sequence[Any], spans: dict[str, tuple[int, int, int]],
             else:
                 new = ("\n", ln.text)
             parts += new
-            lens.extend(map(len, new))
+            lens += map(len, new)
         if not name:
             break
         pos = end
@@ -178,40 +178,75 @@ def count_beyond(lines: Sequence[Any], spans: dict[str, tuple[int, int, int]],
         section = name
         new = (sep, headings[name]) if parts else (headings[name],)
         parts += new
-        lens.extend(map(len, new))
-        marks.append(len(parts))
-        makers.append(line_at)
-        parts += lines[start:end]
-        lens.extend(map(add, lengths(), repeat(1)))
+        lens += map(len, new)
+        span = _MemoSpan(line_at, lengths())
+        parts.append(span)
+        lens.append(span.size)
         sep = "\n"
     counted = sum_rest(rest, pos == n)
     if counted is None:
         return None
     total += counted
     total -= sum(ln.tokens for ln in rest if ln.tier is not None)
-    ends = array("i" if sum(lens) < 1 << 31 else "q", accumulate(lens))  # (4 bytes an end, as a rule)
+    ends = list(accumulate(lens))
     del lens
     # (the text ends with a memo line: without the newline its part stands for)
-    extra = piece_cut_extra_of(ends[-1] - (sep == "\n"), partial(_text_part, parts, ends, marks, makers))
+    extra = piece_cut_extra_of(ends[-1] - (sep == "\n"), partial(_text_part, parts, ends))
     return None if extra is None else total + extra
 
 
-def _text_part(parts: list[Any], ends: array, marks: list[int], makers: list[Callable[[int], Any]],
-               a: int, b: int) -> str:
-    """``text[a:b]`` of the text laid out in ``parts`` (strings, or memo entries: a line's text and
-    a newline, the line made by ``makers[s]`` from its place in the section whose first part is
-    ``marks[s]``) that end at ``ends``: only the parts it spans are made."""
+class _MemoSpan:
+    """A memo section's lines in the text ``count_beyond`` lays out: each line's text and a
+    newline, the line made by ``line_at(place)`` only when read (``text``); its ``size`` is
+    its lines' text lengths (the memo's column) plus a newline each. The lines' starts are found
+    from the sums of ``CHUNK`` lengths at a time, made the first time the span is read (a piece
+    cut falls in a few of a big rung's sections), not from a length per line laid out."""
+
+    __slots__ = ("line_at", "lengths", "size", "_ends")
+
+    CHUNK = 256
+
+    def __init__(self, line_at: Callable[[int], Any], lengths: Iterable[int]) -> None:
+        self.line_at = line_at
+        self.lengths = lengths = lengths if type(lengths) is array else array("q", lengths)
+        self.size = sum(lengths) + len(lengths)
+        self._ends: list[int] | None = None
+
+    def text(self, a: int, b: int) -> str:
+        """``text[a:b]`` of the span's text, ``0 <= a < b <= size``."""
+        ends = self._ends
+        lengths, step = self.lengths, self.CHUNK
+        if ends is None:  # the end of each chunk of lines in the span's text
+            ends = self._ends = list(accumulate(sum(lengths[i:i + step]) + len(lengths[i:i + step])
+                                                for i in range(0, len(lengths), step)))
+        c = bisect_right(ends, a)  # (the chunk holding the line at ``a``)
+        k = c * step
+        at = ends[c - 1] if c else 0
+        while at + lengths[k] + 1 <= a:  # (the line holding ``a``: ``at`` is its start)
+            at += lengths[k] + 1
+            k += 1
+        out = []
+        end = at
+        line_at = self.line_at
+        while end < b:
+            out.append(line_at(k).text)
+            out.append("\n")
+            end += lengths[k] + 1
+            k += 1
+        return "".join(out)[a - at:b - at]
+
+
+def _text_part(parts: list[Any], ends: list[int], a: int, b: int) -> str:
+    """``text[a:b]`` of the text laid out in ``parts`` (strings, or a memo section's lines,
+    ``_MemoSpan``) that end at ``ends``: only the lines it spans are made."""
     if b <= a:
         return ""
     i = bisect_right(ends, a)
     j = bisect_right(ends, b - 1)
-    at = ends[i - 1] if i else 0
     out = []
     for k in range(i, j + 1):
         p = parts[k]
-        if type(p) is str:
-            out.append(p)
-        else:
-            s = bisect_right(marks, k) - 1
-            out.append(makers[s](k - marks[s]).text + "\n")
-    return "".join(out)[a - at:b - at]
+        start = ends[k - 1] if k else 0
+        lo, hi = max(a, start) - start, min(b, ends[k]) - start
+        out.append(p[lo:hi] if type(p) is str else p.text(lo, hi))
+    return "".join(out)
