@@ -6,40 +6,13 @@ own lists are copied by ``_Acc.build`` now)."""
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import pytest
 
-from compactor.bench.scale import small_session_lines
-from compactor.bench.synthetic import synthetic_sessions
-from compactor.importers import import_file
 from compactor.lifting import lift
 from compactor.lifting.state import LiftedState
-from tests.conftest import corpus_files
-
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-
-
-@functools.lru_cache(maxsize=1)
-def _sessions() -> tuple[tuple[str, list], ...]:
-    out: list[tuple[str, list]] = []
-    files = [p for p in sorted(FIXTURES.rglob("*")) if p.is_file() and p.suffix in (".jsonl", ".json")]
-    for path in files + corpus_files():
-        try:
-            events = import_file(path).events
-        except Exception:  # noqa: BLE001 - a fixture of another format (a bad-input case): not a transcript
-            continue
-        if events:
-            out.append((path.name, events))
-    out += [(name, list(evs)) for name, evs in synthetic_sessions(4, seed=9)]
-    return tuple(out)
-
-
-def _generated(tmp_path: Path, n: int) -> list:
-    path = tmp_path / "small.jsonl"
-    path.write_text("\n".join(small_session_lines(n)) + "\n")
-    return import_file(path).events
+from tests.unit.test_lift_trusted import _generated, _sessions  # (fixtures, corpus, synthetic; generated)
 
 
 def _pass(events: list) -> list[tuple[LiftedState, str]]:
