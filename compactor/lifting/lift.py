@@ -93,6 +93,7 @@ from compactor.lifting.state import (  # noqa: F401 - re-exported
     Todo,
     UnknownAction,
     Url,
+    built_state,
     first_file_ref,
     next_file_ref,
     op_list,
@@ -598,19 +599,21 @@ class _Acc(ShellPairs):
     def build(self) -> LiftedState:
         decisions = self.decisions[-MAX_DECISIONS:]
         outcomes, reasons = self.narrative.build()
-        return LiftedState(
+        # (the lists the builder goes on changing are copied, as validation copied every list: the
+        # others are new; ``built_state``: the same state as ``LiftedState(...)``, unchecked)
+        return built_state(
             goal=self.goal,
-            requests=self.requests,
-            constraints=self.constraints,
+            requests=self.requests.copy(),
+            constraints=self.constraints.copy(),
             decisions=decisions,
             files_read=list(self.files_read.values()),
             files_changed=self.notes.annotate(list(self.files_changed.values())),
-            commands=self.commands,
-            tests=self.tests,
-            errors=self.errors,
+            commands=self.commands.copy(),
+            tests=self.tests.copy(),
+            errors=self.errors.copy(),
             failed_approaches=self._annotated_failures(),
             unknown_actions=sorted(self.unknown.values(), key=lambda u: (u.seq, u.tool_use_id)),
-            todos=self.todos,
+            todos=self.todos.copy(),
             todos_seq=self.todos_seq,
             artifacts=list(self.artifacts.values()),
             urls=list(self.urls.values()),
@@ -619,7 +622,7 @@ class _Acc(ShellPairs):
             reasons=reasons,
             findings=self.narrative.built_findings(),
             last_action=self._built_last_action(),
-            file_notes=self.notes.last_mentions,
+            file_notes=self.notes.last_mentions.copy(),
         )
 
 

@@ -26,11 +26,13 @@ across many compactions.
 from __future__ import annotations
 
 import re
+from operator import attrgetter
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from compactor.tokens import count_text
 
+_SEQ = attrgetter("seq")
 MAX_OUTCOMES = 12
 """Turn outcomes kept in the state (newest)."""
 MAX_OUTCOME_CHARS = 1_500
@@ -457,7 +459,7 @@ class NarrativeAcc:
     def build(self) -> tuple[list[TurnOutcome], list[Reason]]:
         """Outcomes oldest first and reasons in order, each list cut to its newest items."""
         self._flush()
-        outcomes = sorted(self.outcomes.values(), key=lambda o: o.seq)[-MAX_OUTCOMES:]
+        outcomes = sorted(self.outcomes.values(), key=_SEQ)[-MAX_OUTCOMES:]  # (once a rung: no Python key call)
         return outcomes, self.reasons[-MAX_REASONS:]
 
     def built_findings(self) -> list[Finding]:
