@@ -19,16 +19,18 @@ from compactor.events import (
 )
 from compactor.importers import _build as build
 from compactor.importers._common import (
+    CURRENT_LINE,
     Source,
     ImportResult,
     image,
     iter_jsonl,
     parse_time,
+    publish_line,
     result_block,
     source_key,
     usage_of,
 )
-from compactor.importers._drafts import SHARED, Builder, Draft
+from compactor.importers._drafts import Builder, Draft, shared_draft
 
 FORMAT = "claude-code"
 
@@ -70,11 +72,29 @@ def parse(src: Source, name: str) -> ImportResult:
     # The assistant draft the next line of the same response may extend. Only the newest one
     # can be extended (``_only_results_since``), so older ones are forgotten.
     by_msg_id: dict[str, Draft] = {}
-    pending_compaction: Draft | None = None
-
     streamed = b.sink is not None
     drafts = b.drafts  # (the builder's list, changed in place until ``finish``)
-    for no, line in iter_jsonl(src, b):
+    where: list[int | None] = [CURRENT_LINE.get()]
+    try:
+        _parse_lines(b, src, where, by_msg_id, streamed, drafts)
+    except BaseException:
+        publish_line(where)  # (the line ``iter_jsonl`` would have set ``CURRENT_LINE`` to)
+        raise
+    publish_line(where)
+    return b.finish()
+
+
+def _parse_lines(
+    b: Builder,
+    src: Source,
+    where: list[int | None],
+    by_msg_id: dict[str, Draft],
+    streamed: bool,
+    drafts: list[Draft],
+) -> None:
+    """``parse``'s loop over the lines (``iter_jsonl`` writing the line to ``where``)."""
+    pending_compaction: Draft | None = None
+    for no, line in iter_jsonl(src, b, where):
         if streamed and len(drafts) >= RELEASE_EVERY:
             _release_finished(b)
         typ = line.get("type")
@@ -148,7 +168,6 @@ def parse(src: Source, name: str) -> ImportResult:
             _assistant(b, line, msg, uid, at, meta, by_msg_id)
         else:
             _user(b, line, msg, uid, at, meta)
-    return b.finish()
 
 
 def _assistant(
@@ -208,7 +227,7 @@ def _add_assistant(
             meta["line"] = no
         if mid:
             meta["message_id"] = mid
-        d = Draft("assistant", uid, at, "message", False, blocks, usage, meta, SHARED)
+        d = shared_draft("assistant", uid, at, False, blocks, usage, meta)
     else:
         if model:
             meta["model"] = model
@@ -288,7 +307,7 @@ def _fast_user(b: Builder, line: dict[str, Any], msg: dict[str, Any], uid: str, 
         meta["line"] = no
         if cmd:
             meta["slash_command"] = cmd.group(1)
-        b.drafts.append(Draft("user", uid, at, "message", injected, [text_block(content)], None, meta, SHARED))
+        b.drafts.append(shared_draft("user", uid, at, injected, [text_block(content)], None, meta))
         return True
     if type(content) is not list or not content:
         return False
@@ -314,14 +333,15 @@ def _fast_user(b: Builder, line: dict[str, Any], msg: dict[str, Any], uid: str, 
         results.append(m)
     drafts = b.drafts
     d = drafts[-1] if drafts else None
-    # a results-only draft right after the call collects parallel results
-    if d is not None and d.results_only:
+    # a results-only draft right after the call collects parallel results (the role first:
+    # after a call, the usual case, the draft is the assistant's, issue 17)
+    if d is not None and d.role == "user" and d.results_only:
         d.blocks.extend(results)
         d.add_line(no)
         return True
     meta = build.keyed(_LINE)
     meta["line"] = no
-    drafts.append(Draft("user", uid, at, "message", False, results, None, meta, SHARED))
+    drafts.append(shared_draft("user", uid, at, False, results, None, meta))
     return True
 
 
