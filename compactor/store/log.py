@@ -109,6 +109,7 @@ from compactor.store.caches import (  # noqa: F401 - _INDEXES/_VERIFIED_CKPTS: t
 )
 from compactor.engine.view import build_view, stream_view
 from compactor.store.documents import SessionDocuments
+from compactor.store.segment_decode import trusted_events
 from compactor.store.segments import Chunk, absorbable, chunk_lines, event_line
 from compactor.store.ids import parse_problem, sha256_hex, utc_now, validate_id  # noqa: F401 - re-exported
 
@@ -129,7 +130,8 @@ class AppendResult(BaseModel):
 
 
 def _parse_events(data: bytes) -> list[Event]:
-    """Parse a JSON array of events with the cyclic GC paused.
+    """Parse a JSON array of events with the cyclic GC paused: built without validation where
+    ``segment_decode`` accepts the bytes, else validated (the same events, the same errors).
 
     Parsing allocates many small objects at once; with a large heap (a long session already in
     memory) each allocation burst would trigger full collections that scan everything.
@@ -137,7 +139,8 @@ def _parse_events(data: bytes) -> list[Event]:
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _EVENTS.validate_json(data)
+        events = trusted_events(data)
+        return _EVENTS.validate_json(data) if events is None else events
     finally:
         if enabled:
             gc.enable()
