@@ -84,6 +84,9 @@ CHECKED = 1
 SHARED = 2
 
 
+_new = object.__new__
+
+
 def shared_draft(role: str, id: str, at: datetime | None, injected: bool, blocks: list[Any],
                  usage: Usage | None, meta: dict[str, Any]) -> Draft:
     """``Draft(role, id, at, "message", injected, blocks, usage, meta, SHARED)``, its slots set
@@ -100,9 +103,6 @@ def shared_draft(role: str, id: str, at: datetime | None, injected: bool, blocks
     d.meta = meta
     d.trusted = SHARED
     return d
-
-
-_new = object.__new__
 
 
 class Builder:

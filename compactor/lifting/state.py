@@ -312,8 +312,6 @@ class LiftedState(BaseModel):
         return self.requests[-1] if self.requests else None
 
 
-
-
 def built_state(**fields: object) -> LiftedState:
     """``LiftedState(**fields)`` for the lifter's own values (``lift._Acc.build``): every item an
     instance of its field's model, every list a new one (not one the lifter goes on changing).

@@ -175,13 +175,9 @@ def _tool_use(d: dict[str, Any]) -> ToolUseBlock:
         fields = _USE_NAMES.get(tuple(d)) or _names(ToolUseBlock, d, _USE_NAMES)
     bid = d["id"]
     name = d["name"]
-    inp = d["input"] if "input" in d else {}
-    if type(bid) is not str or type(name) is not str or type(inp) is not dict:
+    if type(bid) is not str or type(name) is not str:
         raise _Refused("tool_use")
-    for x in inp.values():
-        if type(x) is dict or type(x) is list:
-            _depth(inp, 0)
-            break
+    inp = _plain(d["input"]) if "input" in d else {}
     m = _new(ToolUseBlock)
     v = m.__dict__
     v["type"] = "tool_use"
@@ -348,14 +344,7 @@ def _event(d: Any, names: dict[tuple[str, ...], set[str]] = _EVENT_NAMES) -> Eve
             blocks[i] = _BLOCK[b["type"]](b)
     if usage is not None:
         usage = _usage(usage)
-    if meta is _ABSENT:
-        meta = {}
-    elif type(meta) is not dict:
-        raise _Refused("meta")
-    for x in meta.values():
-        if type(x) is dict or type(x) is list:
-            _depth(meta, 0)
-            break
+    meta = {} if meta is _ABSENT else _plain(meta)
     m = _new(Event)
     v = m.__dict__  # (the fields into the class's shared keys, in field order)
     v["seq"] = seq
